@@ -1,0 +1,123 @@
+import CFastCGI
+import WeatherAPI
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Set by SIGTERM/SIGINT; read between requests. A plain flag is all a signal handler may touch.
+nonisolated(unsafe) private var shutdownRequested: sig_atomic_t = 0
+
+/// The FastCGI side of the worker, on libfcgi's reentrant `FCGX_*` API.
+///
+/// Serves the listening socket inherited on fd 0 (spawn-fcgi, mod_fcgid, systemd socket
+/// activation) or one bound with `--listen`; answers a single request when started as plain CGI.
+/// On SIGTERM it finishes the request in hand and returns.
+public enum FastCGIServer {
+    /// One request's parameters and body reader, and the place its response goes.
+    public typealias Handler = (_ params: [String: String], _ readBody: (Int) -> [UInt8]) -> Response
+
+    /// True when fd 0 is not a FastCGI listening socket (started by a web server as CGI, or by hand).
+    public static var isCGI: Bool { FCGX_IsCGI() != 0 }
+
+    /// Binds `address` (`/path/to.sock` or `host:port`, or `:port`) and returns its descriptor.
+    public static func listen(_ address: String, backlog: Int32 = 128) throws -> Int32 {
+        let spec = address.hasPrefix("/") || address.contains(":") ? address : ":" + address
+        if spec.hasPrefix("/") { unlink(spec) }
+        let fd = FCGX_OpenSocket(spec, backlog)
+        guard fd >= 0 else { throw FastCGIError("cannot listen on \(address)") }
+        if spec.hasPrefix("/") { chmod(spec, 0o660) }
+        return fd
+    }
+
+    /// Serves requests on `listenFD` (0: the inherited socket) until SIGTERM or `maxRequests`.
+    /// `after` runs once the response is fully handed to the web server (deferred work).
+    public static func serve(listenFD: Int32 = 0, maxRequests: Int = 0, handler: Handler, after: () -> Void) throws {
+        guard FCGX_Init() == 0 else { throw FastCGIError("FCGX_Init failed") }
+        installSignalHandlers()
+        var request = FCGX_Request()
+        guard FCGX_InitRequest(&request, listenFD, Int32(FCGI_FAIL_ACCEPT_ON_INTR)) == 0 else {
+            throw FastCGIError("FCGX_InitRequest failed")
+        }
+        var served = 0
+        while shutdownRequested == 0 {
+            guard FCGX_Accept_r(&request) >= 0 else { break }
+            let params = environment(request.envp)
+            let input = request.in
+            let response = handler(params) { count in readStream(input, count) }
+            let bytes = response.cgiBytes(includeBody: params["REQUEST_METHOD"] != "HEAD")
+            _ = bytes.withUnsafeBufferPointer { buf in
+                buf.withMemoryRebound(to: CChar.self) { FCGX_PutStr($0.baseAddress, Int32($0.count), request.out) }
+            }
+            FCGX_Finish_r(&request)
+            after()
+            served += 1
+            if maxRequests > 0 && served >= maxRequests { break }
+        }
+        FCGX_Free(&request, 1)
+    }
+
+    /// Plain CGI: the request is the process environment and stdin; the response goes to stdout.
+    public static func serveCGI(handler: Handler) {
+        var params: [String: String] = [:]
+        var p = environ
+        while let entry = p.pointee {
+            let text = String(decoding: UnsafeRawBufferPointer(start: entry, count: strlen(entry)), as: UTF8.self)
+            if let eq = text.firstIndex(of: "=") { params[String(text[..<eq])] = String(text[text.index(after: eq)...]) }
+            p += 1
+        }
+        let response = handler(params) { count in
+            var out = [UInt8](repeating: 0, count: count)
+            var got = 0
+            while got < count {
+                let n = out.withUnsafeMutableBytes { read(0, $0.baseAddress! + got, count - got) }
+                if n <= 0 { break }
+                got += n
+            }
+            return Array(out.prefix(got))
+        }
+        let bytes = response.cgiBytes(includeBody: params["REQUEST_METHOD"] != "HEAD")
+        var written = 0
+        while written < bytes.count {
+            let n = bytes.withUnsafeBytes { write(1, $0.baseAddress! + written, bytes.count - written) }
+            if n <= 0 { break }
+            written += n
+        }
+    }
+
+    static func environment(_ envp: FCGX_ParamArray?) -> [String: String] {
+        var params: [String: String] = [:]
+        guard var p = envp else { return params }
+        while let entry = p.pointee {
+            // Invalid UTF-8 is repaired to U+FFFD here and refused by the request parser.
+            let text = String(decoding: UnsafeRawBufferPointer(start: entry, count: strlen(entry)), as: UTF8.self)
+            if let eq = text.firstIndex(of: "=") { params[String(text[..<eq])] = String(text[text.index(after: eq)...]) }
+            p += 1
+        }
+        return params
+    }
+
+    static func readStream(_ stream: UnsafeMutablePointer<FCGX_Stream>?, _ count: Int) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: count)
+        let got = out.withUnsafeMutableBufferPointer { buf in
+            buf.withMemoryRebound(to: CChar.self) { FCGX_GetStr($0.baseAddress, Int32(count), stream) }
+        }
+        return Array(out.prefix(Int(max(0, got))))
+    }
+
+    static func installSignalHandlers() {
+        var action = sigaction()
+        action.__sigaction_handler.sa_handler = { _ in shutdownRequested = 1 }
+        sigemptyset(&action.sa_mask)
+        action.sa_flags = 0  // no SA_RESTART: accept() must return EINTR so the loop can end
+        sigaction(SIGTERM, &action, nil)
+        sigaction(SIGINT, &action, nil)
+        sigaction(SIGUSR1, &action, nil)  // Apache's mod_fcgid graceful stop
+        signal(SIGPIPE, SIG_IGN)
+    }
+}
+
+/// A FastCGI set-up failure, for the start-up message.
+public struct FastCGIError: Error, CustomStringConvertible {
+    public let description: String
+    init(_ d: String) { description = d }
+}

@@ -1,0 +1,29 @@
+import WeatherCore
+
+/// Authentication for every weather route (API.md): a live session token first, then the legacy
+/// static token, else 401.
+public struct Authenticator {
+    let store: any GatewayStore
+    let minter: TokenMinter
+    let legacyToken: String?
+
+    /// Who is asking: the mode and, for sessions, the grant.
+    public struct Identity {
+        public var mode: AuthMode
+        public var grant: AccessGrant?
+    }
+
+    public func authenticate(_ request: Request, now: Timestamp) throws(HTTPError) -> Identity {
+        if let token = request.headers["x-weather-session-token"], TokenSyntax.isWellFormed(token, kind: .access) {
+            let grant: AccessGrant?
+            do { grant = try store.accessGrant(tokenHash: minter.tokenHash(token)) } catch { throw .storageUnavailable }
+            if let grant, grant.isLive(at: now) { return Identity(mode: .weatherSession, grant: grant) }
+        }
+        // A bad session token falls back to the legacy token during the migration.
+        if let legacy = legacyToken, let presented = request.headers["x-weather-token"],
+           TokenMinter.matches(presented, legacy) {
+            return Identity(mode: .weatherToken, grant: nil)
+        }
+        throw .unauthorized
+    }
+}

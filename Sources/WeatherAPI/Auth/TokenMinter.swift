@@ -1,0 +1,61 @@
+import WeatherCore
+import WeatherCrypto
+
+/// Makes tokens and hashes with the server's key. The only holder of plaintext tokens, and only
+/// for the moment between minting and writing the response.
+public struct TokenMinter: Sendable {
+    let hashKey: [UInt8]
+
+    public init(hashKey: [UInt8]) {
+        precondition(hashKey.count >= 16, "hash key too short")
+        self.hashKey = hashKey
+    }
+
+    /// A plaintext pair and what the database may keep of it.
+    public struct Pair: Sendable {
+        public var accessToken: String
+        public var refreshToken: String
+        public var stored: IssuedPair
+    }
+
+    /// A fresh random pair: prefix + 256 bits from the OS CSPRNG, base64url without padding.
+    public func randomPair(lifetimes: TokenLifetimes) throws -> Pair {
+        try pair(access: TokenKind.access.prefix + Base64URL.encode(SecureRandom.bytes(32)),
+                 refresh: TokenKind.refresh.prefix + Base64URL.encode(SecureRandom.bytes(32)),
+                 lifetimes: lifetimes)
+    }
+
+    /// The successor pair of a refresh token: HMAC(server key, refresh token), so the very same
+    /// refresh request presented again gets the very same pair without any plaintext being stored.
+    /// Unpredictable without both the presented 256-bit token and the server key.
+    public func successorPair(of refreshToken: String, lifetimes: TokenLifetimes) throws -> Pair {
+        let access = try HMACSHA256.authenticationCode(for: Array(("successor-access:" + refreshToken).utf8), key: hashKey)
+        let refresh = try HMACSHA256.authenticationCode(for: Array(("successor-refresh:" + refreshToken).utf8), key: hashKey)
+        return try pair(access: TokenKind.access.prefix + Base64URL.encode(access),
+                        refresh: TokenKind.refresh.prefix + Base64URL.encode(refresh),
+                        lifetimes: lifetimes)
+    }
+
+    private func pair(access: String, refresh: String, lifetimes: TokenLifetimes) throws -> Pair {
+        Pair(accessToken: access, refreshToken: refresh, stored: IssuedPair(
+            accessRowId: try rowId(), accessHash: SHA256.hex(access),
+            refreshRowId: try rowId(), refreshHash: SHA256.hex(refresh),
+            lifetimes: lifetimes))
+    }
+
+    /// `aws_` + 128 random bits.
+    public func sessionId() throws -> String { IdentifierPrefix.session + Base64URL.encode(try SecureRandom.bytes(16)) }
+
+    func rowId() throws -> String { IdentifierPrefix.tokenRow + Hex.encode(try SecureRandom.bytes(12)) }
+
+    /// `token_hash`: lowercase hex SHA-256 of the whole token string.
+    public func tokenHash(_ token: String) -> String { SHA256.hex(token) }
+
+    /// `installation_id_hash`: lowercase hex HMAC-SHA256(hash key, lowercased UUID).
+    public func installationHash(_ installationId: String) throws -> String {
+        try HMACSHA256.hex(installationId.lowercased(), key: hashKey)
+    }
+
+    /// Constant-time comparison for the legacy token.
+    public static func matches(_ presented: String, _ expected: String) -> Bool { ConstantTime.equals(presented, expected) }
+}

@@ -1,0 +1,118 @@
+import WeatherCore
+import WeatherCrypto
+import WeatherStore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Start-up shared by `weather-fcgi` and `weatherctl`: configuration, hash key, database.
+/// Any failure is a `StartupError` whose message names what to fix; nothing starts half-configured.
+public enum Bootstrap {
+    /// The process environment as a dictionary.
+    public static func processEnvironment() -> [String: String] {
+        var out: [String: String] = [:]
+        var p = environ
+        while let entry = p.pointee {
+            let text = String(cString: entry)
+            if let eq = text.firstIndex(of: "=") { out[String(text[..<eq])] = String(text[text.index(after: eq)...]) }
+            p += 1
+        }
+        return out
+    }
+
+    /// Environment first, then the `KEY=VALUE` file named by `WEATHER_CONFIG` (or the default
+    /// `/etc/closet-weather/weather.conf` when it exists). Only known names are read from the
+    /// environment, so unrelated variables cannot leak in.
+    public static func loadConfig(environment: [String: String] = processEnvironment()) throws -> GatewayConfig {
+        let relevant = environment.filter { ConfigLoader.knownVariables.contains($0.key) || $0.key.hasPrefix("WEATHER_") }
+        var file: [String: String] = [:]
+        if let path = environment["WEATHER_CONFIG"], !path.isEmpty {
+            guard let text = readFile(path) else { throw StartupError("WEATHER_CONFIG names \(path), which cannot be read") }
+            file = try ConfigLoader.parseFile(text)
+        } else if let text = readFile(GatewayConfig.defaultConfigPath) {
+            file = try ConfigLoader.parseFile(text)
+        }
+        return try ConfigLoader.load(environment: relevant, file: file)
+    }
+
+    /// The hash key: `WEATHER_HASH_KEY`, or the key file beside the database, created once (0600)
+    /// with 256 random bits when missing. A key file others can read is refused.
+    public static func hashKey(for config: GatewayConfig) throws -> [UInt8] {
+        if let key = config.hashKey { return Array(key.utf8) }
+        let path = config.hashKeyFile
+        var st = stat()
+        if stat(path, &st) != 0 {
+            let fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+            if fd >= 0 {
+                let hex = Hex.encode(try SecureRandom.bytes(32)) + "\n"
+                let ok = hex.utf8CString.withUnsafeBufferPointer { write(fd, $0.baseAddress, hex.utf8.count) } == hex.utf8.count
+                fsync(fd)
+                close(fd)
+                guard ok else { throw StartupError("cannot write the hash key file \(path)") }
+            } else if errno != EEXIST {
+                throw StartupError("cannot create the hash key file \(path): \(String(cString: strerror(errno)))")
+            }
+            // EEXIST: another worker created it at the same moment; read theirs.
+        }
+        guard stat(path, &st) == 0 else { throw StartupError("cannot read the hash key file \(path)") }
+        guard st.st_mode & 0o077 == 0 else {
+            throw StartupError("the hash key file \(path) is readable by others; run chmod 600 on it")
+        }
+        for _ in 0..<50 {
+            if let text = readFile(path), case let key = text.trimmingSpaces().replacingNewlines(), key.utf8.count >= 32 {
+                return Array(key.utf8)
+            }
+            usleep(10_000)  // the creating worker may not have finished writing it
+        }
+        throw StartupError("the hash key file \(path) is empty or too short")
+    }
+
+    /// Opens the database (creating it and applying migrations). A missing directory is a clear error.
+    public static func openStore(_ config: GatewayConfig) throws -> SQLiteGatewayStore {
+        let dir = config.databasePath.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+        var st = stat()
+        if !dir.isEmpty, stat(dir, &st) != 0 || (st.st_mode & S_IFMT) != S_IFDIR {
+            throw StartupError("the database directory \(dir) does not exist (WEATHER_DB_PATH); create it and make it writable for the service user")
+        }
+        do {
+            return try SQLiteGatewayStore(path: config.databasePath)
+        } catch {
+            throw StartupError("cannot open the database \(config.databasePath) (WEATHER_DB_PATH): \(error)")
+        }
+    }
+
+    /// Whole file as text; `nil` when it cannot be read.
+    public static func readFile(_ path: String, limit: Int = 1 << 20) -> String? {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var out: [UInt8] = []
+        var buf = [UInt8](repeating: 0, count: 4096)
+        while out.count < limit {
+            let n = buf.withUnsafeMutableBytes { read(fd, $0.baseAddress, 4096) }
+            if n < 0 { return nil }
+            if n == 0 { break }
+            out += buf.prefix(n)
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+/// Why the program could not start. The message says what to change.
+public struct StartupError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ d: String) { description = d }
+}
+
+/// Log lines to standard error, one `write` each so lines of concurrent workers do not interleave.
+public final class StandardErrorLog: LogSink {
+    public init() {}
+    public func write(_ line: String) {
+        let text = line + "\n"
+        _ = text.utf8CString.withUnsafeBufferPointer { Glibc.write(2, $0.baseAddress, text.utf8.count) }
+    }
+}
+
+extension String {
+    func replacingNewlines() -> String { String(filter { $0 != "\n" && $0 != "\r" }) }
+}

@@ -1,0 +1,179 @@
+import WeatherCore
+
+/// Everything the session handlers share: storage, keys, policy, limits and counters.
+final class SessionServices {
+    let store: any GatewayStore
+    let minter: TokenMinter
+    let config: GatewayConfig
+    let limiter: Limiter
+    let metrics: Metrics
+
+    init(store: any GatewayStore, minter: TokenMinter, config: GatewayConfig, limiter: Limiter, metrics: Metrics) {
+        self.store = store
+        self.minter = minter
+        self.config = config
+        self.limiter = limiter
+        self.metrics = metrics
+    }
+
+    /// The body of every token response: the seven fields of API.md.
+    func tokenResponse(status: Int, sessionId: String, access: String, refresh: String, lifetimes l: TokenLifetimes, now: Timestamp) -> Response {
+        var w = JSONWriter()
+        w.object { w in
+            w.field("anonymousSessionId", sessionId)
+            w.field("weatherAccessToken", access)
+            w.field("refreshToken", refresh)
+            w.field("expiresAt", l.accessExpiresAt.iso8601)
+            w.field("refreshAfter", l.refreshAfter.iso8601)
+            w.field("expiresIn", max(0, l.accessExpiresAt.seconds - now.seconds))
+            w.field("refreshTokenExpiresAt", l.refreshExpiresAt.iso8601)
+        }
+        return .json(status, w.bytes, headers: Response.noStore)
+    }
+}
+
+/// `POST /v1/weather/session`: an anonymous session for one app installation.
+struct CreateSessionHandler: Responder {
+    let services: SessionServices
+
+    struct Body: Decodable {
+        var platform: String?
+        var appVersion: String?
+        var installationId: String?
+    }
+
+    func respond(to request: Request, context: inout Context) throws(HTTPError) -> Response {
+        let body = try JSONBody.decode(Body.self, from: request)
+        guard let platform = body.platform else { throw .invalidRequest("field platform is required") }
+        guard services.config.platforms.contains(platform) else {
+            throw .invalidRequest("field platform must be one of \(services.config.platforms.joined(separator: ", "))")
+        }
+        if let v = body.appVersion {
+            guard v.utf8.count <= 32, v.utf8.allSatisfy({ (0x20...0x7e).contains($0) }) else {
+                throw .invalidRequest("field appVersion must be at most 32 printable ASCII characters")
+            }
+        }
+        guard let installationId = body.installationId else { throw .invalidRequest("field installationId is required") }
+        guard TokenSyntax.isUUID(installationId) else { throw .invalidRequest("field installationId must be a UUID") }
+
+        try services.limiter.check([services.limiter.sessionCreation(ip: context.clientIP)], context: context)
+
+        let now = context.now
+        let lifetimes = TokenLifetimes(now: now, policy: services.config.tokenPolicy)
+        let sessionId: String
+        let pair: TokenMinter.Pair
+        let installationHash: String
+        do {
+            sessionId = try services.minter.sessionId()
+            pair = try services.minter.randomPair(lifetimes: lifetimes)
+            installationHash = try services.minter.installationHash(installationId)
+        } catch {
+            throw .internalError
+        }
+        do {
+            try services.store.createSession(
+                NewSession(id: sessionId, installationIdHash: installationHash, platform: platform, appVersion: body.appVersion, createdAt: now),
+                tokens: pair.stored)
+        } catch {
+            throw .storageUnavailable
+        }
+        context.sessionId = sessionId
+        services.metrics.count(Counters.Name.sessionsCreated, at: now)
+        return services.tokenResponse(status: 201, sessionId: sessionId, access: pair.accessToken, refresh: pair.refreshToken, lifetimes: lifetimes, now: now)
+    }
+}
+
+/// The body of refresh and revoke.
+struct SessionProof: Decodable {
+    var anonymousSessionId: String?
+    var refreshToken: String?
+
+    static func read(_ request: Request) throws(HTTPError) -> (sessionId: String, refreshToken: String) {
+        let body = try JSONBody.decode(SessionProof.self, from: request)
+        guard let id = body.anonymousSessionId else { throw .invalidRequest("field anonymousSessionId is required") }
+        guard TokenSyntax.isSessionId(id) else { throw .invalidRequest("field anonymousSessionId is not a session id") }
+        guard let token = body.refreshToken else { throw .invalidRequest("field refreshToken is required") }
+        guard token.hasPrefix(TokenKind.refresh.prefix), token.utf8.count <= 128 else {
+            throw .invalidRequest("field refreshToken is not a refresh token")
+        }
+        return (id, token)
+    }
+}
+
+/// `POST /v1/weather/session/refresh`: rotates both tokens, once, across every worker.
+struct RefreshSessionHandler: Responder {
+    let services: SessionServices
+
+    func respond(to request: Request, context: inout Context) throws(HTTPError) -> Response {
+        let (sessionId, refreshToken) = try SessionProof.read(request)
+        context.sessionId = sessionId
+        try services.limiter.check([services.limiter.refresh(sessionId: sessionId)], context: context)
+        guard TokenSyntax.isWellFormed(refreshToken, kind: .refresh) else { throw .invalidRefreshToken }
+
+        let now = context.now
+        let pair: TokenMinter.Pair
+        do {
+            pair = try services.minter.successorPair(of: refreshToken, lifetimes: TokenLifetimes(now: now, policy: services.config.tokenPolicy))
+        } catch {
+            throw .internalError
+        }
+        let outcome: RotationOutcome
+        do {
+            outcome = try services.store.rotate(
+                refreshTokenHash: services.minter.tokenHash(refreshToken), sessionId: sessionId, successor: pair.stored,
+                retryWindow: services.config.tokenPolicy.refreshRetryWindow, now: now)
+        } catch {
+            throw .storageUnavailable
+        }
+        switch outcome {
+        case .rotated:
+            services.metrics.count(Counters.Name.refreshes, at: now)
+            return services.tokenResponse(status: 200, sessionId: sessionId, access: pair.accessToken, refresh: pair.refreshToken, lifetimes: pair.stored.lifetimes, now: now)
+        case .retried(let lifetimes):
+            services.metrics.count(Counters.Name.refreshRetries, at: now)
+            return services.tokenResponse(status: 200, sessionId: sessionId, access: pair.accessToken, refresh: pair.refreshToken, lifetimes: lifetimes, now: now)
+        case .invalid:
+            throw .invalidRefreshToken
+        case .reused:
+            services.metrics.count(Counters.Name.refreshReuse, at: now)
+            throw .refreshTokenReused
+        }
+    }
+}
+
+/// `POST /v1/weather/session/revoke`: the app forgets itself; every token stops at once.
+struct RevokeSessionHandler: Responder {
+    let services: SessionServices
+
+    func respond(to request: Request, context: inout Context) throws(HTTPError) -> Response {
+        let (sessionId, refreshToken) = try SessionProof.read(request)
+        context.sessionId = sessionId
+        guard TokenSyntax.isWellFormed(refreshToken, kind: .refresh) else { throw .invalidRefreshToken }
+        let revoked: Bool
+        do {
+            revoked = try services.store.revokeSession(sessionId: sessionId, presentingRefreshTokenHash: services.minter.tokenHash(refreshToken), now: context.now)
+        } catch {
+            throw .storageUnavailable
+        }
+        guard revoked else { throw .invalidRefreshToken }
+        services.metrics.count(Counters.Name.revokes, at: context.now)
+        return Response(status: 204, headers: Response.noStore)
+    }
+}
+
+/// `GET /v1/health`: database reachable and migrated. No secrets, counts or configuration.
+struct HealthHandler: Responder {
+    let store: any GatewayStore
+
+    func respond(to request: Request, context: inout Context) throws(HTTPError) -> Response {
+        guard store.isHealthy() else {
+            throw HTTPError(status: 503, code: "unhealthy", message: "the database is not reachable or not migrated")
+        }
+        var w = JSONWriter()
+        w.object { w in
+            w.field("status", "ok")
+            w.field("time", context.now.iso8601)
+        }
+        return .json(200, w.bytes, headers: [("Cache-Control", "no-store")])
+    }
+}

@@ -1,0 +1,186 @@
+import WeatherCore
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `GET /v1/weather` and `GET /v1/weather/trip`: authenticate, limit, snap, then answer from the
+/// shared cache or from one provider call per cell across every worker (single flight).
+final class WeatherHandler {
+    let config: GatewayConfig
+    let auth: Authenticator
+    let limiter: Limiter
+    let metrics: Metrics
+    let store: any GatewayStore
+    let source: (any WeatherSource)?
+    let owner: String
+
+    init(config: GatewayConfig, auth: Authenticator, limiter: Limiter, metrics: Metrics, store: any GatewayStore, source: (any WeatherSource)?) {
+        self.config = config
+        self.auth = auth
+        self.limiter = limiter
+        self.metrics = metrics
+        self.store = store
+        self.source = source
+        self.owner = "pid-\(getpid())"
+    }
+
+    var forecast: Route { Route(handler: self, trip: false) }
+    var trip: Route { Route(handler: self, trip: true) }
+
+    /// One of the two routes, sharing everything but parameter parsing.
+    struct Route: Responder {
+        let handler: WeatherHandler
+        let trip: Bool
+        func respond(to request: Request, context: inout Context) throws(HTTPError) -> Response {
+            try handler.respond(to: request, trip: trip, context: &context)
+        }
+    }
+
+    func respond(to request: Request, trip: Bool, context: inout Context) throws(HTTPError) -> Response {
+        let identity = try auth.authenticate(request, now: context.now)
+        context.authMode = identity.mode
+        context.sessionId = identity.grant?.sessionId
+        metrics.count(Counters.Name.auth(identity.mode), at: context.now)
+        if let grant = identity.grant { metrics.sawSession(grant.sessionId, lastSeenAt: grant.lastSeenAt, now: context.now) }
+
+        let (lat, lon) = try WeatherParameters.coordinates(request)
+        let query = trip ? try WeatherParameters.trip(request, today: context.now.utcDate) : try WeatherParameters.forecast(request)
+        let point = GridPoint.snapping(lat: lat, lon: lon, degrees: config.gridDegrees)
+
+        if let grant = identity.grant {
+            try limiter.check([limiter.weather(sessionId: grant.sessionId), limiter.weather(ip: context.clientIP)], context: context)
+            try limiter.checkCell(point.key, sessionId: grant.sessionId, context: context)
+        } else {
+            try limiter.check([limiter.legacy(ip: context.clientIP), limiter.weather(ip: context.clientIP)], context: context)
+        }
+
+        let (body, state) = try weatherBody(point: point, query: query, now: context.now)
+        context.cache = state
+        metrics.count(Counters.Name.cache(state), at: context.now)
+        return .json(200, Self.envelope(body, authMode: identity.mode, cache: state), headers: [("Cache-Control", "private, no-cache")])
+    }
+
+    /// The stored report body and its cache state. Fresh copy: `hit`. Otherwise one worker fetches
+    /// while the others serve the stale copy or wait for the fresh one.
+    func weatherBody(point: GridPoint, query: WeatherQuery, now: Timestamp) throws(HTTPError) -> ([UInt8], String) {
+        let key = "\(point.key)|\(query.cacheKind)"
+        let cached: CachedWeather?
+        do { cached = try store.cachedWeather(key: key, now: now) } catch { throw .storageUnavailable }
+        if let cached, now < cached.freshUntil { return (cached.body, "hit") }
+
+        guard let source, source.isConfigured else {
+            if let cached { return (cached.body, "stale") }
+            throw HTTPError(status: 503, code: "provider_not_configured", message: "no weather provider is configured on this gateway")
+        }
+        let budget = source.worstCaseSeconds + 1
+        let acquired: Bool
+        do {
+            acquired = try store.acquireFetchLock(key: key, owner: owner, now: now, until: now.adding(seconds: Int64(budget.rounded(.up)) + 1))
+        } catch { throw .storageUnavailable }
+
+        guard acquired else {
+            // Another worker is calling the provider for this cell right now.
+            if let cached { return (cached.body, "stale") }
+            return try awaitOtherWorker(key: key, budget: budget)
+        }
+        let fetched = source.fetch(query, at: point, now: now)
+        for attempt in fetched.attempts {
+            metrics.count(Counters.Name.providerCall(attempt.provider), at: now)
+            if attempt.failed { metrics.count(Counters.Name.providerError(attempt.provider), at: now) }
+        }
+        defer { try? store.releaseFetchLock(key: key, owner: owner) }  // expires by itself if this fails
+        switch fetched.result {
+        case .success(let report):
+            let body: [UInt8]
+            do { body = Array(try JSONEncoder().encode(report)) } catch { throw .internalError }
+            do {
+                try store.storeWeather(key: key, body: body, fetchedAt: now, freshUntil: now.adding(seconds: config.cacheTTL),
+                                       staleUntil: now.adding(seconds: config.cacheTTL + config.cacheStaleTTL))
+            } catch {
+                // The answer is good even if it could not be cached.
+            }
+            return (body, "miss")
+        case .failure(let failure):
+            if let cached { return (cached.body, "stale") }
+            switch failure {
+            case .timeout: throw HTTPError(status: 504, code: "provider_timeout", message: "the weather provider did not answer in time")
+            case .providerError: throw HTTPError(status: 502, code: "provider_error", message: "the weather provider failed; try again later")
+            }
+        }
+    }
+
+    /// Polls the cache while another worker fetches; gives up after that worker's time budget.
+    private func awaitOtherWorker(key: String, budget: Double) throws(HTTPError) -> ([UInt8], String) {
+        let deadline = MonotonicTime.now() + UInt64(budget * 1_000_000_000)
+        while MonotonicTime.now() < deadline {
+            usleep(20_000)
+            let now = Timestamp.systemNow()
+            do {
+                if let c = try store.cachedWeather(key: key, now: now), now < c.freshUntil { return (c.body, "hit") }
+                // Lock gone and still nothing cached: the other worker's providers failed.
+                if try store.acquireFetchLock(key: key, owner: owner + "-probe", now: now, until: now) {
+                    throw HTTPError(status: 502, code: "provider_error", message: "the weather provider failed; try again later")
+                }
+            } catch let e as HTTPError {
+                throw e
+            } catch {
+                throw .storageUnavailable
+            }
+        }
+        throw HTTPError(status: 504, code: "provider_timeout", message: "the weather provider did not answer in time")
+    }
+
+    /// `{"authMode":..., <stored report fields>, "cache":...}` without decoding the stored body.
+    static func envelope(_ report: [UInt8], authMode: AuthMode, cache: String) -> [UInt8] {
+        var out = Array("{\"authMode\":\"\(authMode.rawValue)\",".utf8)
+        out.reserveCapacity(report.count + 64)
+        out += report.dropFirst().dropLast()
+        out += Array(",\"cache\":\"\(cache)\"}".utf8)
+        return out
+    }
+}
+
+/// Validation of the weather query parameters (API.md): 400 `invalid_request` naming the parameter.
+enum WeatherParameters {
+    static func coordinates(_ r: Request) throws(HTTPError) -> (Double, Double) {
+        (try decimal(r, "lat", -90...90), try decimal(r, "lon", -180...180))
+    }
+
+    static func decimal(_ r: Request, _ name: String, _ range: ClosedRange<Double>) throws(HTTPError) -> Double {
+        guard let text = try r.queryValue(name) else { throw .invalidRequest("parameter \(name) is required") }
+        let u = Array(text.utf8)
+        let digits = u.drop { $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "+") }
+        guard u.count <= 24, u.count - digits.count <= 1, !digits.isEmpty,
+              digits.allSatisfy({ (48...57).contains($0) || $0 == UInt8(ascii: ".") }),
+              digits.filter({ $0 == UInt8(ascii: ".") }).count <= 1,
+              digits.first != UInt8(ascii: "."), digits.last != UInt8(ascii: "."),
+              let v = Double(text), v.isFinite, range.contains(v) else {
+            throw .invalidRequest("parameter \(name) must be a decimal number in \(Int(range.lowerBound))...\(Int(range.upperBound))")
+        }
+        return v
+    }
+
+    static func forecast(_ r: Request) throws(HTTPError) -> WeatherQuery {
+        guard let text = try r.queryValue("days") else { return .forecast(days: 7) }
+        guard text.utf8.count <= 2, text.utf8.allSatisfy({ (48...57).contains($0) }), let d = Int(text), (1...15).contains(d) else {
+            throw .invalidRequest("parameter days must be a whole number in 1...15")
+        }
+        return .forecast(days: d)
+    }
+
+    /// A trip: `start <= end`, at most 15 days, from yesterday (UTC; some zones are a day behind) to one year ahead.
+    static func trip(_ r: Request, today: LocalDate) throws(HTTPError) -> WeatherQuery {
+        func date(_ name: String) throws(HTTPError) -> LocalDate {
+            guard let text = try r.queryValue(name) else { throw .invalidRequest("parameter \(name) is required") }
+            guard let d = LocalDate(text) else { throw .invalidRequest("parameter \(name) must be a date YYYY-MM-DD") }
+            return d
+        }
+        let start = try date("start"), end = try date("end")
+        guard start <= end else { throw .invalidRequest("parameter end must not be before start") }
+        guard end.daysSinceEpoch - start.daysSinceEpoch < 15 else { throw .invalidRequest("parameter end must be at most 15 days after start, inclusive") }
+        guard start >= today.adding(days: -1) else { throw .invalidRequest("parameter start must not be in the past") }
+        guard end <= today.adding(days: 366) else { throw .invalidRequest("parameter end must not be more than one year ahead") }
+        return .trip(start: start, end: end)
+    }
+}

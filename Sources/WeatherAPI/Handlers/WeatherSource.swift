@@ -1,0 +1,27 @@
+import WeatherCore
+
+/// Where fresh weather comes from: the provider chain in production, a fake in tests.
+public protocol WeatherSource {
+    /// False when no provider has a key: weather routes answer 503 `provider_not_configured`.
+    var isConfigured: Bool { get }
+    /// Longest time one `fetch` may take, in seconds (every provider's timeout together).
+    var worstCaseSeconds: Double { get }
+    func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) -> WeatherFetch
+}
+
+/// The outcome of asking the providers, with every call made, for the counters.
+public struct WeatherFetch {
+    public enum Failure: Error, Equatable {
+        case timeout
+        case providerError
+    }
+
+    public var result: Result<WeatherReport, Failure>
+    /// Provider name and whether that call failed, in order; calls skipped without a network call are absent.
+    public var attempts: [(provider: String, failed: Bool)]
+
+    public init(result: Result<WeatherReport, Failure>, attempts: [(provider: String, failed: Bool)]) {
+        self.result = result
+        self.attempts = attempts
+    }
+}

@@ -1,0 +1,58 @@
+import WeatherCore
+
+/// What a request learned along the way; travels beside the request, never in globals.
+public struct Context: Sendable {
+    public var requestId: String
+    public var clientIP: String
+    public var now: Timestamp
+    /// Set by authentication.
+    public var authMode: AuthMode?
+    public var sessionId: String?
+    /// For the log line: `hit`, `miss`, `stale`.
+    public var cache: String?
+
+    public init(requestId: String, clientIP: String, now: Timestamp) {
+        self.requestId = requestId
+        self.clientIP = clientIP
+        self.now = now
+    }
+}
+
+/// How a weather request proved itself (API.md "Authentication").
+public enum AuthMode: String, Sendable {
+    case weatherSession = "weather_session"
+    case weatherToken = "weather_token"
+}
+
+/// The one central protocol: a request in, a response out.
+public protocol Responder {
+    func respond(to request: Request, context: inout Context) throws(HTTPError) -> Response
+}
+
+/// Maps method + path to a responder; knows 404 and 405 with `Allow`.
+public struct Router {
+    struct Route {
+        let method: String
+        let path: String
+        let responder: any Responder
+    }
+
+    private var routes: [Route] = []
+
+    public init() {}
+
+    public mutating func add(_ method: String, _ path: String, _ responder: some Responder) {
+        routes.append(Route(method: method, path: path, responder: responder))
+    }
+
+    /// The route name for logs (the matched path, or `-`), and the responder or the 404/405 error.
+    public func resolve(_ request: Request) -> (route: String, result: Result<any Responder, HTTPError>) {
+        for path in [request.path] + request.alternatePaths {
+            let matching = routes.filter { $0.path == path }
+            guard !matching.isEmpty else { continue }
+            if let r = matching.first(where: { $0.method == request.method }) { return (path, .success(r.responder)) }
+            return (path, .failure(.methodNotAllowed(matching.map(\.method))))
+        }
+        return ("-", .failure(.notFound))
+    }
+}

@@ -1,0 +1,33 @@
+import WeatherCore
+
+/// Per-hour counters kept in memory and flushed in one transaction every few seconds, so counting
+/// costs no write on the request path.
+public struct Counters {
+    public private(set) var pending: [CounterKey: Int64] = [:]
+
+    public init() {}
+
+    public mutating func add(_ name: String, at t: Timestamp, _ n: Int64 = 1) {
+        pending[CounterKey(hour: CounterKey.hour(of: t), name: name), default: 0] += n
+    }
+
+    public mutating func drain() -> [CounterKey: Int64] {
+        defer { pending = [:] }
+        return pending
+    }
+
+    /// Names used in `weather_counters.name` (and by `weatherctl stats`).
+    public enum Name {
+        public static func auth(_ mode: AuthMode) -> String { "auth.\(mode.rawValue)" }
+        public static func status(_ code: Int) -> String { "status.\(code)" }
+        public static let sessionsCreated = "sessions.created"
+        public static let refreshes = "sessions.refreshed"
+        public static let refreshRetries = "sessions.refresh_retried"
+        public static let refreshReuse = "sessions.refresh_reused"
+        public static let revokes = "sessions.revoked"
+        public static func cache(_ state: String) -> String { "cache.\(state)" }
+        public static func providerCall(_ p: String) -> String { "provider.\(p).calls" }
+        public static func providerError(_ p: String) -> String { "provider.\(p).errors" }
+        public static func limited(_ limit: String) -> String { "limited.\(limit)" }
+    }
+}

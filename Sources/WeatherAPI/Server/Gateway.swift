@@ -1,0 +1,97 @@
+import WeatherCore
+
+/// The gateway: parses, routes, authenticates and answers one request at a time, and writes one
+/// log line per request. One instance per worker process.
+public final class Gateway {
+    public let config: GatewayConfig
+    let store: any GatewayStore
+    let clock: any Clock
+    let log: any LogSink
+    public let metrics: Metrics
+    private let router: Router
+    private var requestCounter: UInt64 = 0
+    private let requestIdPrefix: String
+
+    /// Wires the handlers. `hashKey` is the server key for installation ids and refresh successors;
+    /// `weather` answers the weather routes (nil: 503 `provider_not_configured`).
+    public init(
+        config: GatewayConfig, store: any GatewayStore, hashKey: [UInt8], clock: any Clock,
+        log: any LogSink, weather: (any WeatherSource)? = nil, requestIdPrefix: String
+    ) {
+        self.config = config
+        self.store = store
+        self.clock = clock
+        self.log = log
+        self.requestIdPrefix = requestIdPrefix
+        let metrics = Metrics(flushInterval: config.flushInterval)
+        self.metrics = metrics
+        let minter = TokenMinter(hashKey: hashKey)
+        let limiter = Limiter(store: store, limits: config.limits, metrics: metrics)
+        let sessions = SessionServices(store: store, minter: minter, config: config, limiter: limiter, metrics: metrics)
+        let auth = Authenticator(store: store, minter: minter, legacyToken: config.legacyToken)
+        let weatherHandler = WeatherHandler(config: config, auth: auth, limiter: limiter, metrics: metrics, store: store, source: weather)
+
+        var router = Router()
+        router.add("GET", "/v1/health", HealthHandler(store: store))
+        router.add("GET", "/openapi.json", OpenAPIHandler())
+        router.add("POST", "/v1/weather/session", CreateSessionHandler(services: sessions))
+        router.add("POST", "/v1/weather/session/refresh", RefreshSessionHandler(services: sessions))
+        router.add("POST", "/v1/weather/session/revoke", RevokeSessionHandler(services: sessions))
+        router.add("GET", "/v1/weather", weatherHandler.forecast)
+        router.add("GET", "/v1/weather/trip", weatherHandler.trip)
+        self.router = router
+    }
+
+    /// Answers one request described by CGI/FastCGI parameters. Never throws: every failure is a
+    /// JSON error response.
+    public func handle(params: [String: String], readBody: (Int) -> [UInt8]) -> Response {
+        let started = MonotonicTime.now()
+        let now = clock.now()
+        requestCounter &+= 1
+        let requestId = Self.acceptableRequestId(params["HTTP_X_REQUEST_ID"]) ?? "\(requestIdPrefix)-\(requestCounter)"
+        let clientIP = ClientAddress.resolve(
+            remoteAddr: params["REMOTE_ADDR"] ?? "", forwardedFor: params["HTTP_X_FORWARDED_FOR"], trusted: config.trustedProxies)
+        var context = Context(requestId: requestId, clientIP: clientIP, now: now)
+
+        var route = "-"
+        var method = params["REQUEST_METHOD"].map { String($0.prefix(16)) } ?? "-"
+        var response: Response
+        do throws(HTTPError) {
+            let request = try Request.parse(params: params, mountPrefix: config.mountPrefix, readBody: readBody)
+            method = request.method
+            let resolved = router.resolve(request)
+            route = resolved.route
+            response = try resolved.result.get().respond(to: request, context: &context)
+        } catch {
+            response = error.response
+        }
+        response.headers.append(("X-Request-Id", requestId))
+        response.headers.append(("X-Content-Type-Options", "nosniff"))
+
+        if response.status == 401 || response.status == 429 { metrics.count(Counters.Name.status(response.status), at: now) }
+        var line = LogLine()
+        line.add("ts", now.iso8601)
+        line.add("request_id", requestId)
+        line.add("method", method)
+        line.add("route", route)
+        line.add("status", String(response.status))
+        line.add("duration_ms", MonotonicTime.milliseconds(since: started))
+        line.add("auth", context.authMode?.rawValue)
+        line.add("cache", context.cache)
+        log.write(line.text)
+        return response
+    }
+
+    /// Work that must not delay a response: flushing counters and session touches.
+    public func afterResponse(force: Bool = false) {
+        metrics.flushIfDue(to: store, now: clock.now(), force: force)
+    }
+
+    /// A request id from the web server is echoed only when it is short and plain, so it cannot
+    /// inject anything into headers or logs.
+    static func acceptableRequestId(_ id: String?) -> String? {
+        guard let id, (1...128).contains(id.utf8.count),
+              id.utf8.allSatisfy({ TokenSyntax.isBase64URL($0) || $0 == UInt8(ascii: ".") }) else { return nil }
+        return id
+    }
+}

@@ -1,0 +1,36 @@
+import WeatherCore
+
+/// In-memory counters and `last_seen_at` touches of one worker, written in one batch at most every
+/// `flushInterval` seconds (after the response is sent) and when the worker exits.
+public final class Metrics {
+    private var counters = Counters()
+    private var seen: [String: Timestamp] = [:]
+    private var lastFlush: Timestamp?
+    let flushInterval: Int64
+
+    public init(flushInterval: Int64) { self.flushInterval = flushInterval }
+
+    public func count(_ name: String, at t: Timestamp, _ n: Int64 = 1) { counters.add(name, at: t, n) }
+
+    /// Notes that a session was used; stored only when the database copy is older than the interval.
+    func sawSession(_ id: String, lastSeenAt: Timestamp, now: Timestamp) {
+        if now.seconds - lastSeenAt.seconds >= max(flushInterval, 60) { seen[id] = now }
+    }
+
+    /// Writes what is pending when the interval has passed (or `force`). Storage errors keep the
+    /// batch for the next try: counts are never dropped for a momentary lock.
+    public func flushIfDue(to store: any GatewayStore, now: Timestamp, force: Bool = false) {
+        if lastFlush == nil { lastFlush = now }
+        guard force || now.seconds - (lastFlush?.seconds ?? 0) >= flushInterval else { return }
+        lastFlush = now
+        let batch = counters.drain()
+        do {
+            try store.addCounters(batch)
+        } catch {
+            for (k, v) in batch { counters.add(k.name, at: Timestamp(iso8601: k.hour + ":00:00Z") ?? now, v) }
+        }
+        if !seen.isEmpty, (try? store.touchSessions(seen)) != nil { seen = [:] }
+    }
+
+    var pendingCounters: [CounterKey: Int64] { counters.pending }
+}

@@ -1,0 +1,148 @@
+import WeatherCore
+
+/// One HTTP request, as the web server described it to us. Built once, by `Request.parse`.
+public struct Request: Sendable {
+    public var method: String
+    /// Path below the mount prefix, percent-decoded, e.g. `/v1/weather`.
+    public var path: String
+    /// Other spellings of the path (from `SCRIPT_NAME` + `PATH_INFO`), tried when `path` matches no route.
+    public var alternatePaths: [String] = []
+    /// Decoded query parameters in order; duplicates kept so validation can refuse them.
+    public var query: [(name: String, value: String)]
+    /// Header names lowercased with `-` (`x-weather-session-token`).
+    public var headers: [String: String]
+    public var remoteAddr: String
+    public var body: [UInt8]
+
+    public init(method: String, path: String, query: [(name: String, value: String)] = [], headers: [String: String] = [:], remoteAddr: String = "127.0.0.1", body: [UInt8] = []) {
+        self.method = method
+        self.path = path
+        self.query = query
+        self.headers = headers
+        self.remoteAddr = remoteAddr
+        self.body = body
+    }
+
+    /// The only value of query parameter `name`; throws when it is given twice.
+    public func queryValue(_ name: String) throws(HTTPError) -> String? {
+        var found: String?
+        for item in query where item.name == name {
+            if found != nil { throw HTTPError.invalidRequest("parameter \(name) is given more than once") }
+            found = item.value
+        }
+        return found
+    }
+
+    /// The largest body the gateway reads (API.md: 4 KiB).
+    public static let maxBodyBytes = 4096
+
+    /// Turns CGI/FastCGI parameters into a `Request`: the one place that knows the web server's
+    /// conventions. `readBody(n)` reads up to `n` bytes of the body and returns what it got.
+    ///
+    /// The path comes from `REQUEST_URI` (nginx, Apache) or else `SCRIPT_NAME` + `PATH_INFO`
+    /// (CGI, Apache rewrites), minus `mountPrefix`. Errors are the 4xx answers API.md asks for.
+    public static func parse(
+        params: [String: String], mountPrefix: String, readBody: (Int) -> [UInt8]
+    ) throws(HTTPError) -> Request {
+        guard let method = params["REQUEST_METHOD"], !method.isEmpty, method.utf8.count <= 16,
+              method.utf8.allSatisfy({ (65...90).contains($0) }) else {
+            throw HTTPError(status: 400, code: "invalid_request", message: "the request has no valid method")
+        }
+        var candidates: [String] = []
+        var rawQuery = params["QUERY_STRING"] ?? ""
+        if let uri = params["REQUEST_URI"], !uri.isEmpty {
+            let parts = uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+            candidates.append(String(parts[0]))
+            if rawQuery.isEmpty, parts.count == 2 { rawQuery = String(parts[1]) }
+        }
+        let scriptName = params["SCRIPT_NAME"] ?? ""
+        let pathInfo = params["PATH_INFO"] ?? ""
+        if !scriptName.isEmpty || !pathInfo.isEmpty { candidates.append(scriptName + pathInfo) }
+        if !pathInfo.isEmpty { candidates.append(pathInfo) }
+        if candidates.isEmpty { candidates.append("/") }
+
+        var paths: [String] = []
+        for raw in candidates {
+            guard let decoded = percentDecode(raw, plusIsSpace: false) else {
+                throw HTTPError.invalidRequest("the path is not valid UTF-8")
+            }
+            paths.append(strip(prefix: mountPrefix, from: decoded))
+        }
+        guard !paths[0].contains("\u{FFFD}"), !paths[0].contains("\0") else {
+            throw HTTPError.invalidRequest("the path is not valid UTF-8")
+        }
+
+        var query: [(name: String, value: String)] = []
+        for pair in rawQuery.split(separator: "&") where !pair.isEmpty {
+            let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let name = percentDecode(kv[0], plusIsSpace: true),
+                  let value = percentDecode(kv.count == 2 ? kv[1] : "", plusIsSpace: true),
+                  !name.contains("\0"), !value.contains("\0") else {
+                throw HTTPError.invalidRequest("the query string is not valid UTF-8")
+            }
+            query.append((name, value))
+        }
+
+        var headers: [String: String] = [:]
+        for (key, value) in params where key.hasPrefix("HTTP_") {
+            headers[String(key.dropFirst(5)).lowercased().replacingUnderscores()] = value
+        }
+        if let ct = params["CONTENT_TYPE"], !ct.isEmpty { headers["content-type"] = ct }
+
+        var body: [UInt8] = []
+        if let lengthText = params["CONTENT_LENGTH"], !lengthText.isEmpty {
+            guard lengthText.utf8.count <= 18, let length = Int(lengthText), length >= 0 else {
+                throw HTTPError.invalidRequest("Content-Length is not a number")
+            }
+            guard length <= maxBodyBytes else { throw HTTPError.payloadTooLarge }
+            if length > 0 {
+                body = readBody(length)
+                guard body.count == length else {
+                    throw HTTPError.invalidRequest("the body is shorter than its Content-Length")
+                }
+            }
+        }
+        var request = Request(method: method, path: paths[0], query: query, headers: headers,
+                              remoteAddr: params["REMOTE_ADDR"] ?? "", body: body)
+        request.alternatePaths = Array(paths.dropFirst())
+        return request
+    }
+
+    static func strip(prefix: String, from path: String) -> String {
+        guard !prefix.isEmpty, path.hasPrefix(prefix) else { return path }
+        let rest = String(path.dropFirst(prefix.count))
+        return rest.isEmpty ? "/" : (rest.hasPrefix("/") ? rest : path)
+    }
+
+    /// `%XX` decoding; `nil` when the escapes are malformed or the result is not UTF-8.
+    static func percentDecode(_ text: some StringProtocol, plusIsSpace: Bool) -> String? {
+        let u = Array(text.utf8)
+        guard u.contains(37) || (plusIsSpace && u.contains(43)) else { return String(text) }
+        var out: [UInt8] = []
+        out.reserveCapacity(u.count)
+        var i = 0
+        func hex(_ c: UInt8) -> UInt8? {
+            switch c {
+            case 48...57: return c - 48
+            case 65...70: return c - 55
+            case 97...102: return c - 87
+            default: return nil
+            }
+        }
+        while i < u.count {
+            if u[i] == 37 {
+                guard i + 2 < u.count, let h = hex(u[i + 1]), let l = hex(u[i + 2]) else { return nil }
+                out.append(h << 4 | l)
+                i += 3
+            } else {
+                out.append(plusIsSpace && u[i] == 43 ? 32 : u[i])
+                i += 1
+            }
+        }
+        return String(validating: out, as: UTF8.self)
+    }
+}
+
+extension String {
+    func replacingUnderscores() -> String { String(map { $0 == "_" ? "-" : $0 }) }
+}

@@ -1,0 +1,96 @@
+import WeatherCore
+
+/// An HTTP response before it is written as CGI output.
+public struct Response: Sendable {
+    public var status: Int
+    public var headers: [(name: String, value: String)]
+    public var body: [UInt8]
+
+    public init(status: Int, headers: [(name: String, value: String)] = [], body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    /// A JSON response with the content type API.md names.
+    public static func json(_ status: Int, _ body: [UInt8], headers: [(name: String, value: String)] = []) -> Response {
+        Response(status: status, headers: [("Content-Type", "application/json; charset=utf-8")] + headers, body: body)
+    }
+
+    /// Headers of every response that carries a token (RFC 6749 §5.1).
+    public static let noStore: [(name: String, value: String)] = [("Cache-Control", "no-store"), ("Pragma", "no-cache")]
+
+    /// The bytes a CGI/FastCGI responder writes: `Status:` line, headers, blank line, body.
+    public func cgiBytes(includeBody: Bool = true) -> [UInt8] {
+        var head = "Status: \(status) \(Response.reason(status))\r\n"
+        for h in headers { head += "\(h.name): \(h.value)\r\n" }
+        head += "Content-Length: \(body.count)\r\n\r\n"
+        var out = Array(head.utf8)
+        if includeBody { out += body }
+        return out
+    }
+
+    static func reason(_ status: Int) -> String {
+        switch status {
+        case 200: return "OK"
+        case 201: return "Created"
+        case 204: return "No Content"
+        case 400: return "Bad Request"
+        case 401: return "Unauthorized"
+        case 404: return "Not Found"
+        case 405: return "Method Not Allowed"
+        case 413: return "Payload Too Large"
+        case 415: return "Unsupported Media Type"
+        case 429: return "Too Many Requests"
+        case 500: return "Internal Server Error"
+        case 502: return "Bad Gateway"
+        case 503: return "Service Unavailable"
+        case 504: return "Gateway Timeout"
+        default: return "Status"
+        }
+    }
+}
+
+/// An answer other than success: it knows its status, code and a message for a person.
+public struct HTTPError: Error, Sendable, Equatable {
+    public var status: Int
+    public var code: String
+    public var message: String
+    public var headers: [String: String] = [:]
+
+    public init(status: Int, code: String, message: String, headers: [String: String] = [:]) {
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = headers
+    }
+
+    public static func invalidRequest(_ message: String) -> HTTPError { HTTPError(status: 400, code: "invalid_request", message: message) }
+    public static let unauthorized = HTTPError(status: 401, code: "unauthorized", message: "a live X-Weather-Session-Token or a valid X-Weather-Token is required")
+    public static let invalidRefreshToken = HTTPError(status: 401, code: "invalid_refresh_token", message: "the refresh token is unknown, expired, revoked or belongs to another session")
+    public static let refreshTokenReused = HTTPError(status: 401, code: "refresh_token_reused", message: "this refresh token was already used; the session is revoked, create a new one")
+    public static let notFound = HTTPError(status: 404, code: "not_found", message: "no such route")
+    public static let payloadTooLarge = HTTPError(status: 413, code: "payload_too_large", message: "the body is larger than 4096 bytes")
+    public static let unsupportedMediaType = HTTPError(status: 415, code: "unsupported_media_type", message: "send the body as application/json")
+    public static let storageUnavailable = HTTPError(status: 503, code: "storage_unavailable", message: "the database is not available right now; try again shortly")
+    public static let internalError = HTTPError(status: 500, code: "internal_error", message: "something went wrong on our side")
+    public static func rateLimited(retryAfter: Int64) -> HTTPError {
+        HTTPError(status: 429, code: "rate_limited", message: "too many requests; retry after \(retryAfter) seconds", headers: ["Retry-After": "\(retryAfter)"])
+    }
+    public static func methodNotAllowed(_ allow: [String]) -> HTTPError {
+        HTTPError(status: 405, code: "method_not_allowed", message: "use \(allow.joined(separator: " or ")) on this route", headers: ["Allow": allow.joined(separator: ", ")])
+    }
+
+    /// The error envelope of API.md.
+    public var response: Response {
+        var w = JSONWriter()
+        w.object { w in
+            w.key("error")
+            w.object { w in
+                w.field("code", code)
+                w.field("message", message)
+            }
+        }
+        return .json(status, w.bytes, headers: headers.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
+    }
+}

@@ -1,0 +1,165 @@
+/// A configuration value that cannot be used. Start-up stops with `description`, which names the variable.
+public struct ConfigError: Error, Equatable, CustomStringConvertible {
+    public let variable: String
+    public let problem: String
+    public init(variable: String, problem: String) {
+        self.variable = variable
+        self.problem = problem
+    }
+    public var description: String { "configuration: \(variable) \(problem)" }
+}
+
+/// Turns the environment and an optional `KEY=VALUE` file into a `GatewayConfig`.
+///
+/// The process environment wins over the file, so an operator can override one value for one run.
+/// Unknown `WEATHER_*` names are refused: a typo must not silently fall back to a default.
+public enum ConfigLoader {
+    /// Every variable the gateway reads.
+    public static let knownVariables: Set<String> = [
+        "WEATHER_CONFIG", "WEATHER_DB_PATH", "WEATHER_HASH_KEY", "CLOSET_WEATHER_PROXY_TOKEN",
+        "CAIYUN_API_TOKEN", "CAIYUN_BASE_URL", "VISUAL_CROSSING_API_KEY", "VISUAL_CROSSING_BASE_URL",
+        "WEATHER_PROVIDERS", "WEATHER_PROVIDER_TIMEOUT", "WEATHER_ACCESS_TOKEN_TTL", "WEATHER_REFRESH_AFTER",
+        "WEATHER_REFRESH_TOKEN_TTL", "WEATHER_REFRESH_RETRY_WINDOW", "WEATHER_CACHE_TTL",
+        "WEATHER_CACHE_STALE_TTL", "WEATHER_GRID_DEGREES", "WEATHER_SESSION_CREATE_PER_IP_PER_HOUR",
+        "WEATHER_REFRESH_PER_SESSION_PER_HOUR", "WEATHER_REQUESTS_PER_SESSION_PER_HOUR",
+        "WEATHER_REQUESTS_PER_IP_PER_HOUR", "WEATHER_GRID_CELLS_PER_SESSION_PER_DAY",
+        "WEATHER_LEGACY_REQUESTS_PER_IP_PER_HOUR", "WEATHER_TRUSTED_PROXIES", "WEATHER_MOUNT_PREFIX",
+        "WEATHER_PLATFORMS", "WEATHER_MAX_REQUESTS", "WEATHER_LIMIT_HOUR_SECONDS",
+        "WEATHER_LIMIT_DAY_SECONDS", "WEATHER_FLUSH_INTERVAL",
+    ]
+
+    /// Parses a `KEY=VALUE` file: `#` comments, blank lines, optional `export `, optional quotes.
+    public static func parseFile(_ text: String) throws(ConfigError) -> [String: String] {
+        var out: [String: String] = [:]
+        for (n, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            var line = raw.trimmingSpaces()
+            if line.isEmpty || line.hasPrefix("#") { continue }
+            if line.hasPrefix("export ") { line = String(line.dropFirst(7)).trimmingSpaces() }
+            guard let eq = line.firstIndex(of: "=") else {
+                throw ConfigError(variable: "line \(n + 1)", problem: "is not KEY=VALUE")
+            }
+            let key = String(line[..<eq]).trimmingSpaces()
+            var value = String(line[line.index(after: eq)...]).trimmingSpaces()
+            if value.count >= 2, let f = value.first, f == "\"" || f == "'", value.last == f {
+                value = String(value.dropFirst().dropLast())
+            }
+            out[key] = value
+        }
+        return out
+    }
+
+    /// Builds the configuration: `environment` first, then `file`.
+    public static func load(environment: [String: String], file: [String: String] = [:]) throws(ConfigError) -> GatewayConfig {
+        for key in file.keys where !knownVariables.contains(key) {
+            throw ConfigError(variable: key, problem: "is not a known setting")
+        }
+        for key in environment.keys where key.hasPrefix("WEATHER_") && !knownVariables.contains(key) {
+            throw ConfigError(variable: key, problem: "is not a known setting")
+        }
+        func value(_ key: String) -> String? {
+            if let v = environment[key] ?? file[key], !v.isEmpty { return v }
+            return nil
+        }
+        func int(_ key: String, _ range: ClosedRange<Int64>) throws(ConfigError) -> Int64? {
+            guard let text = value(key) else { return nil }
+            guard let n = Int64(text), range.contains(n) else {
+                throw ConfigError(variable: key, problem: "must be a whole number in \(range.lowerBound)...\(range.upperBound), got \"\(text.prefix(40))\"")
+            }
+            return n
+        }
+        func double(_ key: String, _ range: ClosedRange<Double>) throws(ConfigError) -> Double? {
+            guard let text = value(key) else { return nil }
+            guard let n = Double(text), n.isFinite, range.contains(n) else {
+                throw ConfigError(variable: key, problem: "must be a number in \(range.lowerBound)...\(range.upperBound), got \"\(text.prefix(40))\"")
+            }
+            return n
+        }
+        func url(_ key: String) throws(ConfigError) -> String? {
+            guard let text = value(key) else { return nil }
+            guard text.hasPrefix("http://") || text.hasPrefix("https://") else {
+                throw ConfigError(variable: key, problem: "must start with http:// or https://")
+            }
+            return text.hasSuffix("/") ? String(text.dropLast()) : text
+        }
+        func list(_ key: String) -> [String]? {
+            value(key).map { $0.split(separator: ",").map { String($0).trimmingSpaces() }.filter { !$0.isEmpty } }
+        }
+
+        var c = GatewayConfig(databasePath: value("WEATHER_DB_PATH") ?? GatewayConfig.defaultDatabasePath)
+        guard c.databasePath.hasPrefix("/") || c.databasePath.hasPrefix(".") || !c.databasePath.contains("://") else {
+            throw ConfigError(variable: "WEATHER_DB_PATH", problem: "must be a file path")
+        }
+        if let key = value("WEATHER_HASH_KEY") {
+            guard key.utf8.count >= 32 else {
+                throw ConfigError(variable: "WEATHER_HASH_KEY", problem: "must be at least 32 characters")
+            }
+            c.hashKey = key
+        }
+        c.legacyToken = value("CLOSET_WEATHER_PROXY_TOKEN")
+        if let t = c.legacyToken, t.utf8.count < 16 {
+            throw ConfigError(variable: "CLOSET_WEATHER_PROXY_TOKEN", problem: "must be at least 16 characters")
+        }
+        c.caiyunToken = value("CAIYUN_API_TOKEN")
+        c.visualCrossingKey = value("VISUAL_CROSSING_API_KEY")
+        if let u = try url("CAIYUN_BASE_URL") { c.caiyunBaseURL = u }
+        if let u = try url("VISUAL_CROSSING_BASE_URL") { c.visualCrossingBaseURL = u }
+        if let p = list("WEATHER_PROVIDERS") {
+            for name in p where name != "caiyun" && name != "visualcrossing" {
+                throw ConfigError(variable: "WEATHER_PROVIDERS", problem: "names an unknown provider \"\(name.prefix(40))\" (caiyun, visualcrossing)")
+            }
+            c.providers = p
+        }
+        if let t = try double("WEATHER_PROVIDER_TIMEOUT", 0.1...60) { c.providerTimeout = t }
+        if let v = try int("WEATHER_ACCESS_TOKEN_TTL", 1...31_536_000) { c.tokenPolicy.accessTTL = v }
+        if let v = try int("WEATHER_REFRESH_AFTER", 0...31_536_000) { c.tokenPolicy.refreshAfter = v }
+        if let v = try int("WEATHER_REFRESH_TOKEN_TTL", 1...315_360_000) { c.tokenPolicy.refreshTTL = v }
+        if let v = try int("WEATHER_REFRESH_RETRY_WINDOW", 0...3600) { c.tokenPolicy.refreshRetryWindow = v }
+        guard c.tokenPolicy.refreshAfter <= c.tokenPolicy.accessTTL else {
+            throw ConfigError(variable: "WEATHER_REFRESH_AFTER", problem: "must not exceed WEATHER_ACCESS_TOKEN_TTL")
+        }
+        if let v = try int("WEATHER_CACHE_TTL", 1...86_400) { c.cacheTTL = v }
+        if let v = try int("WEATHER_CACHE_STALE_TTL", 0...2_592_000) { c.cacheStaleTTL = v }
+        if let v = try double("WEATHER_GRID_DEGREES", 0.001...5) { c.gridDegrees = v }
+        let maxLimit: ClosedRange<Int64> = 0...10_000_000
+        if let v = try int("WEATHER_SESSION_CREATE_PER_IP_PER_HOUR", maxLimit) { c.limits.sessionCreatePerIPPerHour = Int(v) }
+        if let v = try int("WEATHER_REFRESH_PER_SESSION_PER_HOUR", maxLimit) { c.limits.refreshPerSessionPerHour = Int(v) }
+        if let v = try int("WEATHER_REQUESTS_PER_SESSION_PER_HOUR", maxLimit) { c.limits.requestsPerSessionPerHour = Int(v) }
+        if let v = try int("WEATHER_REQUESTS_PER_IP_PER_HOUR", maxLimit) { c.limits.requestsPerIPPerHour = Int(v) }
+        if let v = try int("WEATHER_GRID_CELLS_PER_SESSION_PER_DAY", maxLimit) { c.limits.gridCellsPerSessionPerDay = Int(v) }
+        if let v = try int("WEATHER_LEGACY_REQUESTS_PER_IP_PER_HOUR", maxLimit) { c.limits.legacyRequestsPerIPPerHour = Int(v) }
+        if let v = try int("WEATHER_LIMIT_HOUR_SECONDS", 1...3600) { c.limits.hourWindow = v }
+        if let v = try int("WEATHER_LIMIT_DAY_SECONDS", 1...86_400) { c.limits.dayWindow = v }
+        if let proxies = list("WEATHER_TRUSTED_PROXIES") {
+            c.trustedProxies = try proxies.map { (text: String) throws(ConfigError) -> CIDR in
+                guard let cidr = CIDR(text) else {
+                    throw ConfigError(variable: "WEATHER_TRUSTED_PROXIES", problem: "has an invalid CIDR \"\(text.prefix(60))\"")
+                }
+                return cidr
+            }
+        }
+        if let prefix = value("WEATHER_MOUNT_PREFIX") {
+            var p = prefix
+            while p.hasSuffix("/") { p.removeLast() }
+            guard p.isEmpty || (p.hasPrefix("/") && !p.contains("?")) else {
+                throw ConfigError(variable: "WEATHER_MOUNT_PREFIX", problem: "must start with / (e.g. /api)")
+            }
+            c.mountPrefix = p
+        }
+        if let p = list("WEATHER_PLATFORMS") {
+            guard !p.isEmpty else { throw ConfigError(variable: "WEATHER_PLATFORMS", problem: "must name at least one platform") }
+            c.platforms = p
+        }
+        if let v = try int("WEATHER_MAX_REQUESTS", 0...1_000_000_000) { c.maxRequestsPerWorker = Int(v) }
+        if let v = try int("WEATHER_FLUSH_INTERVAL", 0...3600) { c.flushInterval = v }
+        return c
+    }
+}
+
+extension StringProtocol {
+    /// The text without leading and trailing spaces, tabs and carriage returns.
+    public func trimmingSpaces() -> String {
+        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" }
+        guard let start = firstIndex(where: { !isSpace($0) }), let end = lastIndex(where: { !isSpace($0) }) else { return "" }
+        return String(self[start...end])
+    }
+}

@@ -1,0 +1,65 @@
+/// Everything the gateway can be told, with the defaults of API.md. Built once at start-up.
+public struct GatewayConfig: Sendable, Equatable {
+    public var databasePath: String
+    /// `nil`: generate once into `hashKeyFile` (0600, beside the database).
+    public var hashKey: String?
+    public var legacyToken: String?
+    public var caiyunToken: String?
+    public var caiyunBaseURL: String = "https://api.caiyunapp.com"
+    public var visualCrossingKey: String?
+    public var visualCrossingBaseURL: String = "https://weather.visualcrossing.com"
+    /// Order of preference; only configured providers are used.
+    public var providers: [String] = ["caiyun", "visualcrossing"]
+    public var providerTimeout: Double = 4
+    public var tokenPolicy = TokenPolicy()
+    public var cacheTTL: Int64 = 600
+    public var cacheStaleTTL: Int64 = 21_600
+    public var gridDegrees: Double = 0.05
+    public var limits = LimitSettings()
+    public var trustedProxies: [CIDR] = []
+    /// Prefix before `/v1/...`, e.g. `/api`; empty when mounted at the root.
+    public var mountPrefix: String = ""
+    public var platforms: [String] = ["ios", "android"]
+    /// Requests a worker serves before exiting for its process manager to replace it; 0 = never.
+    public var maxRequestsPerWorker: Int = 0
+    /// Seconds between flushes of in-memory counters and `last_seen_at` touches.
+    public var flushInterval: Int64 = 10
+
+    public init(databasePath: String) { self.databasePath = databasePath }
+
+    /// The key file generated when `WEATHER_HASH_KEY` is unset: beside the database.
+    public var hashKeyFile: String {
+        let dir = databasePath.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+        return (dir.isEmpty ? "." : dir) + "/hash.key"
+    }
+
+    /// Default database location, outside any document root.
+    public static let defaultDatabasePath = "/var/lib/closet-weather/weather.sqlite3"
+    /// Default configuration file, read when `WEATHER_CONFIG` is unset and the file exists.
+    public static let defaultConfigPath = "/etc/closet-weather/weather.conf"
+}
+
+/// Token lifetimes in seconds (API.md defaults: 12 h, 6 h, 30 d, 30 s).
+public struct TokenPolicy: Sendable, Equatable {
+    public var accessTTL: Int64 = 43_200
+    public var refreshAfter: Int64 = 21_600
+    public var refreshTTL: Int64 = 2_592_000
+    public var refreshRetryWindow: Int64 = 30
+
+    public init() {}
+}
+
+/// The six quotas of API.md; 0 turns one off.
+public struct LimitSettings: Sendable, Equatable {
+    public var sessionCreatePerIPPerHour = 30
+    public var refreshPerSessionPerHour = 60
+    public var requestsPerSessionPerHour = 120
+    public var requestsPerIPPerHour = 1200
+    public var gridCellsPerSessionPerDay = 30
+    public var legacyRequestsPerIPPerHour = 120
+    /// Window lengths, seconds. Only tests and rehearsals change them.
+    public var hourWindow: Int64 = 3600
+    public var dayWindow: Int64 = 86_400
+
+    public init() {}
+}

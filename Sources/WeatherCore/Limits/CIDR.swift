@@ -1,0 +1,126 @@
+/// An IP address as 16 bytes (IPv4 mapped into `::ffff:0:0/96`), for prefix matching.
+public struct IPAddress: Sendable, Hashable, CustomStringConvertible {
+    public let bytes: [UInt8]
+    public let isV4: Bool
+
+    /// Parses dotted IPv4 or RFC 4291 IPv6 text (`::`, embedded IPv4, zone ids refused).
+    public init?(_ text: some StringProtocol) {
+        let s = String(text)
+        if let v4 = IPAddress.parseV4(Substring(s)) {
+            bytes = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff] + v4
+            isV4 = true
+            return
+        }
+        guard let v6 = IPAddress.parseV6(s) else { return nil }
+        bytes = v6
+        isV4 = v6[0..<12].elementsEqual([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff])
+    }
+
+    static func parseV4(_ s: Substring) -> [UInt8]? {
+        let parts = s.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 4 else { return nil }
+        var out: [UInt8] = []
+        for p in parts {
+            guard !p.isEmpty, p.count <= 3, p.allSatisfy({ $0.isASCII && $0.isNumber }), let n = UInt8(p) else { return nil }
+            out.append(n)
+        }
+        return out
+    }
+
+    static func parseV6(_ s: String) -> [UInt8]? {
+        guard s.contains(":"), s.count <= 45 else { return nil }
+        let halves = s.components(separatedByString: "::")
+        guard halves.count <= 2 else { return nil }
+        func groups(_ part: String) -> [UInt8]? {
+            if part.isEmpty { return [] }
+            var out: [UInt8] = []
+            let items = part.split(separator: ":", omittingEmptySubsequences: false)
+            for (i, item) in items.enumerated() {
+                if i == items.count - 1, item.contains(".") {
+                    guard let v4 = parseV4(item) else { return nil }
+                    out += v4
+                    continue
+                }
+                guard (1...4).contains(item.count), let n = UInt16(item, radix: 16) else { return nil }
+                out += [UInt8(n >> 8), UInt8(n & 0xff)]
+            }
+            return out
+        }
+        guard let head = groups(halves[0]) else { return nil }
+        if halves.count == 1 { return head.count == 16 ? head : nil }
+        guard let tail = groups(halves[1]), head.count + tail.count <= 14 else { return nil }
+        return head + [UInt8](repeating: 0, count: 16 - head.count - tail.count) + tail
+    }
+
+    /// Canonical text: dotted quad for IPv4, full lowercase groups for IPv6 (stable as a limit key).
+    public var description: String {
+        if isV4 { return bytes[12...].map(String.init).joined(separator: ".") }
+        return stride(from: 0, to: 16, by: 2).map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }.joined(separator: ":")
+    }
+}
+
+/// An address block such as `10.0.0.0/8` or `2001:db8::/32`.
+public struct CIDR: Sendable, Equatable {
+    public let network: IPAddress
+    public let prefixLength: Int
+
+    /// Parses `ADDRESS/LEN` or a bare address (a single host).
+    public init?(_ text: some StringProtocol) {
+        let parts = text.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count <= 2, let addr = IPAddress(parts[0]) else { return nil }
+        let maxLen = addr.isV4 ? 32 : 128
+        var len = maxLen
+        if parts.count == 2 {
+            guard let n = Int(parts[1]), (0...maxLen).contains(n) else { return nil }
+            len = n
+        }
+        network = addr
+        prefixLength = addr.isV4 ? len + 96 : len
+    }
+
+    /// True when `address` lies inside this block.
+    public func contains(_ address: IPAddress) -> Bool {
+        var bits = prefixLength
+        var i = 0
+        while bits > 0 {
+            let mask: UInt8 = bits >= 8 ? 0xff : ~(0xff >> UInt8(bits))
+            if address.bytes[i] & mask != network.bytes[i] & mask { return false }
+            bits -= 8
+            i += 1
+        }
+        return true
+    }
+}
+
+/// Which address a request is counted against.
+public enum ClientAddress {
+    /// `REMOTE_ADDR`, unless the peer is a trusted proxy: then the right-most `X-Forwarded-For` hop
+    /// that is not itself trusted (hops left of it could be written by anyone).
+    public static func resolve(remoteAddr: String, forwardedFor: String?, trusted: [CIDR]) -> String {
+        guard let peer = IPAddress(remoteAddr) else { return remoteAddr.isEmpty ? "unknown" : String(remoteAddr.prefix(64)) }
+        guard !trusted.isEmpty, let xff = forwardedFor, isTrusted(peer, trusted) else { return peer.description }
+        var candidate = peer
+        for hop in xff.split(separator: ",").reversed() {
+            guard let addr = IPAddress(hop.trimmingSpaces()) else { break }
+            candidate = addr
+            if !isTrusted(addr, trusted) { break }
+        }
+        return candidate.description
+    }
+
+    static func isTrusted(_ a: IPAddress, _ trusted: [CIDR]) -> Bool { trusted.contains { $0.contains(a) } }
+}
+
+extension String {
+    /// Splits on a whole separator string (Foundation-free).
+    func components(separatedByString sep: String) -> [String] {
+        var out: [String] = []
+        var rest = Substring(self)
+        while let r = rest.firstRange(of: sep) {
+            out.append(String(rest[..<r.lowerBound]))
+            rest = rest[r.upperBound...]
+        }
+        out.append(String(rest))
+        return out
+    }
+}

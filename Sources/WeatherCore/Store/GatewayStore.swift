@@ -1,0 +1,178 @@
+/// Storage in the gateway's own words. Handlers see only this; SQLite (and later PostgreSQL)
+/// implement it. Every method is one short transaction or one statement.
+public protocol GatewayStore: AnyObject {
+    // MARK: Sessions and tokens
+
+    /// Stores a new session and its first token pair atomically.
+    func createSession(_ session: NewSession, tokens: IssuedPair) throws(StoreError)
+
+    /// Looks up an access token by its SHA-256 hex; `nil` when no such token row exists.
+    func accessGrant(tokenHash: String) throws(StoreError) -> AccessGrant?
+
+    /// Rotates a refresh token to `successor` exactly once across all processes (see `RotationOutcome`).
+    func rotate(
+        refreshTokenHash: String, sessionId: String, successor: IssuedPair,
+        retryWindow: Int64, now: Timestamp
+    ) throws(StoreError) -> RotationOutcome
+
+    /// Revokes the session that `refreshTokenHash` belongs to, if it belongs to `sessionId`.
+    /// Returns false when the token does not prove ownership of that session.
+    func revokeSession(sessionId: String, presentingRefreshTokenHash: String, now: Timestamp) throws(StoreError) -> Bool
+
+    /// Revokes a session and every token of it (operators). Returns false when there is no such session.
+    func revokeSession(id: String, now: Timestamp) throws(StoreError) -> Bool
+
+    /// Moves `last_seen_at` forward for sessions seen since the last flush (batched).
+    func touchSessions(_ seen: [String: Timestamp]) throws(StoreError)
+
+    // MARK: Limits
+
+    /// Takes one request from every bucket, or from none when any refuses. Buckets are shared by
+    /// every worker process.
+    func consume(_ buckets: [LimitBucket], nowMs: Int64) throws(StoreError) -> LimitVerdict
+
+    /// Admits a request for grid `cell` by `sessionId` under a rolling-window distinct-cell quota.
+    func admitCell(_ cell: String, sessionId: String, quota: Quota, nowMs: Int64) throws(StoreError) -> LimitVerdict
+
+    // MARK: Weather cache
+
+    /// The cached body for `key`, fresh or stale, if any is within its stale deadline.
+    func cachedWeather(key: String, now: Timestamp) throws(StoreError) -> CachedWeather?
+
+    /// Stores a ready-to-send body.
+    func storeWeather(key: String, body: [UInt8], fetchedAt: Timestamp, freshUntil: Timestamp, staleUntil: Timestamp) throws(StoreError)
+
+    /// Claims the right to fetch `key` from a provider until `until`; false when another worker holds it.
+    func acquireFetchLock(key: String, owner: String, now: Timestamp, until: Timestamp) throws(StoreError) -> Bool
+
+    /// Releases a claim taken with `acquireFetchLock`.
+    func releaseFetchLock(key: String, owner: String) throws(StoreError)
+
+    // MARK: Counters and health
+
+    /// Adds batched counter increments, keyed by hour.
+    func addCounters(_ counts: [CounterKey: Int64]) throws(StoreError)
+
+    /// True when the database answers and every migration is applied.
+    func isHealthy() -> Bool
+}
+
+/// A storage failure. `isUnavailable` separates "the disk or database is not usable" (503) from bugs.
+public struct StoreError: Error, CustomStringConvertible {
+    public var code: Int32
+    public var message: String
+    public init(code: Int32, message: String) {
+        self.code = code
+        self.message = message
+    }
+    public var description: String { "store error \(code): \(message)" }
+}
+
+/// A session about to be stored.
+public struct NewSession: Sendable {
+    public var id: String
+    public var installationIdHash: String
+    public var platform: String
+    public var appVersion: String?
+    public var createdAt: Timestamp
+    public init(id: String, installationIdHash: String, platform: String, appVersion: String?, createdAt: Timestamp) {
+        self.id = id
+        self.installationIdHash = installationIdHash
+        self.platform = platform
+        self.appVersion = appVersion
+        self.createdAt = createdAt
+    }
+}
+
+/// The hashes and rows of one access + refresh pair, never the plaintext.
+public struct IssuedPair: Sendable, Equatable {
+    public var accessRowId: String
+    public var accessHash: String
+    public var refreshRowId: String
+    public var refreshHash: String
+    public var lifetimes: TokenLifetimes
+    public init(accessRowId: String, accessHash: String, refreshRowId: String, refreshHash: String, lifetimes: TokenLifetimes) {
+        self.accessRowId = accessRowId
+        self.accessHash = accessHash
+        self.refreshRowId = refreshRowId
+        self.refreshHash = refreshHash
+        self.lifetimes = lifetimes
+    }
+}
+
+/// What an access token proves.
+public struct AccessGrant: Sendable, Equatable {
+    public var sessionId: String
+    public var tokenType: TokenKind?
+    public var expiresAt: Timestamp
+    public var tokenRevoked: Bool
+    public var sessionActive: Bool
+    public var lastSeenAt: Timestamp
+    public init(sessionId: String, tokenType: TokenKind?, expiresAt: Timestamp, tokenRevoked: Bool, sessionActive: Bool, lastSeenAt: Timestamp) {
+        self.sessionId = sessionId
+        self.tokenType = tokenType
+        self.expiresAt = expiresAt
+        self.tokenRevoked = tokenRevoked
+        self.sessionActive = sessionActive
+        self.lastSeenAt = lastSeenAt
+    }
+
+    /// Live: an access token, not expired, not revoked, of an active session.
+    public func isLive(at now: Timestamp) -> Bool {
+        tokenType == .access && !tokenRevoked && sessionActive && now < expiresAt
+    }
+}
+
+/// The result of presenting a refresh token.
+public enum RotationOutcome: Sendable, Equatable {
+    /// The successor pair was stored now.
+    case rotated
+    /// The same request again inside the retry window: the successor issued then (its lifetimes).
+    case retried(TokenLifetimes)
+    /// Unknown, expired, revoked, of another session, or not a refresh token.
+    case invalid
+    /// A rotated token presented after the window: the whole session is now revoked.
+    case reused
+}
+
+/// One bucket a request draws from.
+public struct LimitBucket: Sendable, Equatable {
+    /// e.g. `ip:weather:203.0.113.9`; the name before the first `:` is the limit's name.
+    public var key: String
+    public var quota: Quota
+    public init(key: String, quota: Quota) {
+        self.key = key
+        self.quota = quota
+    }
+}
+
+/// Allowed, or refused with a truthful wait.
+public enum LimitVerdict: Sendable, Equatable {
+    case allowed
+    case refused(retryAfter: Int64, bucket: String)
+}
+
+/// A cached weather body and how old it is.
+public struct CachedWeather: Sendable {
+    public var body: [UInt8]
+    public var fetchedAt: Timestamp
+    public var freshUntil: Timestamp
+    public init(body: [UInt8], fetchedAt: Timestamp, freshUntil: Timestamp) {
+        self.body = body
+        self.fetchedAt = fetchedAt
+        self.freshUntil = freshUntil
+    }
+}
+
+/// One counter in one UTC hour (`2026-11-30T02`).
+public struct CounterKey: Sendable, Hashable {
+    public var hour: String
+    public var name: String
+    public init(hour: String, name: String) {
+        self.hour = hour
+        self.name = name
+    }
+
+    /// The hour bucket of an instant.
+    public static func hour(of t: Timestamp) -> String { String(t.iso8601.prefix(13)) }
+}

@@ -1,0 +1,101 @@
+/// The one response shape every provider is normalised to (API.md, "200 response").
+///
+/// Optional values encode as JSON `null`, never omitted: a value the provider lacks is `null`.
+public struct WeatherReport: Codable, Sendable, Equatable {
+    public var provider: String
+    public var location: GridPoint
+    public var timezone: String
+    /// Present for `/v1/weather`, `nil` (and omitted) for `/v1/weather/trip`.
+    public var current: CurrentWeather?
+    public var daily: [DailyWeather]
+    /// When the provider answered, wire format (`2026-11-30T02:03:11Z`).
+    public var fetchedAt: String
+
+    public init(
+        provider: String, location: GridPoint, timezone: String,
+        current: CurrentWeather?, daily: [DailyWeather], fetchedAt: String
+    ) {
+        self.provider = provider
+        self.location = location
+        self.timezone = timezone
+        self.current = current
+        self.daily = daily
+        self.fetchedAt = fetchedAt
+    }
+}
+
+/// Conditions now, at the snapped point.
+public struct CurrentWeather: Codable, Sendable, Equatable {
+    public var observedAt: String
+    public var temperatureC: Double?
+    public var apparentTemperatureC: Double?
+    /// Fraction 0...1.
+    public var humidity: Double?
+    public var windSpeedKph: Double?
+    public var precipitationMmPerHour: Double?
+    public var condition: WeatherCondition
+
+    public init(
+        observedAt: String, temperatureC: Double?, apparentTemperatureC: Double?, humidity: Double?,
+        windSpeedKph: Double?, precipitationMmPerHour: Double?, condition: WeatherCondition
+    ) {
+        self.observedAt = observedAt
+        self.temperatureC = temperatureC
+        self.apparentTemperatureC = apparentTemperatureC
+        self.humidity = humidity
+        self.windSpeedKph = windSpeedKph
+        self.precipitationMmPerHour = precipitationMmPerHour
+        self.condition = condition
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(observedAt, forKey: .observedAt)
+        try c.encode(temperatureC, forKey: .temperatureC)
+        try c.encode(apparentTemperatureC, forKey: .apparentTemperatureC)
+        try c.encode(humidity, forKey: .humidity)
+        try c.encode(windSpeedKph, forKey: .windSpeedKph)
+        try c.encode(precipitationMmPerHour, forKey: .precipitationMmPerHour)
+        try c.encode(condition, forKey: .condition)
+    }
+}
+
+/// One local calendar day at the snapped point.
+public struct DailyWeather: Codable, Sendable, Equatable {
+    /// `YYYY-MM-DD` in the location's own calendar.
+    public var date: String
+    public var temperatureMinC: Double?
+    public var temperatureMaxC: Double?
+    public var condition: WeatherCondition
+    /// Fraction 0...1.
+    public var precipitationProbability: Double?
+
+    public init(
+        date: String, temperatureMinC: Double?, temperatureMaxC: Double?,
+        condition: WeatherCondition, precipitationProbability: Double?
+    ) {
+        self.date = date
+        self.temperatureMinC = temperatureMinC
+        self.temperatureMaxC = temperatureMaxC
+        self.condition = condition
+        self.precipitationProbability = precipitationProbability
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(date, forKey: .date)
+        try c.encode(temperatureMinC, forKey: .temperatureMinC)
+        try c.encode(temperatureMaxC, forKey: .temperatureMaxC)
+        try c.encode(condition, forKey: .condition)
+        try c.encode(precipitationProbability, forKey: .precipitationProbability)
+    }
+}
+
+/// The closed vocabulary of API.md; anything a provider sends that maps to none of these is `unknown`.
+public enum WeatherCondition: String, Codable, Sendable, CaseIterable {
+    case clear
+    case partlyCloudy = "partly_cloudy"
+    case cloudy, fog, haze, wind, rain
+    case heavyRain = "heavy_rain"
+    case thunderstorm, sleet, snow, dust, unknown
+}

@@ -1,0 +1,64 @@
+/// Lowercase hexadecimal, the database's form of every hash.
+public enum Hex {
+    private static let digits = Array("0123456789abcdef".utf8)
+
+    /// Two lowercase hex digits per byte.
+    public static func encode(_ bytes: some Sequence<UInt8>) -> String {
+        var out = [UInt8]()
+        out.reserveCapacity(64)
+        for b in bytes {
+            out.append(digits[Int(b >> 4)])
+            out.append(digits[Int(b & 0x0f)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Bytes of a hex string (either case), or `nil` when it is not hex.
+    public static func decode(_ text: String) -> [UInt8]? {
+        let u = Array(text.utf8)
+        guard u.count % 2 == 0 else { return nil }
+        func nibble(_ c: UInt8) -> UInt8? {
+            switch c {
+            case 48...57: return c - 48
+            case 97...102: return c - 87
+            case 65...70: return c - 55
+            default: return nil
+            }
+        }
+        var out = [UInt8]()
+        out.reserveCapacity(u.count / 2)
+        var i = 0
+        while i < u.count {
+            guard let hi = nibble(u[i]), let lo = nibble(u[i + 1]) else { return nil }
+            out.append(hi << 4 | lo)
+            i += 2
+        }
+        return out
+    }
+}
+
+/// Base64url without padding (RFC 4648 §5), the alphabet of every token.
+public enum Base64URL {
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+
+    /// Encodes without `=` padding.
+    public static func encode(_ bytes: [UInt8]) -> String {
+        var out = [UInt8]()
+        out.reserveCapacity((bytes.count * 4 + 2) / 3)
+        var i = 0
+        while i + 3 <= bytes.count {
+            let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2])
+            out += [alphabet[Int(n >> 18 & 63)], alphabet[Int(n >> 12 & 63)], alphabet[Int(n >> 6 & 63)], alphabet[Int(n & 63)]]
+            i += 3
+        }
+        let rest = bytes.count - i
+        if rest == 1 {
+            let n = UInt32(bytes[i]) << 16
+            out += [alphabet[Int(n >> 18 & 63)], alphabet[Int(n >> 12 & 63)]]
+        } else if rest == 2 {
+            let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8
+            out += [alphabet[Int(n >> 18 & 63)], alphabet[Int(n >> 12 & 63)], alphabet[Int(n >> 6 & 63)]]
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

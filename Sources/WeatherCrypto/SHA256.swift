@@ -1,0 +1,78 @@
+import CCrypto
+
+/// A failed libcrypto call. Carries the function name only: never key or message bytes.
+public struct CryptoError: Error, CustomStringConvertible {
+    public let function: String
+    public var description: String { "libcrypto call \(function) failed" }
+}
+
+/// SHA-256 digests (FIPS 180-4), CryptoKit-shaped.
+public enum SHA256 {
+    /// The 32-byte digest of `data`.
+    public static func hash(_ data: some Collection<UInt8>) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 32)
+        let ok = data.withContiguousStorageIfAvailable { buf in
+            out.withUnsafeMutableBufferPointer { o in
+                CCrypto.SHA256(buf.baseAddress, buf.count, o.baseAddress) != nil
+            }
+        } ?? Array(data).withUnsafeBufferPointer { buf in
+            out.withUnsafeMutableBufferPointer { o in
+                CCrypto.SHA256(buf.baseAddress, buf.count, o.baseAddress) != nil
+            }
+        }
+        // SHA256() only fails on a NULL output buffer, which cannot happen here.
+        precondition(ok, "SHA256 returned NULL")
+        return out
+    }
+
+    /// Lowercase hex digest of a string's UTF-8 bytes: the form `token_hash` stores.
+    public static func hex(_ text: String) -> String { Hex.encode(hash(Array(text.utf8))) }
+}
+
+/// HMAC-SHA256 (RFC 2104) with every libcrypto return code checked.
+public enum HMACSHA256 {
+    /// The 32-byte MAC of `message` under `key`.
+    public static func authenticationCode(for message: some Collection<UInt8>, key: [UInt8]) throws -> [UInt8] {
+        let msg = Array(message)
+        var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+        var len: UInt32 = 0
+        let result = key.withUnsafeBufferPointer { k in
+            msg.withUnsafeBufferPointer { m in
+                out.withUnsafeMutableBufferPointer { o in
+                    HMAC(EVP_sha256(), k.baseAddress, Int32(k.count), m.baseAddress, m.count, o.baseAddress, &len)
+                }
+            }
+        }
+        guard result != nil, len == 32 else { throw CryptoError(function: "HMAC") }
+        return Array(out.prefix(32))
+    }
+
+    /// Lowercase hex MAC of a string's UTF-8 bytes.
+    public static func hex(_ text: String, key: [UInt8]) throws -> String {
+        Hex.encode(try authenticationCode(for: Array(text.utf8), key: key))
+    }
+}
+
+/// Randomness from the OS CSPRNG through OpenSSL's `RAND_bytes`.
+public enum SecureRandom {
+    /// `count` unpredictable bytes; throws rather than return weak ones.
+    public static func bytes(_ count: Int) throws -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: count)
+        let rc = out.withUnsafeMutableBufferPointer { RAND_bytes($0.baseAddress, Int32(count)) }
+        guard rc == 1 else { throw CryptoError(function: "RAND_bytes") }
+        return out
+    }
+}
+
+/// Comparison of secrets whose time does not depend on where they differ.
+public enum ConstantTime {
+    /// True when both byte strings are equal; lengths are compared first (length is not secret).
+    public static func equals(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        if a.isEmpty { return true }
+        return a.withUnsafeBytes { pa in b.withUnsafeBytes { pb in CRYPTO_memcmp(pa.baseAddress, pb.baseAddress, a.count) == 0 } }
+    }
+
+    /// The same for strings, by their UTF-8 bytes.
+    public static func equals(_ a: String, _ b: String) -> Bool { equals(Array(a.utf8), Array(b.utf8)) }
+}

@@ -1,0 +1,202 @@
+import CSQLite
+import WeatherCore
+
+/// A failed SQLite call: the result code, SQLite's message and the statement text (never bound values).
+public struct DatabaseError: Error, CustomStringConvertible {
+    public let resultCode: Int32
+    public let message: String
+    public let sql: String?
+
+    public var description: String { "SQLite error \(resultCode): \(message)" + (sql.map { " in `\($0.prefix(80))`" } ?? "") }
+
+    /// Busy, locked, read-only, full or I/O: the database is there but not usable right now (503).
+    public var isUnavailable: Bool {
+        let primary = resultCode & 0xff
+        return [SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY, SQLITE_FULL, SQLITE_IOERR, SQLITE_CANTOPEN,
+                SQLITE_CORRUPT, SQLITE_NOTADB, SQLITE_PROTOCOL].contains(primary)
+    }
+
+    var storeError: StoreError { StoreError(code: resultCode, message: description) }
+}
+
+/// One SQLite connection, owned by one worker process, with its prepared statements cached.
+public final class Database {
+    let handle: OpaquePointer
+    private var statements: [String: Statement] = [:]
+
+    /// Opens (creating if needed) the database at `path` and sets the pragmas every worker relies on:
+    /// WAL (verified), `synchronous=NORMAL`, a busy timeout, foreign keys.
+    public init(path: String, busyTimeoutMs: Int32 = 5000, readOnly: Bool = false) throws(DatabaseError) {
+        var db: OpaquePointer?
+        let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
+        let rc = sqlite3_open_v2(path, &db, flags, nil)
+        guard rc == SQLITE_OK, let db else {
+            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open database"
+            sqlite3_close_v2(db)
+            throw DatabaseError(resultCode: rc, message: message, sql: nil)
+        }
+        handle = db
+        sqlite3_extended_result_codes(db, 1)
+        sqlite3_busy_timeout(db, busyTimeoutMs)
+        if !readOnly {
+            // Several workers may open a new file at once; switching to WAL needs a moment alone.
+            let mode = try scalarText("PRAGMA journal_mode=WAL")
+            guard mode?.lowercased() == "wal" else {
+                throw DatabaseError(resultCode: SQLITE_ERROR, message: "journal_mode is \(mode ?? "unknown"), not wal", sql: nil)
+            }
+        }
+        try execute("PRAGMA synchronous=NORMAL")
+        try execute("PRAGMA foreign_keys=ON")
+    }
+
+    deinit {
+        statements.removeAll()
+        sqlite3_close_v2(handle)
+    }
+
+    /// Runs SQL without results (may hold several statements); not cached.
+    public func execute(_ sql: String) throws(DatabaseError) {
+        var err: UnsafeMutablePointer<CChar>?
+        let rc = sqlite3_exec(handle, sql, nil, nil, &err)
+        if rc != SQLITE_OK {
+            let message = err.map { String(cString: $0) } ?? String(cString: sqlite3_errmsg(handle))
+            sqlite3_free(err)
+            throw DatabaseError(resultCode: rc, message: message, sql: sql)
+        }
+    }
+
+    /// The cached prepared statement for `sql`, reset and with bindings cleared.
+    public func statement(_ sql: String) throws(DatabaseError) -> Statement {
+        if let s = statements[sql] {
+            s.reset()
+            return s
+        }
+        let s = try Statement(database: self, sql: sql)
+        statements[sql] = s
+        return s
+    }
+
+    /// First column of the first row as text.
+    public func scalarText(_ sql: String, _ bindings: [SQLValue] = []) throws(DatabaseError) -> String? {
+        let s = try statement(sql)
+        try s.bind(bindings)
+        defer { s.reset() }
+        return try s.step() ? s.text(0) : nil
+    }
+
+    /// First column of the first row as an integer.
+    public func scalarInt(_ sql: String, _ bindings: [SQLValue] = []) throws(DatabaseError) -> Int64? {
+        let s = try statement(sql)
+        try s.bind(bindings)
+        defer { s.reset() }
+        return try s.step() ? (s.isNull(0) ? nil : s.int(0)) : nil
+    }
+
+    /// Runs one cached statement to completion and returns the number of rows it changed.
+    @discardableResult
+    public func run(_ sql: String, _ bindings: [SQLValue] = []) throws(DatabaseError) -> Int {
+        let s = try statement(sql)
+        try s.bind(bindings)
+        defer { s.reset() }
+        while try s.step() {}
+        return Int(sqlite3_changes(handle))
+    }
+
+    /// Runs `body` in a `BEGIN IMMEDIATE` transaction: the write lock is taken up front, so two
+    /// workers never both read then both write. Rolls back when `body` throws.
+    public func transaction<T>(_ body: () throws -> T) throws -> T {
+        try execute("BEGIN IMMEDIATE")
+        do {
+            let value = try body()
+            try execute("COMMIT")
+            return value
+        } catch {
+            try? execute("ROLLBACK")  // the original error is the one worth reporting
+            throw error
+        }
+    }
+
+    func error(_ rc: Int32, sql: String?) -> DatabaseError {
+        DatabaseError(resultCode: rc, message: String(cString: sqlite3_errmsg(handle)), sql: sql)
+    }
+}
+
+/// A value to bind.
+public enum SQLValue: Sendable {
+    case text(String)
+    case int(Int64)
+    case blob([UInt8])
+    case null
+}
+
+extension SQLValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral {
+    public init(stringLiteral value: String) { self = .text(value) }
+    public init(integerLiteral value: Int64) { self = .int(value) }
+}
+
+/// A prepared statement; finalized when released.
+public final class Statement {
+    let pointer: OpaquePointer
+    unowned let database: Database
+    let sql: String
+
+    init(database: Database, sql: String) throws(DatabaseError) {
+        var stmt: OpaquePointer?
+        let rc = sqlite3_prepare_v3(database.handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &stmt, nil)
+        guard rc == SQLITE_OK, let stmt else { throw database.error(rc, sql: sql) }
+        self.pointer = stmt
+        self.database = database
+        self.sql = sql
+    }
+
+    deinit { sqlite3_finalize(pointer) }
+
+    func reset() {
+        sqlite3_reset(pointer)
+        sqlite3_clear_bindings(pointer)
+    }
+
+    /// Binds values to `?1...?n`.
+    public func bind(_ values: [SQLValue]) throws(DatabaseError) {
+        for (i, v) in values.enumerated() {
+            let idx = Int32(i + 1)
+            let rc: Int32
+            switch v {
+            case .text(let s): rc = sqlite3_bind_text(pointer, idx, s, -1, csqlite_transient())
+            case .int(let n): rc = sqlite3_bind_int64(pointer, idx, n)
+            case .blob(let b): rc = b.withUnsafeBytes { sqlite3_bind_blob(pointer, idx, $0.baseAddress, Int32(b.count), csqlite_transient()) }
+            case .null: rc = sqlite3_bind_null(pointer, idx)
+            }
+            guard rc == SQLITE_OK else { throw database.error(rc, sql: sql) }
+        }
+    }
+
+    /// Advances one row: true when a row is available.
+    public func step() throws(DatabaseError) -> Bool {
+        let rc = sqlite3_step(pointer)
+        if rc == SQLITE_ROW { return true }
+        if rc == SQLITE_DONE { return false }
+        throw database.error(rc, sql: sql)
+    }
+
+    public func isNull(_ col: Int32) -> Bool { sqlite3_column_type(pointer, col) == SQLITE_NULL }
+    public func int(_ col: Int32) -> Int64 { sqlite3_column_int64(pointer, col) }
+    public func text(_ col: Int32) -> String? {
+        guard let c = sqlite3_column_text(pointer, col) else { return nil }
+        return String(cString: c)
+    }
+    public func blob(_ col: Int32) -> [UInt8] {
+        let n = Int(sqlite3_column_bytes(pointer, col))
+        guard n > 0, let p = sqlite3_column_blob(pointer, col) else { return [] }
+        return Array(UnsafeRawBufferPointer(start: p, count: n))
+    }
+
+    /// Runs the statement with `bindings` and maps every row.
+    public func rows<T>(_ bindings: [SQLValue] = [], _ map: (Statement) throws -> T) throws -> [T] {
+        try bind(bindings)
+        defer { reset() }
+        var out: [T] = []
+        while try step() { out.append(try map(self)) }
+        return out
+    }
+}

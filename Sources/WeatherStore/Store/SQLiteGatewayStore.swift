@@ -1,0 +1,246 @@
+import WeatherCore
+
+/// The gateway's storage on one SQLite connection (one per worker process).
+public final class SQLiteGatewayStore: GatewayStore {
+    public let db: Database
+
+    /// Opens the database and applies pending migrations (safe when several workers start at once).
+    public init(path: String) throws {
+        db = try Database(path: path)
+        try Migrator.apply(to: db)
+    }
+
+    /// Wraps an open database without migrating (for tools that only read).
+    public init(database: Database) { db = database }
+
+    // MARK: Sessions and tokens
+
+    public func createSession(_ s: NewSession, tokens: IssuedPair) throws(StoreError) {
+        try write {
+            let now = s.createdAt.iso8601
+            try db.run(
+                "INSERT INTO anonymous_weather_sessions(id, installation_id_hash, platform, app_version, status, created_at, last_seen_at) VALUES (?1, ?2, ?3, ?4, 'active', ?5, ?5)",
+                [.text(s.id), .text(s.installationIdHash), .text(s.platform), s.appVersion.map(SQLValue.text) ?? .null, .text(now)])
+            try insertPair(sessionId: s.id, tokens)
+        }
+    }
+
+    private func insertPair(sessionId: String, _ p: IssuedPair) throws {
+        let sql = "INSERT INTO weather_session_tokens(id, session_id, token_hash, token_type, expires_at, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+        let created = p.lifetimes.issuedAt.iso8601
+        try db.run(sql, [.text(p.accessRowId), .text(sessionId), .text(p.accessHash), "access", .text(p.lifetimes.accessExpiresAt.iso8601), .text(created)])
+        try db.run(sql, [.text(p.refreshRowId), .text(sessionId), .text(p.refreshHash), "refresh", .text(p.lifetimes.refreshExpiresAt.iso8601), .text(created)])
+    }
+
+    public func accessGrant(tokenHash: String) throws(StoreError) -> AccessGrant? {
+        try read {
+            let s = try db.statement("""
+                SELECT t.session_id, t.token_type, t.expires_at, t.revoked_at IS NOT NULL, s.status = 'active', s.last_seen_at
+                FROM weather_session_tokens t JOIN anonymous_weather_sessions s ON s.id = t.session_id
+                WHERE t.token_hash = ?1
+                """)
+            try s.bind([.text(tokenHash)])
+            defer { s.reset() }
+            guard try s.step() else { return nil }
+            return AccessGrant(
+                sessionId: s.text(0) ?? "",
+                tokenType: s.text(1).flatMap(TokenKind.init(rawValue:)),
+                expiresAt: s.text(2).flatMap { Timestamp(iso8601: $0) } ?? Timestamp(seconds: 0),
+                tokenRevoked: s.int(3) != 0,
+                sessionActive: s.int(4) != 0,
+                lastSeenAt: s.text(5).flatMap { Timestamp(iso8601: $0) } ?? Timestamp(seconds: 0))
+        }
+    }
+
+    public func rotate(
+        refreshTokenHash: String, sessionId: String, successor: IssuedPair, retryWindow: Int64, now: Timestamp
+    ) throws(StoreError) -> RotationOutcome {
+        try write { () throws -> RotationOutcome in
+            let s = try db.statement("""
+                SELECT t.id, t.session_id, t.token_type, t.expires_at, t.revoked_at, s.status
+                FROM weather_session_tokens t JOIN anonymous_weather_sessions s ON s.id = t.session_id
+                WHERE t.token_hash = ?1
+                """)
+            let row = try s.rows([.text(refreshTokenHash)]) { r in
+                (id: r.text(0) ?? "", session: r.text(1) ?? "", type: r.text(2) ?? "",
+                 expires: r.text(3).flatMap { Timestamp(iso8601: $0) }, revoked: r.text(4).flatMap { Timestamp(iso8601: $0) },
+                 active: r.text(5) == "active")
+            }.first
+            guard let row, row.type == "refresh", row.session == sessionId, row.active,
+                  let expires = row.expires, now < expires else { return .invalid }
+            guard let rotatedAt = row.revoked else {
+                try db.run("UPDATE weather_session_tokens SET revoked_at = ?2 WHERE id = ?1", [.text(row.id), .text(now.iso8601)])
+                try insertPair(sessionId: sessionId, successor)
+                try db.run("UPDATE anonymous_weather_sessions SET last_seen_at = ?2 WHERE id = ?1", [.text(sessionId), .text(now.iso8601)])
+                return .rotated
+            }
+            // Already rotated. The successor is derived from this very token, so its hash tells
+            // whether this is the same request again, without any plaintext having been kept.
+            if now.seconds - rotatedAt.seconds <= retryWindow,
+               let issued = try db.scalarText(
+                   "SELECT created_at FROM weather_session_tokens WHERE token_hash = ?1 AND session_id = ?2 AND revoked_at IS NULL",
+                   [.text(successor.refreshHash), .text(sessionId)]),
+               let issuedAt = Timestamp(iso8601: issued) {
+                return .retried(successor.lifetimes.issued(at: issuedAt))
+            }
+            try revokeAll(sessionId: sessionId, now: now)
+            return .reused
+        }
+    }
+
+    public func revokeSession(sessionId: String, presentingRefreshTokenHash: String, now: Timestamp) throws(StoreError) -> Bool {
+        try write {
+            let owner = try db.scalarText(
+                "SELECT session_id FROM weather_session_tokens WHERE token_hash = ?1 AND token_type = 'refresh'",
+                [.text(presentingRefreshTokenHash)])
+            guard owner == sessionId else { return false }
+            try revokeAll(sessionId: sessionId, now: now)
+            return true
+        }
+    }
+
+    public func revokeSession(id: String, now: Timestamp) throws(StoreError) -> Bool {
+        try write {
+            guard try db.scalarInt("SELECT 1 FROM anonymous_weather_sessions WHERE id = ?1", [.text(id)]) != nil else { return false }
+            try revokeAll(sessionId: id, now: now)
+            return true
+        }
+    }
+
+    private func revokeAll(sessionId: String, now: Timestamp) throws {
+        try db.run(
+            "UPDATE anonymous_weather_sessions SET status = 'revoked', revoked_at = coalesce(revoked_at, ?2) WHERE id = ?1",
+            [.text(sessionId), .text(now.iso8601)])
+        try db.run(
+            "UPDATE weather_session_tokens SET revoked_at = ?2 WHERE session_id = ?1 AND revoked_at IS NULL",
+            [.text(sessionId), .text(now.iso8601)])
+    }
+
+    public func touchSessions(_ seen: [String: Timestamp]) throws(StoreError) {
+        guard !seen.isEmpty else { return }
+        try write {
+            for (id, t) in seen {
+                try db.run(
+                    "UPDATE anonymous_weather_sessions SET last_seen_at = ?2 WHERE id = ?1 AND last_seen_at < ?2",
+                    [.text(id), .text(t.iso8601)])
+            }
+        }
+    }
+
+    // MARK: Limits
+
+    public func consume(_ buckets: [LimitBucket], nowMs: Int64) throws(StoreError) -> LimitVerdict {
+        let active = buckets.filter(\.quota.isEnabled)
+        guard !active.isEmpty else { return .allowed }
+        return try write { () throws -> LimitVerdict in
+            var updates: [(String, Int64)] = []
+            for b in active {
+                let tat = try db.scalarInt("SELECT tat_ms FROM weather_rate_limits WHERE bucket_key = ?1", [.text(b.key)])
+                let d = GCRA.decide(tat: tat, nowMs: nowMs, quota: b.quota)
+                guard d.allowed else { return .refused(retryAfter: d.retryAfter, bucket: b.key) }
+                updates.append((b.key, d.newTAT))
+            }
+            for (key, tat) in updates {
+                try db.run(
+                    "INSERT INTO weather_rate_limits(bucket_key, tat_ms) VALUES (?1, ?2) ON CONFLICT(bucket_key) DO UPDATE SET tat_ms = excluded.tat_ms",
+                    [.text(key), .int(tat)])
+            }
+            return .allowed
+        }
+    }
+
+    public func admitCell(_ cell: String, sessionId: String, quota: Quota, nowMs: Int64) throws(StoreError) -> LimitVerdict {
+        guard quota.isEnabled else { return .allowed }
+        let windowStart = nowMs - quota.window * 1000
+        // The common case, a cell already seen today, is one read and no write.
+        let seen = try read {
+            try db.scalarInt(
+                "SELECT first_seen_ms FROM weather_session_cells WHERE session_id = ?1 AND cell = ?2",
+                [.text(sessionId), .text(cell)])
+        }
+        if let seen, seen > windowStart { return .allowed }
+        return try write { () throws -> LimitVerdict in
+            let s = try db.statement(
+                "SELECT count(*), min(first_seen_ms) FROM weather_session_cells WHERE session_id = ?1 AND first_seen_ms > ?2")
+            let (count, oldest) = try s.rows([.text(sessionId), .int(windowStart)]) { ($0.int(0), $0.int(1)) }.first ?? (0, 0)
+            if count >= Int64(quota.limit) {
+                let waitMs = oldest + quota.window * 1000 - nowMs
+                return .refused(retryAfter: max(1, (waitMs + 999) / 1000), bucket: "cells:\(sessionId)")
+            }
+            try db.run(
+                "INSERT INTO weather_session_cells(session_id, cell, first_seen_ms) VALUES (?1, ?2, ?3) ON CONFLICT(session_id, cell) DO UPDATE SET first_seen_ms = excluded.first_seen_ms",
+                [.text(sessionId), .text(cell), .int(nowMs)])
+            return .allowed
+        }
+    }
+
+    // MARK: Weather cache
+
+    public func cachedWeather(key: String, now: Timestamp) throws(StoreError) -> CachedWeather? {
+        try read {
+            let s = try db.statement("SELECT body, fetched_at, fresh_until FROM weather_cache WHERE cache_key = ?1 AND stale_until > ?2")
+            return try s.rows([.text(key), .int(now.seconds)]) {
+                CachedWeather(body: $0.blob(0), fetchedAt: Timestamp(seconds: $0.int(1)), freshUntil: Timestamp(seconds: $0.int(2)))
+            }.first
+        }
+    }
+
+    public func storeWeather(key: String, body: [UInt8], fetchedAt: Timestamp, freshUntil: Timestamp, staleUntil: Timestamp) throws(StoreError) {
+        try write {
+            try db.run(
+                "INSERT OR REPLACE INTO weather_cache(cache_key, body, fetched_at, fresh_until, stale_until) VALUES (?1, ?2, ?3, ?4, ?5)",
+                [.text(key), .blob(body), .int(fetchedAt.seconds), .int(freshUntil.seconds), .int(staleUntil.seconds)])
+        }
+    }
+
+    public func acquireFetchLock(key: String, owner: String, now: Timestamp, until: Timestamp) throws(StoreError) -> Bool {
+        try write {
+            try db.run(
+                "INSERT INTO weather_fetch_locks(cache_key, owner, expires_at) VALUES (?1, ?2, ?3) ON CONFLICT(cache_key) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at WHERE weather_fetch_locks.expires_at <= ?4",
+                [.text(key), .text(owner), .int(until.seconds), .int(now.seconds)]) == 1
+        }
+    }
+
+    public func releaseFetchLock(key: String, owner: String) throws(StoreError) {
+        try write {
+            try db.run("DELETE FROM weather_fetch_locks WHERE cache_key = ?1 AND owner = ?2", [.text(key), .text(owner)])
+        }
+    }
+
+    // MARK: Counters and health
+
+    public func addCounters(_ counts: [CounterKey: Int64]) throws(StoreError) {
+        guard !counts.isEmpty else { return }
+        try write {
+            for (k, v) in counts where v != 0 {
+                try db.run(
+                    "INSERT INTO weather_counters(hour, name, value) VALUES (?1, ?2, ?3) ON CONFLICT(hour, name) DO UPDATE SET value = value + excluded.value",
+                    [.text(k.hour), .text(k.name), .int(v)])
+            }
+        }
+    }
+
+    public func isHealthy() -> Bool {
+        guard let pending = try? Migrator.pending(in: db) else { return false }
+        return pending.isEmpty
+    }
+
+    // MARK: Plumbing
+
+    /// A `BEGIN IMMEDIATE` transaction whose failures become `StoreError`.
+    @discardableResult
+    private func write<T>(_ body: () throws -> T) throws(StoreError) -> T {
+        do { return try db.transaction(body) } catch { throw Self.storeError(error) }
+    }
+
+    /// Reads need no explicit transaction: each statement sees one WAL snapshot.
+    private func read<T>(_ body: () throws -> T) throws(StoreError) -> T {
+        do { return try body() } catch { throw Self.storeError(error) }
+    }
+
+    static func storeError(_ error: any Error) -> StoreError {
+        if let e = error as? DatabaseError { return e.storeError }
+        if let e = error as? StoreError { return e }
+        return StoreError(code: -1, message: "\(error)")
+    }
+}
