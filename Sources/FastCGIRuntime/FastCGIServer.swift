@@ -20,12 +20,12 @@ public enum FastCGIServer {
     public static var isCGI: Bool { FCGX_IsCGI() != 0 }
 
     /// Binds `address` (`/path/to.sock` or `host:port`, or `:port`) and returns its descriptor.
-    public static func listen(_ address: String, backlog: Int32 = 128) throws -> Int32 {
+    public static func listen(_ address: String, mode: mode_t = 0o660, backlog: Int32 = 128) throws -> Int32 {
         let spec = address.hasPrefix("/") || address.contains(":") ? address : ":" + address
         if spec.hasPrefix("/") { unlink(spec) }
         let fd = FCGX_OpenSocket(spec, backlog)
         guard fd >= 0 else { throw FastCGIError("cannot listen on \(address)") }
-        if spec.hasPrefix("/") { chmod(spec, 0o660) }
+        if spec.hasPrefix("/") { chmod(spec, mode) }
         return fd
     }
 

@@ -8,20 +8,35 @@ import Glibc
 // Wiring only: configuration, storage, providers, then the FastCGI (or CGI) loop.
 
 let usage = """
-    usage: weather-fcgi [--listen PATH|HOST:PORT]
+    usage: weather-fcgi [--listen PATH|HOST:PORT [--socket-mode 0660]] [--workers N]
 
     Without --listen it serves the FastCGI socket inherited on fd 0 (spawn-fcgi, mod_fcgid,
     systemd), or, when fd 0 is not a socket, answers the one CGI request in its environment.
+    --workers N keeps N worker processes on that socket and restarts any that die.
     Configuration: environment variables, then the file named by WEATHER_CONFIG (see README).
     """
 
 var listenAddress: String?
+var workers = 1
+var socketMode: mode_t = 0o660
 var args = CommandLine.arguments.dropFirst()
 while let arg = args.popFirst() {
     switch arg {
     case "--listen":
         guard let v = args.popFirst() else { StandardErrorLog().write("weather-fcgi: --listen needs an address"); exit(64) }
         listenAddress = v
+    case "--workers":
+        guard let v = args.popFirst(), let n = Int(v), (1...256).contains(n) else {
+            StandardErrorLog().write("weather-fcgi: --workers needs a number 1...256")
+            exit(64)
+        }
+        workers = n
+    case "--socket-mode":
+        guard let v = args.popFirst(), let m = mode_t(v, radix: 8), m <= 0o777 else {
+            StandardErrorLog().write("weather-fcgi: --socket-mode needs an octal mode such as 0660")
+            exit(64)
+        }
+        socketMode = m
     case "--help", "-h":
         print(usage)
         exit(0)
@@ -31,41 +46,64 @@ while let arg = args.popFirst() {
     }
 }
 
-let log = StandardErrorLog()
-let gateway: Gateway
-do {
+
+/// Everything a worker needs, opened in the process that uses it (SQLite connections must not
+/// cross a fork).
+func makeGateway() throws -> Gateway {
     let config = try Bootstrap.loadConfig()
     let store = try Bootstrap.openStore(config)
     let key = try Bootstrap.hashKey(for: config)
-    gateway = Gateway(
-        config: config, store: store, hashKey: key, clock: SystemClock(), log: log,
+    return Gateway(
+        config: config, store: store, hashKey: key, clock: SystemClock(), log: StandardErrorLog(),
         weather: ProviderWiring.source(for: config), requestIdPrefix: "w\(getpid())")
-} catch {
-    log.write("weather-fcgi: \(error)")
-    if listenAddress == nil && FastCGIServer.isCGI {
+}
+
+/// Serves until SIGTERM or recycling; returns the exit status.
+func serve(listenFD: Int32) -> Int32 {
+    let gateway: Gateway
+    do { gateway = try makeGateway() } catch {
+        StandardErrorLog().write("weather-fcgi: \(error)")
+        return 78  // EX_CONFIG
+    }
+    do {
+        try FastCGIServer.serve(listenFD: listenFD, maxRequests: gateway.config.maxRequestsPerWorker,
+                                handler: gateway.handle, after: { gateway.afterResponse() })
+    } catch {
+        StandardErrorLog().write("weather-fcgi: \(error)")
+        return 71
+    }
+    gateway.afterResponse(force: true)
+    return 0
+}
+
+if listenAddress == nil && FastCGIServer.isCGI {
+    do {
+        let gateway = try makeGateway()
+        FastCGIServer.serveCGI(handler: gateway.handle)
+        gateway.afterResponse(force: true)
+    } catch {
+        StandardErrorLog().write("weather-fcgi: \(error)")
         // A CGI caller still gets a JSON answer rather than an empty 500.
         let body = "{\"error\":{\"code\":\"service_unavailable\",\"message\":\"the service is not configured correctly\"}}"
         print("Status: 503 Service Unavailable\r\nContent-Type: application/json; charset=utf-8\r\n\r\n\(body)", terminator: "")
+        exit(78)
     }
-    exit(78)  // EX_CONFIG
+    exit(0)
 }
 
+var listenFD: Int32 = 0
 if let listenAddress {
-    do {
-        let fd = try FastCGIServer.listen(listenAddress)
-        try FastCGIServer.serve(listenFD: fd, maxRequests: gateway.config.maxRequestsPerWorker, handler: gateway.handle, after: { gateway.afterResponse() })
-    } catch {
-        log.write("weather-fcgi: \(error)")
-        exit(71)
-    }
-} else if FastCGIServer.isCGI {
-    FastCGIServer.serveCGI(handler: gateway.handle)
-} else {
-    do {
-        try FastCGIServer.serve(maxRequests: gateway.config.maxRequestsPerWorker, handler: gateway.handle, after: { gateway.afterResponse() })
-    } catch {
-        log.write("weather-fcgi: \(error)")
+    do { listenFD = try FastCGIServer.listen(listenAddress, mode: socketMode) } catch {
+        StandardErrorLog().write("weather-fcgi: \(error)")
         exit(71)
     }
 }
-gateway.afterResponse(force: true)
+if workers > 1 {
+    // Fail fast in the parent (configuration, database, migrations), then let each child open its own.
+    do { _ = try makeGateway() } catch {
+        StandardErrorLog().write("weather-fcgi: \(error)")
+        exit(78)
+    }
+    Supervisor.run(workers: workers) { serve(listenFD: listenFD) }
+}
+exit(serve(listenFD: listenFD))

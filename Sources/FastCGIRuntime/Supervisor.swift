@@ -1,0 +1,57 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+nonisolated(unsafe) private var supervisorStopping: sig_atomic_t = 0
+
+/// A tiny process manager: keeps `workers` children serving the same listening socket, restarts
+/// any that die (a crash loses only the request in flight on that worker), and on SIGTERM stops
+/// them all gracefully. spawn-fcgi starts workers but never restarts them; this does.
+public enum Supervisor {
+    /// Forks `workers` children that each call `child()` and exit with its status. Returns in the
+    /// parent when all children are gone after SIGTERM/SIGINT.
+    public static func run(workers: Int, child: () -> Int32) -> Never {
+        var action = sigaction()
+        action.__sigaction_handler.sa_handler = { _ in supervisorStopping = 1 }
+        sigemptyset(&action.sa_mask)
+        action.sa_flags = 0
+        sigaction(SIGTERM, &action, nil)
+        sigaction(SIGINT, &action, nil)
+
+        var children: Set<pid_t> = []
+        func spawn() {
+            let pid = fork()
+            if pid == 0 {
+                var dfl = sigaction()
+                dfl.__sigaction_handler.sa_handler = SIG_DFL
+                sigaction(SIGTERM, &dfl, nil)
+                sigaction(SIGINT, &dfl, nil)
+                exit(child())
+            }
+            if pid > 0 { children.insert(pid) }
+        }
+        for _ in 0..<workers { spawn() }
+
+        var recentDeaths: [Int64] = []
+        while !children.isEmpty {
+            var status: Int32 = 0
+            let pid = waitpid(-1, &status, 0)
+            if pid < 0 {
+                if errno == EINTR {
+                    if supervisorStopping != 0 { for c in children { kill(c, SIGTERM) } }
+                    continue
+                }
+                break
+            }
+            children.remove(pid)
+            guard supervisorStopping == 0 else { continue }
+            // A worker that dies at once again and again (bad config, full disk) must not turn
+            // into a fork storm: slow down when more than `workers` deaths happen within 5 s.
+            let now = Int64(time(nil))
+            recentDeaths = recentDeaths.filter { now - $0 < 5 } + [now]
+            if recentDeaths.count > workers { sleep(1) }
+            spawn()
+        }
+        exit(0)
+    }
+}
