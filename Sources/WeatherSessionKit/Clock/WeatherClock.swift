@@ -1,0 +1,24 @@
+import Foundation
+
+/// The source of wall-clock time for session deadlines.
+///
+/// Every "is this token still good?" decision in ``WeatherSessionService`` reads the time through
+/// this protocol, so tests move time with a settable fake instead of sleeping, and an app could
+/// plug in a clock it trusts more than `Date()`.
+public protocol WeatherClock: Sendable {
+    /// The current time.
+    func now() -> Date
+}
+
+/// The system wall clock, `Date()`.
+///
+/// Deadlines stored by ``WeatherSessionService`` are computed from this clock at the moment a
+/// response arrives (see ``WeatherSession``), so a device clock that is wrong by hours still
+/// gets correct token lifetimes, as long as it does not jump while the app runs.
+public struct SystemWeatherClock: WeatherClock {
+    /// Creates the system clock.
+    public init() {}
+
+    /// The current time, `Date()`.
+    public func now() -> Date { Date() }
+}

@@ -1,0 +1,83 @@
+import Foundation
+
+/// The gateway answered with an error status; carries the status and the envelope's code/message.
+///
+/// Thrown by ``WeatherClient`` and ``WeatherSessionService`` whenever the server answered but not
+/// with success. Failures to get an answer at all (offline, timeout) are not wrapped: they are
+/// thrown as the transport threw them (`URLError` with ``URLSessionWeatherTransport``).
+///
+/// Switch on ``code`` (stable), show ``message`` only in diagnostics (it is for a person, in
+/// English). For `429 rate_limited`, ``retryAfter`` says how many seconds to wait.
+///
+/// ```swift
+/// do { _ = try await client.weather(lat: 31.23, lon: 121.47) }
+/// catch let error as WeatherAPIError where error.code == WeatherAPIError.Code.rateLimited {
+///     scheduleRetry(after: error.retryAfter ?? 60)
+/// }
+/// ```
+public struct WeatherAPIError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The HTTP status, for example 401, 429 or 502.
+    public var status: Int
+    /// The envelope's `code`, or ``Code/unexpectedResponse`` when the body was not an envelope.
+    public var code: String
+    /// The envelope's `message`.
+    public var message: String
+    /// Seconds from `Retry-After`, when the server sent one (always for 429).
+    public var retryAfter: Int?
+
+    /// Creates an error.
+    public init(status: Int, code: String, message: String, retryAfter: Int? = nil) {
+        self.status = status
+        self.code = code
+        self.message = message
+        self.retryAfter = retryAfter
+    }
+
+    /// Reads the error out of a non-success response; never fails.
+    ///
+    /// A body that is not the gateway's envelope (an HTML 502 page from a proxy, an empty body)
+    /// still yields an error with the status and ``Code/unexpectedResponse``.
+    public init(response: WeatherHTTPResponse) {
+        let retryAfter = response.header("Retry-After")
+            .flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+            .map { max(0, $0) }
+        if let envelope = try? WeatherJSON.decoder().decode(WeatherErrorEnvelope.self, from: response.body) {
+            self.init(status: response.status, code: envelope.error.code,
+                      message: envelope.error.message, retryAfter: retryAfter)
+        } else {
+            self.init(status: response.status, code: Code.unexpectedResponse,
+                      message: "HTTP \(response.status) without an error envelope",
+                      retryAfter: retryAfter)
+        }
+    }
+
+    /// `"<status> <code>: <message>"`; never contains a token.
+    public var description: String {
+        var text = "\(status) \(code): \(message)"
+        if let retryAfter { text += " (retry after \(retryAfter) s)" }
+        return text
+    }
+
+    /// Codes the contract names, for matching without typos.
+    public enum Code {
+        /// 401: no live session token (and no legacy token) on a weather request.
+        public static let unauthorized = "unauthorized"
+        /// 401 from refresh: unknown, expired, revoked or foreign refresh token.
+        public static let invalidRefreshToken = "invalid_refresh_token"
+        /// 401 from refresh: a rotated refresh token was replayed; the session is revoked.
+        public static let refreshTokenReused = "refresh_token_reused"
+        /// 429: a quota was hit; see ``WeatherAPIError/retryAfter``.
+        public static let rateLimited = "rate_limited"
+        /// 400: a parameter or field was rejected; the message names it.
+        public static let invalidRequest = "invalid_request"
+        /// 502: the weather provider failed.
+        public static let providerError = "provider_error"
+        /// 504: the weather provider timed out.
+        public static let providerTimeout = "provider_timeout"
+        /// 503: no weather provider is configured on the gateway.
+        public static let providerNotConfigured = "provider_not_configured"
+        /// Made up by this kit, not sent by the gateway: the server answered with something
+        /// that is not the contract's JSON (a proxy's HTML page, a malformed success body).
+        public static let unexpectedResponse = "unexpected_response"
+    }
+}

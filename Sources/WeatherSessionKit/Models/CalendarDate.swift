@@ -1,0 +1,89 @@
+import Foundation
+
+/// A calendar day without a time or time zone, written `YYYY-MM-DD` on the wire.
+///
+/// Trip ranges and forecast days are days at the destination, not instants: "December 20th in
+/// Tokyo" is the same day whatever the phone's time zone. Modelling them as `Date` would invite
+/// off-by-one-day bugs, so they get their own small type. Ordering is chronological.
+public struct CalendarDate: Sendable, Hashable, Comparable, Codable, CustomStringConvertible {
+    /// The year, 1 through 9999.
+    public let year: Int
+    /// The month, 1 through 12.
+    public let month: Int
+    /// The day of the month, 1 through the length of that month.
+    public let day: Int
+
+    /// Creates a date, or `nil` when the day does not exist (month 13, February 30th, ...).
+    public init?(year: Int, month: Int, day: Int) {
+        guard (1...9999).contains(year), (1...12).contains(month),
+              (1...Self.daysIn(month: month, year: year)).contains(day) else { return nil }
+        self.year = year
+        self.month = month
+        self.day = day
+    }
+
+    /// Parses `YYYY-MM-DD` (exactly four, two and two digits), or returns `nil`.
+    public init?(_ text: String) {
+        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0].count == 4, parts[1].count == 2, parts[2].count == 2,
+              parts.allSatisfy({ $0.allSatisfy { $0.isASCII && $0.isNumber } }),
+              let year = Int(parts[0]), let month = Int(parts[1]), let day = Int(parts[2])
+        else { return nil }
+        self.init(year: year, month: month, day: day)
+    }
+
+    /// The day on which `date` falls in `timeZone` (for example the trip destination's zone).
+    public init(_ date: Date, in timeZone: TimeZone) {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = timeZone
+        let parts = calendar.dateComponents([.year, .month, .day], from: date)
+        guard let year = parts.year, let month = parts.month, let day = parts.day,
+              let value = CalendarDate(year: year, month: month, day: day) else {
+            preconditionFailure("Gregorian calendar produced an impossible day for \(date)")
+        }
+        self = value
+    }
+
+    /// `YYYY-MM-DD`, the wire form.
+    public var description: String {
+        func pad(_ value: Int, _ width: Int) -> String {
+            let digits = String(value)
+            return String(repeating: "0", count: max(0, width - digits.count)) + digits
+        }
+        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))"
+    }
+
+    /// Chronological order.
+    public static func < (lhs: CalendarDate, rhs: CalendarDate) -> Bool {
+        (lhs.year, lhs.month, lhs.day) < (rhs.year, rhs.month, rhs.day)
+    }
+
+    /// Decodes the `YYYY-MM-DD` wire form; anything else is a `DecodingError`.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        let text = try container.decode(String.self)
+        guard let value = CalendarDate(text) else {
+            throw DecodingError.dataCorruptedError(
+                in: container, debugDescription: "Expected a YYYY-MM-DD date, got \"\(text)\"")
+        }
+        self = value
+    }
+
+    /// Encodes the `YYYY-MM-DD` wire form.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(description)
+    }
+
+    private static func daysIn(month: Int, year: Int) -> Int {
+        switch month {
+        case 2:
+            let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
+            return leap ? 29 : 28
+        case 4, 6, 9, 11:
+            return 30
+        default:
+            return 31
+        }
+    }
+}

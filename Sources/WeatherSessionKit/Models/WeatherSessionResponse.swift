@@ -1,0 +1,38 @@
+import Foundation
+
+/// The body of a 201 from `POST /v1/weather/session` and of a 200 from `.../session/refresh`.
+///
+/// All seven fields of the contract, decoded as sent. The server's times (`expiresAt`,
+/// `refreshAfter`, `refreshTokenExpiresAt`) are on the server's clock; ``WeatherSession``
+/// turns them into local deadlines using ``expiresIn``. Never log a value of this type: it
+/// holds bearer tokens.
+public struct WeatherSessionResponse: Sendable, Equatable, Codable {
+    /// The anonymous session, `aws_...`; unchanged for the life of the session.
+    public var anonymousSessionId: String
+    /// The access token, `wta_...`, sent as `X-Weather-Session-Token`.
+    public var weatherAccessToken: String
+    /// The rotating refresh token, `wtr_...`; dead as soon as it has been used once.
+    public var refreshToken: String
+    /// When the access token expires, on the server's clock.
+    public var expiresAt: Date
+    /// When the server suggests refreshing, on the server's clock.
+    public var refreshAfter: Date
+    /// Seconds from issue until the access token expires; the clock-independent lifetime.
+    public var expiresIn: Int
+    /// When the refresh token expires, on the server's clock.
+    public var refreshTokenExpiresAt: Date
+
+    /// Creates a response value (for tests and previews).
+    public init(
+        anonymousSessionId: String, weatherAccessToken: String, refreshToken: String,
+        expiresAt: Date, refreshAfter: Date, expiresIn: Int, refreshTokenExpiresAt: Date
+    ) {
+        self.anonymousSessionId = anonymousSessionId
+        self.weatherAccessToken = weatherAccessToken
+        self.refreshToken = refreshToken
+        self.expiresAt = expiresAt
+        self.refreshAfter = refreshAfter
+        self.expiresIn = expiresIn
+        self.refreshTokenExpiresAt = refreshTokenExpiresAt
+    }
+}

@@ -1,0 +1,286 @@
+import Foundation
+
+/// Owns the app's anonymous weather session: creates it, keeps it, refreshes it, revokes it.
+///
+/// ``accessToken()`` is the whole interface most code needs; ``WeatherClient`` calls it for you.
+///
+/// ```swift
+/// let service = WeatherSessionService(
+///     baseURL: URL(string: "https://example.com/api")!,      // mount prefix allowed
+///     store: KeychainWeatherSessionStore(service: "com.example.closet.weather-session"),
+///     appVersion: "1.4"
+/// )
+/// let client = WeatherClient(service: service)
+/// let forecast = try await client.weather(lat: 31.2304, lon: 121.4737, days: 3)
+///
+/// // "Reset app" / privacy request:
+/// try await service.revoke()
+/// ```
+///
+/// ## Token lifecycle
+/// What ``accessToken()`` does, by the local clock (see ``WeatherSession`` for why local):
+/// - **no session**: creates one (`POST /v1/weather/session`) with the installation id;
+/// - **before `refreshAfter`**: returns the stored token, no network;
+/// - **between `refreshAfter` and `expiresAt`**: refreshes. If that fails (offline, 5xx, 429)
+///   the stored token is still good, so it is returned, and the refresh is not attempted again
+///   for `refreshRetryInterval` so a failing server is not hit on every call;
+/// - **after `expiresAt`**: must refresh; if that fails, the error is thrown;
+/// - **refresh answered 401** (refresh token expired, revoked, or replayed): the stored session
+///   is dropped, the installation id is kept, and a new session is created. Same when the
+///   refresh token is known to have expired locally, without asking.
+///
+/// ## One renewal at a time
+/// Refresh tokens rotate: each can be used once. If two callers refreshed with the same token,
+/// the second would present a dead token, and outside the server's short idempotency window
+/// that counts as replay and revokes the session, logging the user out. So the actor keeps the
+/// one renewal (refresh or creation) in flight as a stored `Task`, and every caller that needs
+/// a renewal while it runs awaits that same task. The task is never cancelled by a caller going
+/// away: a refresh abandoned after the server rotated the tokens would lose them.
+///
+/// ## Storage
+/// The installation id is a random version-4 UUID created on first use and kept in the
+/// ``WeatherSessionStore``; it is not a hardware or advertising id. The session is kept in the
+/// same store as a separate item, so dropping a session never changes the installation id.
+/// A damaged stored session is discarded (a new session is created); a damaged installation id
+/// is replaced by a new random one.
+///
+/// One service per store: two services (or processes) sharing a store would each refresh on
+/// their own and could replay each other's refresh tokens.
+public actor WeatherSessionService {
+    /// The gateway root and transport, shared with ``WeatherClient``.
+    nonisolated let connection: WeatherGatewayConnection
+    private let store: any WeatherSessionStore
+    private let clock: any WeatherClock
+    private let platform: String
+    private let appVersion: String?
+    private let refreshRetryInterval: TimeInterval
+
+    /// The session as last read from or written to the store; valid once `sessionLoaded`.
+    private var session: WeatherSession?
+    private var sessionLoaded = false
+    private var cachedInstallationID: UUID?
+    /// The renewal every caller joins; cleared by the renewal itself when it ends.
+    private var renewal: Task<WeatherSession, any Error>?
+    /// After a failed optional refresh, no new attempt before this time (the token still works).
+    private var refreshPausedUntil: Date?
+
+    /// Creates a service. Nothing touches the store or the network until the first call.
+    /// - Parameters:
+    ///   - baseURL: the gateway root, `http(s)://host[/mount-prefix]`; routes are appended to it.
+    ///   - store: where the installation id and session live; ``KeychainWeatherSessionStore`` in
+    ///     an app.
+    ///   - transport: how requests are sent; ``URLSessionWeatherTransport`` by default.
+    ///   - clock: the time source for all deadlines; the system clock by default.
+    ///   - platform: sent on creation; must be on the gateway's allow-list (`ios`, `android`).
+    ///   - appVersion: sent on creation, at most 32 printable ASCII characters (for example
+    ///     `CFBundleShortVersionString`); `nil` to omit it.
+    ///   - refreshRetryInterval: seconds to wait after a failed refresh before trying again while
+    ///     the current token is still valid.
+    public init(
+        baseURL: URL,
+        store: any WeatherSessionStore,
+        transport: any WeatherHTTPTransport = URLSessionWeatherTransport(),
+        clock: any WeatherClock = SystemWeatherClock(),
+        platform: String = "ios",
+        appVersion: String? = nil,
+        refreshRetryInterval: TimeInterval = 60
+    ) {
+        if let appVersion {
+            precondition(
+                appVersion.count <= 32 && appVersion.unicodeScalars.allSatisfy { (0x20...0x7e).contains($0.value) },
+                "appVersion must be at most 32 printable ASCII characters; the gateway rejects others"
+            )
+        }
+        precondition(refreshRetryInterval >= 0, "refreshRetryInterval must not be negative")
+        self.connection = WeatherGatewayConnection(baseURL: baseURL, transport: transport)
+        self.store = store
+        self.clock = clock
+        self.platform = platform
+        self.appVersion = appVersion
+        self.refreshRetryInterval = refreshRetryInterval
+    }
+
+    /// The gateway root this service talks to.
+    public nonisolated var baseURL: URL { connection.baseURL }
+
+    /// A usable access token for `X-Weather-Session-Token`, creating or refreshing the session as
+    /// needed (see "Token lifecycle" above).
+    ///
+    /// - Throws: ``WeatherAPIError`` when the gateway refused (for example 429 on creation), the
+    ///   transport's error when it could not be reached and no valid token is stored, or
+    ///   ``WeatherSessionStoreError`` when the store failed.
+    public func accessToken() async throws -> String {
+        let now = clock.now()
+        guard let current = try loadedSession() else {
+            return try await renew(from: nil).accessToken
+        }
+        if now < current.refreshAfter {
+            return current.accessToken
+        }
+        if now >= current.expiresAt {
+            return try await renew(from: current).accessToken
+        }
+        if let refreshPausedUntil, now < refreshPausedUntil {
+            return current.accessToken
+        }
+
+        // Optional refresh: the current token is still valid, so a failure is not fatal.
+        do {
+            return try await renew(from: current).accessToken
+        } catch {
+            let later = clock.now()
+            guard session == current, later < current.expiresAt else {
+                // The session was dropped (the refresh got 401) or the token died meanwhile.
+                throw error
+            }
+            refreshPausedUntil = later.addingTimeInterval(refreshRetryInterval)
+            return current.accessToken
+        }
+    }
+
+    /// A new access token, for a caller whose request was just answered 401.
+    ///
+    /// Pass the token that was rejected: if the session has already moved on to another token
+    /// (a concurrent caller renewed it), that token is returned without a network call, so a
+    /// burst of 401s costs one refresh, not one each. Without it, a refresh always happens (or is
+    /// joined, when one is in flight). Failure is thrown: there is no valid token to fall back on.
+    public func refreshAccessToken(rejecting rejectedToken: String? = nil) async throws -> String {
+        let current = try loadedSession()
+        if let rejectedToken, let current, current.accessToken != rejectedToken, renewal == nil {
+            return current.accessToken
+        }
+        return try await renew(from: current).accessToken
+    }
+
+    /// Revokes the session on the gateway (`POST /v1/weather/session/revoke`) and forgets it.
+    ///
+    /// The local session is forgotten first and in every case, because the user asked for it;
+    /// an error is still thrown when the gateway could not be told (offline, 5xx), so the app can
+    /// say so. The server-side session then simply expires. A 401 means the session was already
+    /// dead and counts as success. The installation id is kept. The next ``accessToken()``
+    /// creates a new session.
+    public func revoke() async throws {
+        // Let a renewal in flight finish first, so its new tokens are the ones revoked rather
+        // than written back after the revoke. Its outcome does not matter here.
+        while let pending = renewal {
+            _ = await pending.result
+        }
+        guard let current = try loadedSession() else { return }
+        refreshPausedUntil = nil
+        try discardSession()
+
+        let response = try await connection.post(
+            "/v1/weather/session/revoke", json: SessionTokenRequest(current))
+        guard response.isSuccess || response.status == 401 else {
+            throw WeatherAPIError(response: response)
+        }
+    }
+
+    /// The installation id: a random version-4 UUID, created and stored on first use.
+    ///
+    /// It identifies this install to the gateway's operators (for example to revoke its
+    /// sessions on a privacy request) and is never derived from the hardware or the advertising
+    /// id. It survives session loss and ``revoke()``.
+    public func installationID() throws -> UUID {
+        if let cachedInstallationID { return cachedInstallationID }
+        let id: UUID
+        do {
+            if let stored = try store.loadInstallationID() {
+                id = stored
+            } else {
+                id = try makeInstallationID()
+            }
+        } catch WeatherSessionStoreError.unreadable(.installationID) {
+            id = try makeInstallationID()
+        }
+        cachedInstallationID = id
+        return id
+    }
+
+    // MARK: - Renewal
+
+    /// Joins the renewal in flight, or starts one from `current`.
+    private func renew(from current: WeatherSession?) async throws -> WeatherSession {
+        if let renewal {
+            return try await renewal.value
+        }
+        // `renewal` is set before this method suspends, and the task cannot run its
+        // actor-isolated body before then, so no second caller can slip in between.
+        let task = Task { try await self.runRenewal(from: current) }
+        renewal = task
+        return try await task.value
+    }
+
+    private func runRenewal(from current: WeatherSession?) async throws -> WeatherSession {
+        // Cleared on the actor before the task completes, so a caller arriving after the end
+        // sees the stored result instead of a finished task.
+        defer { renewal = nil }
+
+        if let current, clock.now() < current.refreshTokenExpiresAt {
+            do {
+                return try await refresh(current)
+            } catch let error as WeatherAPIError where error.status == 401 {
+                // Expired, revoked or replayed refresh token: only a new session helps.
+            }
+        }
+        try discardSession()
+        return try await createSession()
+    }
+
+    private func createSession() async throws -> WeatherSession {
+        let body = CreateSessionRequest(
+            platform: platform,
+            appVersion: appVersion,
+            installationId: try installationID().uuidString.lowercased()
+        )
+        let response = try await connection.post("/v1/weather/session", json: body)
+        return try adopt(response)
+    }
+
+    private func refresh(_ current: WeatherSession) async throws -> WeatherSession {
+        let response = try await connection.post(
+            "/v1/weather/session/refresh", json: SessionTokenRequest(current))
+        return try adopt(response)
+    }
+
+    /// Turns a create/refresh answer into the current session, in memory first: if the store
+    /// then fails, the error is thrown, but the new tokens are not lost for this run.
+    private func adopt(_ response: WeatherHTTPResponse) throws -> WeatherSession {
+        let body = try WeatherGatewayConnection.decodeSuccess(WeatherSessionResponse.self, from: response)
+        let renewed = WeatherSession(response: body, receivedAt: clock.now())
+        session = renewed
+        sessionLoaded = true
+        refreshPausedUntil = nil
+        try store.saveSession(renewed)
+        return renewed
+    }
+
+    // MARK: - Store
+
+    private func loadedSession() throws -> WeatherSession? {
+        if !sessionLoaded {
+            do {
+                session = try store.loadSession()
+            } catch WeatherSessionStoreError.unreadable(.session) {
+                // Written by an incompatible version or damaged: a new session replaces it.
+                session = nil
+                try store.deleteSession()
+            }
+            sessionLoaded = true
+        }
+        return session
+    }
+
+    private func discardSession() throws {
+        session = nil
+        sessionLoaded = true
+        try store.deleteSession()
+    }
+
+    private func makeInstallationID() throws -> UUID {
+        // Foundation's UUID() is RFC 9562 version 4: 122 random bits from the system CSPRNG.
+        let id = UUID()
+        try store.saveInstallationID(id)
+        return id
+    }
+}

@@ -1,0 +1,102 @@
+import Foundation
+import Testing
+import WeatherSessionKit
+
+@Suite("Models")
+struct WeatherModelTests {
+    @Test func sessionResponseDecodesAllSevenFields() throws {
+        let json = """
+            {"anonymousSessionId": "aws_a", "weatherAccessToken": "wta_b", "refreshToken": "wtr_c",
+             "expiresAt": "2026-06-03T20:00:00Z", "refreshAfter": "2026-06-03T14:00:00Z",
+             "expiresIn": 43200, "refreshTokenExpiresAt": "2026-07-03T08:00:00Z"}
+            """
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+
+        let response = try decoder.decode(WeatherSessionResponse.self, from: Data(json.utf8))
+
+        #expect(response.anonymousSessionId == "aws_a")
+        #expect(response.weatherAccessToken == "wta_b")
+        #expect(response.refreshToken == "wtr_c")
+        #expect(response.expiresIn == 43200)
+        #expect(response.expiresAt.timeIntervalSince(response.refreshAfter) == .hours(6))
+        #expect(response.refreshTokenExpiresAt.timeIntervalSince(response.expiresAt) == .days(30) - .hours(12))
+    }
+
+    @Test func localDeadlinesComeFromExpiresInNotFromServerClock() throws {
+        // The server thinks it is 2020; the phone thinks it is 2030. Only differences count.
+        let server = Date(timeIntervalSince1970: 1_600_000_000)
+        let response = WeatherSessionResponse(
+            anonymousSessionId: "aws_a", weatherAccessToken: "wta_b", refreshToken: "wtr_c",
+            expiresAt: server + .hours(12), refreshAfter: server + .hours(6), expiresIn: 43_200,
+            refreshTokenExpiresAt: server + .days(30))
+        let receivedAt = Date(timeIntervalSince1970: 1_900_000_000)
+
+        let session = WeatherSession(response: response, receivedAt: receivedAt)
+
+        #expect(session.expiresAt == receivedAt + .hours(12))
+        #expect(session.refreshAfter == receivedAt + .hours(6))
+        #expect(session.refreshTokenExpiresAt == receivedAt + .days(30))
+    }
+
+    @Test func refreshHintOutsideTheTokenLifetimeIsClamped() throws {
+        let server = Date(timeIntervalSince1970: 1_600_000_000)
+        let receivedAt = Date(timeIntervalSince1970: 1_900_000_000)
+        func session(refreshAfter: Date) -> WeatherSession {
+            WeatherSession(
+                response: WeatherSessionResponse(
+                    anonymousSessionId: "a", weatherAccessToken: "b", refreshToken: "c",
+                    expiresAt: server + .hours(12), refreshAfter: refreshAfter, expiresIn: 43_200,
+                    refreshTokenExpiresAt: server + .days(30)),
+                receivedAt: receivedAt)
+        }
+
+        #expect(session(refreshAfter: server - .hours(1)).refreshAfter == receivedAt)
+        #expect(session(refreshAfter: server + .hours(13)).refreshAfter == receivedAt + .hours(12))
+    }
+
+    @Test func weatherResponseDecodesNullMeasurementsAsNilAndUnknownConditionAsUnknown() throws {
+        let json = """
+            {"authMode": "weather_token", "provider": "visualcrossing",
+             "location": {"lat": -33.85, "lon": 151.2}, "timezone": "Australia/Sydney",
+             "current": {"observedAt": "2026-11-30T02:00:00Z", "temperatureC": null,
+                         "apparentTemperatureC": null, "humidity": null, "windSpeedKph": null,
+                         "precipitationMmPerHour": null, "condition": "volcanic_ash"},
+             "daily": [], "fetchedAt": "2026-11-30T02:03:11Z", "cache": "stale"}
+            """
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+
+        let report = try decoder.decode(WeatherResponse.self, from: Data(json.utf8))
+
+        #expect(report.authMode == .weatherToken)
+        #expect(report.cache == .stale)
+        let current = try #require(report.current)
+        #expect(current.temperatureC == nil)
+        #expect(current.humidity == nil)
+        #expect(current.condition == .unknown)
+    }
+
+    @Test func errorEnvelopeDecodesIntoWeatherAPIError() {
+        let response = WeatherHTTPResponse(
+            status: 429,
+            headers: ["retry-after": "30"],
+            body: Data(#"{"error": {"code": "rate_limited", "message": "slow down"}}"#.utf8))
+
+        #expect(WeatherAPIError(response: response)
+            == WeatherAPIError(status: 429, code: "rate_limited", message: "slow down", retryAfter: 30))
+    }
+
+    @Test(arguments: ["2026-02-29", "2026-13-01", "2026-04-31", "26-01-01", "2026-1-01", "2026-01-01T00:00:00Z", ""])
+    func calendarDateRejectsImpossibleOrMalformedDays(text: String) {
+        #expect(CalendarDate(text) == nil)
+    }
+
+    @Test func calendarDateParsesLeapDayAndPrintsWireForm() throws {
+        let leap = try #require(CalendarDate("2028-02-29"))
+        #expect(leap.description == "2028-02-29")
+        #expect(try #require(CalendarDate("2026-12-24")) < leap)
+        let inTokyo = CalendarDate(Date(timeIntervalSince1970: 1_798_729_200), in: try #require(TimeZone(identifier: "Asia/Tokyo")))
+        #expect(inTokyo.description == "2027-01-01")
+    }
+}

@@ -1,0 +1,301 @@
+import Foundation
+import Testing
+import WeatherSessionKit
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// How a scripted refresh can fail without the session being dead.
+enum RefreshFailure: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case networkError, serverError500, serviceUnavailable503, rateLimited429
+
+    var testDescription: String { rawValue }
+
+    var responder: FakeGateway.Responder {
+        switch self {
+        case .networkError: return { _ in throw URLError(.notConnectedToInternet) }
+        case .serverError500: return { _ in FakeGateway.error(500, "internal_error") }
+        case .serviceUnavailable503: return { _ in FakeGateway.error(503, "unavailable") }
+        case .rateLimited429: return { _ in FakeGateway.error(429, "rate_limited", headers: ["Retry-After": "60"]) }
+        }
+    }
+}
+
+@Suite("WeatherSessionService")
+struct WeatherSessionServiceTests {
+    @Test func firstCallCreatesSessionWithPlatformAppVersionAndInstallationID() async throws {
+        let h = Harness()
+        let token = try await h.service.accessToken()
+
+        let creates = h.gateway.requests(to: .createSession)
+        try #require(creates.count == 1)
+        #expect(creates[0].url.absoluteString == "https://weather.example/api/v1/weather/session")
+        #expect(creates[0].header("content-type") == "application/json; charset=utf-8")
+        let body = FakeGateway.json(creates[0])
+        let storedID = try #require(try h.store.loadInstallationID())
+        #expect(body == [
+            "platform": "ios",
+            "appVersion": "1.0",
+            "installationId": storedID.uuidString.lowercased(),
+        ])
+        #expect(try h.store.loadSession()?.accessToken == token)
+    }
+
+    @Test func storedTokenIsServedWithoutNetworkBeforeRefreshAfter() async throws {
+        let h = Harness()
+        let first = try await h.service.accessToken()
+        h.clock.advance(by: .hours(6) - 1)
+
+        #expect(try await h.service.accessToken() == first)
+        #expect(h.gateway.requests.count == 1)
+    }
+
+    @Test func refreshAfterHintRotatesTokensSendingSessionIdAndRefreshToken() async throws {
+        let h = Harness()
+        _ = try await h.service.accessToken()
+        let created = try #require(try h.store.loadSession())
+        h.clock.advance(by: .hours(6) + 1)
+
+        let token = try await h.service.accessToken()
+
+        #expect(token != created.accessToken)
+        let refreshes = h.gateway.requests(to: .refresh)
+        try #require(refreshes.count == 1)
+        #expect(refreshes[0].url.absoluteString == "https://weather.example/api/v1/weather/session/refresh")
+        #expect(FakeGateway.json(refreshes[0]) == [
+            "anonymousSessionId": created.anonymousSessionId,
+            "refreshToken": created.refreshToken,
+        ])
+        let stored = try #require(try h.store.loadSession())
+        #expect(stored.accessToken == token)
+        #expect(stored.anonymousSessionId == created.anonymousSessionId)
+        #expect(stored.refreshToken != created.refreshToken)
+    }
+
+    @Test(arguments: RefreshFailure.allCases)
+    func failedRefreshBeforeExpiryKeepsServingTheOldToken(failure: RefreshFailure) async throws {
+        let h = Harness()
+        let original = try await h.service.accessToken()
+        h.gateway.respond(to: .refresh, with: failure.responder)
+        h.clock.advance(by: .hours(7))
+
+        #expect(try await h.service.accessToken() == original)
+        #expect(h.gateway.count(.refresh) == 1)
+        #expect(try h.store.loadSession()?.accessToken == original)
+    }
+
+    @Test func failedRefreshIsNotRetriedBeforeTheRetryInterval() async throws {
+        let h = Harness(refreshRetryInterval: 60)
+        let original = try await h.service.accessToken()
+        h.gateway.respond(to: .refresh, with: RefreshFailure.serverError500.responder)
+        h.clock.advance(by: .hours(7))
+        _ = try await h.service.accessToken()
+
+        h.clock.advance(by: 59)
+        #expect(try await h.service.accessToken() == original)
+        #expect(h.gateway.count(.refresh) == 1)
+
+        h.gateway.respond(to: .refresh, with: nil)
+        h.clock.advance(by: 2)
+        #expect(try await h.service.accessToken() != original)
+        #expect(h.gateway.count(.refresh) == 2)
+    }
+
+    @Test func expiredTokenForcesRefreshAndThrowsWhenItFails() async throws {
+        let h = Harness()
+        let original = try await h.service.accessToken()
+        h.gateway.respond(to: .refresh, with: RefreshFailure.networkError.responder)
+        h.clock.advance(by: .hours(12))
+
+        await #expect(throws: URLError.self) {
+            try await h.service.accessToken()
+        }
+        h.gateway.respond(to: .refresh, with: RefreshFailure.serverError500.responder)
+        let error = await #expect(throws: WeatherAPIError.self) {
+            try await h.service.accessToken()
+        }
+        #expect(error?.status == 500)
+        // An expired token is never handed out, and there is no retry pause once it expired.
+        #expect(h.gateway.count(.refresh) == 2)
+
+        h.gateway.respond(to: .refresh, with: nil)
+        let renewed = try await h.service.accessToken()
+        #expect(renewed != original)
+        #expect(h.gateway.count(.createSession) == 1)
+    }
+
+    @Test func refresh401ClearsSessionAndCreatesNewSessionWithSameInstallationID() async throws {
+        let h = Harness()
+        _ = try await h.service.accessToken()
+        let installationID = try #require(try h.store.loadInstallationID())
+        let first = try #require(try h.store.loadSession())
+        h.gateway.revokeEverything()
+        h.clock.advance(by: .hours(7))
+
+        let token = try await h.service.accessToken()
+
+        #expect(h.gateway.count(.refresh) == 1)
+        let creates = h.gateway.requests(to: .createSession)
+        try #require(creates.count == 2)
+        #expect(FakeGateway.json(creates[1])["installationId"] == installationID.uuidString.lowercased())
+        #expect(try h.store.loadInstallationID() == installationID)
+        let second = try #require(try h.store.loadSession())
+        #expect(second.anonymousSessionId != first.anonymousSessionId)
+        #expect(second.accessToken == token)
+    }
+
+    @Test func refresh401AfterExpiryStillCreatesNewSession() async throws {
+        let h = Harness()
+        _ = try await h.service.accessToken()
+        h.gateway.respond(to: .refresh) { _ in FakeGateway.error(401, WeatherAPIError.Code.refreshTokenReused) }
+        h.clock.advance(by: .hours(13))
+
+        let token = try await h.service.accessToken()
+
+        #expect(h.gateway.count(.refresh) == 1)
+        #expect(h.gateway.count(.createSession) == 2)
+        #expect(try h.store.loadSession()?.accessToken == token)
+    }
+
+    @Test func expiredRefreshTokenCreatesNewSessionWithoutAskingToRefresh() async throws {
+        let h = Harness()
+        _ = try await h.service.accessToken()
+        h.clock.advance(by: .days(31))
+
+        _ = try await h.service.accessToken()
+
+        #expect(h.gateway.count(.refresh) == 0)
+        #expect(h.gateway.count(.createSession) == 2)
+    }
+
+    @Test func fiftyConcurrentCallersWhenRefreshIsDueMakeExactlyOneRefresh() async throws {
+        let h = Harness()
+        _ = try await h.service.accessToken()
+        h.clock.advance(by: .hours(7))
+
+        // The refresh is held open until every caller had the chance to pile up behind it.
+        let gate = Gate()
+        let gateway = h.gateway
+        gateway.respond(to: .refresh) { request in
+            await gate.wait()
+            return gateway.simulate(request)
+        }
+        let service = h.service
+        let tokens = try await withThrowingTaskGroup(of: String.self) { group in
+            for _ in 0..<50 {
+                group.addTask { try await service.accessToken() }
+            }
+            group.addTask {
+                while gateway.count(.refresh) == 0 { await Task.yield() }
+                for _ in 0..<500 { await Task.yield() }
+                gate.open()
+                return "opener"
+            }
+            var tokens: [String] = []
+            for try await token in group where token != "opener" {
+                tokens.append(token)
+            }
+            return tokens
+        }
+
+        #expect(gateway.count(.refresh) == 1)
+        let stored = try #require(try h.store.loadSession())
+        #expect(tokens.count == 50)
+        #expect(Set(tokens) == [stored.accessToken])
+    }
+
+    @Test func fiftyConcurrentFirstCallersShareOneSessionCreation() async throws {
+        let h = Harness()
+        let gate = Gate()
+        let gateway = h.gateway
+        gateway.respond(to: .createSession) { request in
+            await gate.wait()
+            return gateway.simulate(request)
+        }
+        let service = h.service
+        let tokens = try await withThrowingTaskGroup(of: String?.self) { group in
+            for _ in 0..<50 {
+                group.addTask { try await service.accessToken() }
+            }
+            group.addTask {
+                while gateway.count(.createSession) == 0 { await Task.yield() }
+                for _ in 0..<500 { await Task.yield() }
+                gate.open()
+                return nil
+            }
+            var tokens: [String] = []
+            for try await case let token? in group {
+                tokens.append(token)
+            }
+            return tokens
+        }
+
+        #expect(gateway.count(.createSession) == 1)
+        #expect(tokens.count == 50)
+        #expect(Set(tokens).count == 1)
+    }
+
+    @Test(arguments: [-5.0, 5.0])
+    func deadlinesFollowExpiresInEvenWhenPhoneClockIsWrong(serverAheadByHours: Double) async throws {
+        let h = Harness()
+        h.gateway.setServerClockOffset(.hours(serverAheadByHours))
+        let receivedAt = h.clock.now()
+        let first = try await h.service.accessToken()
+
+        let stored = try #require(try h.store.loadSession())
+        #expect(stored.expiresAt == receivedAt + .hours(12))
+        #expect(stored.refreshAfter == receivedAt + .hours(6))
+        #expect(stored.refreshTokenExpiresAt == receivedAt + .days(30))
+
+        h.clock.advance(by: .hours(6) - 1)
+        #expect(try await h.service.accessToken() == first)
+        h.clock.advance(by: 2)
+        #expect(try await h.service.accessToken() != first)
+        #expect(h.gateway.count(.refresh) == 1)
+    }
+
+    @Test func revokeTellsGatewayAndForgetsSessionButKeepsInstallationID() async throws {
+        let h = Harness()
+        _ = try await h.service.accessToken()
+        let session = try #require(try h.store.loadSession())
+        let installationID = try h.store.loadInstallationID()
+
+        try await h.service.revoke()
+
+        let revokes = h.gateway.requests(to: .revoke)
+        try #require(revokes.count == 1)
+        #expect(revokes[0].url.absoluteString == "https://weather.example/api/v1/weather/session/revoke")
+        #expect(FakeGateway.json(revokes[0]) == [
+            "anonymousSessionId": session.anonymousSessionId,
+            "refreshToken": session.refreshToken,
+        ])
+        #expect(try h.store.loadSession() == nil)
+        #expect(try h.store.loadInstallationID() == installationID)
+
+        let next = try await h.service.accessToken()
+        #expect(next != session.accessToken)
+        #expect(h.gateway.count(.createSession) == 2)
+    }
+
+    @Test func revokeForgetsSessionEvenWhenGatewayIsUnreachable() async throws {
+        let h = Harness()
+        _ = try await h.service.accessToken()
+        h.gateway.respond(to: .revoke, with: RefreshFailure.networkError.responder)
+
+        await #expect(throws: URLError.self) {
+            try await h.service.revoke()
+        }
+        #expect(try h.store.loadSession() == nil)
+    }
+
+    @Test func damagedStoredSessionIsReplacedByNewSession() async throws {
+        let store = InMemoryWeatherSessionStore()
+        try store.write(Data("{not json".utf8), for: .session)
+        let h = Harness(store: store)
+
+        let token = try await h.service.accessToken()
+
+        #expect(h.gateway.count(.createSession) == 1)
+        #expect(try store.loadSession()?.accessToken == token)
+    }
+}
