@@ -1,0 +1,32 @@
+# The two commands of the README: `make run` and `make test`. Both install what they need.
+SWIFT ?= swift
+.PHONY: deps build run test unit e2e dist bench soak fuzz clean
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	$(SWIFT) build
+
+run: deps
+	$(SWIFT) build -c release
+	scripts/run-local.sh
+
+## Every test: unit tests of each module and the end-to-end tests through nginx, Apache, CGI.
+test: deps
+	$(SWIFT) build
+	WEATHER_BIN_DIR=$$($(SWIFT) build --show-bin-path) $(SWIFT) test
+
+dist: deps
+	scripts/dist.sh
+
+bench: deps
+	WITH_BENCH=1 scripts/install-deps.sh
+	bench/run.sh
+
+soak: deps
+	$(SWIFT) build -c release
+	bench/soak.sh
+
+clean:
+	rm -rf .build dist var

@@ -1,0 +1,181 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The repository root, found from this file's path.
+let repositoryRoot: URL = {
+    var url = URL(fileURLWithPath: #filePath)
+    for _ in 0..<4 { url.deleteLastPathComponent() }
+    return url
+}()
+
+/// Where `swift build` put the executables (`make test` passes it; else the debug folder).
+let binDirectory: String = ProcessInfo.processInfo.environment["WEATHER_BIN_DIR"]
+    ?? repositoryRoot.appendingPathComponent(".build/debug").path
+
+/// A free loopback TCP port (bound then released; good enough for tests on one machine).
+func freePort() -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+    addr.sin_port = 0
+    _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+    var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+    return Int(UInt16(bigEndian: addr.sin_port))
+}
+
+/// Starts a process and remembers its pid so the test can stop exactly it.
+final class ChildProcess {
+    let process = Process()
+    let name: String
+
+    init(_ executable: String, _ arguments: [String], environment: [String: String], stdout: String? = nil, stderr: String? = nil) throws {
+        name = (executable as NSString).lastPathComponent
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.environment = environment
+        if let stdout {
+            FileManager.default.createFile(atPath: stdout, contents: nil)
+            process.standardOutput = FileHandle(forWritingAtPath: stdout)
+        }
+        if let stderr {
+            FileManager.default.createFile(atPath: stderr, contents: nil)
+            process.standardError = FileHandle(forWritingAtPath: stderr)
+        }
+        try process.run()
+    }
+
+    var pid: Int32 { process.processIdentifier }
+
+    /// SIGTERM, then SIGKILL if it has not gone within `grace` seconds.
+    func stop(grace: Double = 5) {
+        guard process.isRunning else { return }
+        kill(pid, SIGTERM)
+        let deadline = Date().addingTimeInterval(grace)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        if process.isRunning { kill(pid, SIGKILL) }
+        process.waitUntilExit()
+    }
+}
+
+/// Polls `condition` every 20 ms until it holds or `timeout` passes.
+func waitUntil(timeout: Double = 10, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if condition() { return true }
+        usleep(20_000)
+    }
+    return condition()
+}
+
+/// The real `weather-fcgi` behind a real nginx built from `deploy/nginx/closet-weather.conf`, on a
+/// private port and database. Everything it starts is stopped by pid in `stop()`.
+final class GatewayHarness {
+    let directory: URL
+    let port: Int
+    let socketPath: String
+    let databasePath: String
+    let environment: [String: String]
+    private(set) var app: ChildProcess?
+    private var nginx: ChildProcess?
+
+    /// `env` adds configuration (e.g. short TTLs, provider base URLs).
+    init(workers: Int = 2, env: [String: String] = [:], startNginx: Bool = true) throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("cw-e2e-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory.appendingPathComponent("data"), withIntermediateDirectories: true)
+        port = freePort()
+        socketPath = directory.appendingPathComponent("weather.sock").path
+        databasePath = directory.appendingPathComponent("data/weather.sqlite3").path
+        var e = ["WEATHER_DB_PATH": databasePath, "PATH": "/usr/sbin:/usr/bin:/bin", "WEATHER_FLUSH_INTERVAL": "0"]
+        e.merge(env) { $1 }
+        environment = e
+        try startApp(workers: workers)
+        if startNginx { try startWebServer() }
+    }
+
+    func startApp(workers: Int) throws {
+        app = try ChildProcess(
+            "\(binDirectory)/weather-fcgi", ["--listen", socketPath, "--socket-mode", "0666", "--workers", "\(workers)"],
+            environment: environment, stderr: directory.appendingPathComponent("app.log").path)
+        guard waitUntil({ FileManager.default.fileExists(atPath: socketPath) }) else { throw ClientError("socket never appeared; log: \(log)") }
+    }
+
+    func stopApp() {
+        app?.stop()
+        app = nil
+    }
+
+    private func startWebServer() throws {
+        let nginxDir = directory.appendingPathComponent("nginx").path
+        let script = ChildProcessOutput.run("/bin/bash", [repositoryRoot.appendingPathComponent("scripts/nginx-conf.sh").path, "\(port)", socketPath, nginxDir])
+        let conf = script.trimmingCharacters(in: .whitespacesAndNewlines)
+        nginx = try ChildProcess("/usr/sbin/nginx", ["-c", conf], environment: [:], stderr: directory.appendingPathComponent("nginx.stderr").path)
+        guard waitUntil({ (try? HTTPClient.send(port: port, "GET", "/v1/health", timeout: 2)) != nil }) else {
+            throw ClientError("nginx never answered on \(port)")
+        }
+    }
+
+    /// The worker log (one line per request).
+    var log: String { (try? String(contentsOf: directory.appendingPathComponent("app.log"), encoding: .utf8)) ?? "" }
+
+    func request(_ method: String, _ path: String, headers: [String: String] = [:], json: Any? = nil) throws -> HTTPResponse {
+        var h = headers
+        var body: [UInt8]?
+        if let json {
+            body = Array(try JSONSerialization.data(withJSONObject: json))
+            if h["Content-Type"] == nil { h["Content-Type"] = "application/json" }
+        }
+        return try HTTPClient.send(port: port, method, path, headers: h, body: body)
+    }
+
+    /// A new session for a random installation id; returns the token response.
+    func createSession(installationId: String = UUID().uuidString, headers: [String: String] = [:]) throws -> [String: Any] {
+        let r = try request("POST", "/v1/weather/session", headers: headers, json: ["platform": "ios", "appVersion": "1.0", "installationId": installationId])
+        guard r.status == 201 else { throw ClientError("create session: \(r.status) \(r.text)") }
+        return r.json
+    }
+
+    /// Runs `sqlite3` on the test database (read-only questions).
+    func sql(_ query: String) -> String {
+        ChildProcessOutput.run("/usr/bin/sqlite3", [databasePath, query]).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    func stop() {
+        nginx?.stop()
+        nginx = nil
+        stopApp()
+    }
+
+    deinit {
+        stop()
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
+
+enum ChildProcessOutput {
+    /// Runs a command to completion and returns its standard output.
+    static func run(_ executable: String, _ arguments: [String], environment: [String: String]? = nil, stdin: Data? = nil) -> String {
+        String(decoding: runData(executable, arguments, environment: environment, stdin: stdin).stdout, as: UTF8.self)
+    }
+
+    static func runData(_ executable: String, _ arguments: [String], environment: [String: String]? = nil, stdin: Data? = nil) -> (stdout: Data, status: Int32) {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: executable)
+        p.arguments = arguments
+        if let environment { p.environment = environment }
+        let out = Pipe()
+        p.standardOutput = out
+        let input = Pipe()
+        p.standardInput = input
+        do { try p.run() } catch { return (Data(), -1) }
+        if let stdin { input.fileHandleForWriting.write(stdin) }
+        try? input.fileHandleForWriting.close()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return (data, p.terminationStatus)
+    }
+}

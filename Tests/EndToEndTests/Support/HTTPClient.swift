@@ -1,0 +1,96 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A blocking HTTP/1.1 client over a loopback socket, one connection per request. Small on
+/// purpose: tests must see exactly the bytes the server sent, with no client-side caching.
+struct HTTPResponse {
+    var status: Int
+    var headers: [String: String]  // lowercased names
+    var body: [UInt8]
+
+    var text: String { String(decoding: body, as: UTF8.self) }
+    var json: [String: Any] { (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] ?? [:] }
+    var errorCode: String? { (json["error"] as? [String: Any])?["code"] as? String }
+}
+
+enum HTTPClient {
+    static func send(
+        port: Int, _ method: String, _ path: String, headers: [String: String] = [:], body: [UInt8]? = nil,
+        rawRequest: [UInt8]? = nil, timeout: Double = 20
+    ) throws -> HTTPResponse {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw ClientError("socket") }
+        defer { close(fd) }
+        var tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - timeout.rounded(.down)) * 1_000_000))
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard rc == 0 else { throw ClientError("connect to \(port)") }
+
+        var request: [UInt8]
+        if let rawRequest {
+            request = rawRequest
+        } else {
+            var head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+            for (k, v) in headers { head += "\(k): \(v)\r\n" }
+            if let body { head += "Content-Length: \(body.count)\r\n" }
+            head += "\r\n"
+            request = Array(head.utf8) + (body ?? [])
+        }
+        var sent = 0
+        while sent < request.count {
+            let n = request.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + sent, request.count - sent, Int32(MSG_NOSIGNAL)) }
+            guard n > 0 else { throw ClientError("send") }
+            sent += n
+        }
+        var data: [UInt8] = []
+        var buf = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = buf.withUnsafeMutableBytes { recv(fd, $0.baseAddress, 65536, 0) }
+            if n < 0 { throw ClientError("recv timed out") }
+            if n == 0 { break }
+            data += buf.prefix(n)
+        }
+        return try parse(data)
+    }
+
+    static func parse(_ data: [UInt8]) throws -> HTTPResponse {
+        guard let split = data.indices.first(where: { $0 + 3 < data.count && data[$0] == 13 && data[$0 + 1] == 10 && data[$0 + 2] == 13 && data[$0 + 3] == 10 }) else {
+            throw ClientError("no header end in \(data.count) bytes")
+        }
+        let head = String(decoding: data[..<split], as: UTF8.self).components(separatedBy: "\r\n")
+        let statusParts = head[0].split(separator: " ")
+        guard statusParts.count >= 2, let status = Int(statusParts[1]) else { throw ClientError("bad status line") }
+        var headers: [String: String] = [:]
+        for line in head.dropFirst() {
+            guard let c = line.firstIndex(of: ":") else { continue }
+            headers[line[..<c].lowercased()] = line[line.index(after: c)...].trimmingCharacters(in: .whitespaces)
+        }
+        var body = Array(data[(split + 4)...])
+        if headers["transfer-encoding"]?.lowercased() == "chunked" { body = dechunk(body) }
+        return HTTPResponse(status: status, headers: headers, body: body)
+    }
+
+    static func dechunk(_ b: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        var i = 0
+        while i < b.count {
+            guard let lineEnd = (i..<b.count - 1).first(where: { b[$0] == 13 && b[$0 + 1] == 10 }) else { break }
+            let size = Int(String(decoding: b[i..<lineEnd], as: UTF8.self).split(separator: ";")[0], radix: 16) ?? 0
+            if size == 0 { break }
+            out += b[(lineEnd + 2)..<min(b.count, lineEnd + 2 + size)]
+            i = lineEnd + 2 + size + 2
+        }
+        return out
+    }
+}
+
+struct ClientError: Error, CustomStringConvertible {
+    let description: String
+    init(_ d: String) { description = d }
+}

@@ -1,0 +1,190 @@
+import Foundation
+import Testing
+@testable import WeatherAPI
+import WeatherCore
+
+@Suite struct AuthenticationTests {
+    @Test func accessTokenAuthenticatesWithSessionMode() throws {
+        let t = try TestGateway()
+        let s = t.createSession()
+        let a = t.weather(token: s["weatherAccessToken"] as? String)
+        #expect(a.status == 200)
+        #expect(a.json["authMode"] as? String == "weather_session")
+    }
+
+    @Test func sessionTokenWinsOverValidLegacyToken() throws {
+        let t = try TestGateway()
+        let s = t.createSession()
+        #expect(t.weather(token: s["weatherAccessToken"] as? String, legacy: "legacy-token-0123456789").json["authMode"] as? String == "weather_session")
+    }
+
+    @Test func badSessionTokenFallsBackToValidLegacyToken() throws {
+        let t = try TestGateway()
+        let a = t.weather(token: "wta_" + String(repeating: "x", count: 43), legacy: "legacy-token-0123456789")
+        #expect(a.status == 200)
+        #expect(a.json["authMode"] as? String == "weather_token")
+        #expect(t.weather(token: nil, legacy: "legacy-token-012345678X").status == 401)
+    }
+
+    @Test func wrongTruncatedExpiredRevokedAndRefreshTokensGet401() throws {
+        let t = try TestGateway()
+        let s = t.createSession()
+        let access = s["weatherAccessToken"] as! String
+        #expect(t.weather(token: "wta_" + String(repeating: "A", count: 43)).errorCode == "unauthorized")
+        #expect(t.weather(token: String(access.dropLast())).status == 401)
+        #expect(t.weather(token: s["refreshToken"] as? String).status == 401)
+        #expect(t.weather(token: nil).status == 401)
+        t.clock.advance(12 * 3600)
+        #expect(t.weather(token: access).status == 401)
+        let s2 = t.createSession()
+        _ = t.send("POST", "/v1/weather/session/revoke", body: ["anonymousSessionId": s2["anonymousSessionId"]!, "refreshToken": s2["refreshToken"]!])
+        #expect(t.weather(token: s2["weatherAccessToken"] as? String).status == 401)
+    }
+
+    @Test func legacyPathIsOffWhenUnconfigured() throws {
+        let t = try TestGateway { $0.legacyToken = nil }
+        #expect(t.weather(token: nil, legacy: "legacy-token-0123456789").status == 401)
+        #expect(t.weather(token: nil, legacy: "").status == 401)
+    }
+
+    @Test func authModeIsCountedPerHourInBatches() throws {
+        let t = try TestGateway { $0.flushInterval = 10 }
+        let s = t.createSession()
+        _ = t.weather(token: s["weatherAccessToken"] as? String)
+        _ = t.weather(token: nil, legacy: "legacy-token-0123456789")
+        #expect(try t.store.db.scalarInt("SELECT count(*) FROM weather_counters") == 0)
+        t.clock.advance(10)
+        _ = t.weather(token: nil, legacy: "legacy-token-0123456789")
+        let rows = try t.store.db.statement("SELECT name, value FROM weather_counters WHERE name LIKE 'auth.%' ORDER BY name").rows { "\($0.text(0)!)=\($0.int(1))" }
+        #expect(rows == ["auth.weather_session=1", "auth.weather_token=2"])
+    }
+
+    @Test func lastSeenMovesWithoutAWritePerRequest() throws {
+        let t = try TestGateway()
+        let s = t.createSession()
+        let token = s["weatherAccessToken"] as? String
+        t.clock.advance(30)
+        _ = t.weather(token: token)
+        #expect(try t.store.db.scalarText("SELECT last_seen_at FROM anonymous_weather_sessions") == "2026-11-30T02:00:00Z")
+        t.clock.advance(60)
+        _ = t.weather(token: token)
+        _ = t.weather(token: token)
+        #expect(try t.store.db.scalarText("SELECT last_seen_at FROM anonymous_weather_sessions") == "2026-11-30T02:01:30Z")
+    }
+}
+
+@Suite struct ConventionTests {
+    @Test func everyResponseHasRequestIdAndNosniff() throws {
+        let t = try TestGateway()
+        for a in [t.send("GET", "/v1/health"), t.send("GET", "/nope"), t.send("PUT", "/v1/weather")] {
+            #expect(a.headers["x-request-id"]?.isEmpty == false)
+            #expect(a.headers["x-content-type-options"] == "nosniff")
+            #expect(a.headers["content-type"] == "application/json; charset=utf-8")
+        }
+        let echoed = t.send("GET", "/v1/health", headers: ["X-Request-Id": "abc123"])
+        #expect(echoed.headers["x-request-id"] == "abc123")
+        #expect(t.log.lines.last?.contains("request_id=abc123") == true)
+        let hostile = t.send("GET", "/v1/health", headers: ["X-Request-Id": "a b\r\nSet-Cookie: x"])
+        #expect(hostile.headers["x-request-id"]?.contains(" ") == false)
+    }
+
+    @Test func unknownRouteIs404AndWrongMethodIs405WithAllow() throws {
+        let t = try TestGateway()
+        let a = t.send("GET", "/v2/weather")
+        #expect(a.status == 404)
+        #expect(a.errorCode == "not_found")
+        let b = t.send("GET", "/v1/weather/session")
+        #expect(b.status == 405)
+        #expect(b.headers["allow"] == "POST")
+        #expect(b.errorCode == "method_not_allowed")
+    }
+
+    @Test func logLinesCarryNoSecrets() throws {
+        let t = try TestGateway()
+        let s = t.createSession(installationId: "0b6f1c4e-6f5a-4c0e-9d2b-2c1e8f3a7d11")
+        _ = t.refresh(s)
+        _ = t.weather(token: s["weatherAccessToken"] as? String, query: "lat=31.2304&lon=121.4737")
+        let all = t.log.lines.joined(separator: "\n")
+        #expect(!all.contains(s["weatherAccessToken"] as! String))
+        #expect(!all.contains(s["refreshToken"] as! String))
+        #expect(!all.contains("0b6f1c4e"))
+        #expect(!all.contains("31.2304"))
+        #expect(!all.contains("121.4737"))
+        #expect(all.contains("status=200"))
+    }
+}
+
+@Suite struct WeatherRouteTests {
+    @Test func secondRequestInCellIsAHitWithoutProviderCall() throws {
+        let t = try TestGateway()
+        let token = t.createSession()["weatherAccessToken"] as? String
+        let first = t.weather(token: token, query: "lat=31.2304&lon=121.4737")
+        #expect(first.json["cache"] as? String == "miss")
+        let second = t.weather(token: token, query: "lat=31.2299&lon=121.4501")
+        #expect(second.json["cache"] as? String == "hit")
+        #expect(t.source.calls == 1)
+        let location = try #require(second.json["location"] as? [String: Any])
+        #expect(location["lat"] as? Double == 31.25)
+        #expect(location["lon"] as? Double == 121.45)
+        #expect(second.json["current"] != nil)
+        #expect(((second.json["current"] as? [String: Any])?["apparentTemperatureC"]) is NSNull)
+    }
+
+    @Test func staleCopyServedWhenProvidersFailAndErrorsOtherwise() throws {
+        let t = try TestGateway()
+        let token = t.createSession()["weatherAccessToken"] as? String
+        _ = t.weather(token: token)
+        t.clock.advance(601)
+        t.source.failure = .providerError
+        let stale = t.weather(token: token)
+        #expect(stale.status == 200)
+        #expect(stale.json["cache"] as? String == "stale")
+        t.clock.advance(21_600)
+        #expect(t.weather(token: token).errorCode == "provider_error")
+        t.source.failure = .timeout
+        let slow = t.weather(token: token)
+        #expect(slow.status == 504)
+        #expect(slow.errorCode == "provider_timeout")
+    }
+
+    @Test func notConfiguredIs503() throws {
+        let t = try TestGateway()
+        t.source.isConfigured = false
+        let token = t.createSession()["weatherAccessToken"] as? String
+        #expect(t.weather(token: token).errorCode == "provider_not_configured")
+    }
+
+    @Test(arguments: [
+        "lon=121.4", "lat=31.2", "lat=91&lon=1", "lat=-90.5&lon=1", "lat=1&lon=180.01", "lat=nan&lon=1", "lat=inf&lon=1",
+        "lat=1e1&lon=1", "lat=0x1&lon=1", "lat=1&lon=", "lat=1&lon=2&days=0", "lat=1&lon=2&days=16", "lat=1&lon=2&days=3.5",
+        "lat=1&lat=2&lon=3", "lat=%ZZ&lon=1", "lat=1.&lon=2", "lat=.5&lon=2",
+    ])
+    func badWeatherParametersAre400(query: String) throws {
+        let t = try TestGateway()
+        let token = t.createSession()["weatherAccessToken"] as? String
+        let a = t.weather(token: token, query: query)
+        #expect(a.status == 400)
+        #expect(a.errorCode == "invalid_request")
+    }
+
+    @Test(arguments: [
+        "lat=1&lon=2&start=2026-12-20", "lat=1&lon=2&start=2026-12-20&end=2026-12-19", "lat=1&lon=2&start=2026-12-01&end=2026-12-16",
+        "lat=1&lon=2&start=2026-13-01&end=2026-13-02", "lat=1&lon=2&start=2026-02-30&end=2026-03-01", "lat=1&lon=2&start=2027-12-20&end=2027-12-21",
+        "lat=1&lon=2&start=2026-11-01&end=2026-11-02", "lat=1&lon=2&start=20261220&end=20261221",
+    ])
+    func badTripParametersAre400(query: String) throws {
+        let t = try TestGateway()
+        let token = t.createSession()["weatherAccessToken"] as? String
+        let a = t.weather(token: token, query: query, path: "/v1/weather/trip")
+        #expect(a.status == 400)
+        #expect(a.errorCode == "invalid_request")
+    }
+
+    @Test func tripHasNoCurrentAndExactDays() throws {
+        let t = try TestGateway()
+        let token = t.createSession()["weatherAccessToken"] as? String
+        let a = t.weather(token: token, query: "lat=1&lon=2&start=2026-12-20&end=2026-12-24", path: "/v1/weather/trip")
+        #expect(a.status == 200)
+        #expect(a.json["current"] == nil)
+    }
+}

@@ -1,0 +1,148 @@
+import Foundation
+import Testing
+@testable import WeatherAPI
+import WeatherCore
+import WeatherCrypto
+
+@Suite struct SessionTests {
+    @Test func creationReturnsSevenFieldsWithPrefixesAndLifetimes() throws {
+        let t = try TestGateway()
+        let a = t.send("POST", "/v1/weather/session", body: ["platform": "ios", "appVersion": "1.0", "installationId": "0B6F1C4E-6F5A-4C0E-9D2B-2C1E8F3A7D11"])
+        #expect(a.status == 201)
+        #expect(a.headers["cache-control"] == "no-store")
+        #expect(a.headers["pragma"] == "no-cache")
+        let j = a.json
+        #expect(Set(j.keys) == ["anonymousSessionId", "weatherAccessToken", "refreshToken", "expiresAt", "refreshAfter", "expiresIn", "refreshTokenExpiresAt"])
+        let access = try #require(j["weatherAccessToken"] as? String)
+        let refresh = try #require(j["refreshToken"] as? String)
+        #expect(TokenSyntax.isWellFormed(access, kind: .access))
+        #expect(TokenSyntax.isWellFormed(refresh, kind: .refresh))
+        #expect((j["anonymousSessionId"] as? String)?.hasPrefix("aws_") == true)
+        #expect(j["expiresAt"] as? String == "2026-11-30T14:00:00Z")
+        #expect(j["refreshAfter"] as? String == "2026-11-30T08:00:00Z")
+        #expect(j["refreshTokenExpiresAt"] as? String == "2026-12-30T02:00:00Z")
+        #expect(j["expiresIn"] as? Int == 43200)
+    }
+
+    @Test func storesOnlyHashes() throws {
+        let t = try TestGateway()
+        let s = t.createSession(installationId: "0B6F1C4E-6F5A-4C0E-9D2B-2C1E8F3A7D11")
+        let access = s["weatherAccessToken"] as! String
+        let hashes = try t.store.db.statement("SELECT token_hash FROM weather_session_tokens ORDER BY token_type").rows { $0.text(0)! }
+        #expect(hashes == [SHA256.hex(access), SHA256.hex(s["refreshToken"] as! String)])
+        let installation = try t.store.db.scalarText("SELECT installation_id_hash FROM anonymous_weather_sessions")
+        #expect(installation == (try HMACSHA256.hex("0b6f1c4e-6f5a-4c0e-9d2b-2c1e8f3a7d11", key: TestGateway.hashKey)))
+    }
+
+    @Test func refreshRotatesBothTokensAndRefusesTheOldOne() throws {
+        let t = try TestGateway()
+        let s = t.createSession()
+        t.clock.advance(7 * 3600)
+        let r = t.refresh(s)
+        #expect(r.status == 200)
+        #expect(r.headers["cache-control"] == "no-store")
+        #expect(r.json["anonymousSessionId"] as? String == s["anonymousSessionId"] as? String)
+        #expect(r.json["weatherAccessToken"] as? String != s["weatherAccessToken"] as? String)
+        #expect(r.json["refreshToken"] as? String != s["refreshToken"] as? String)
+        #expect(r.json["expiresAt"] as? String == "2026-11-30T21:00:00Z")
+        // The old access token stays valid until its own expiry.
+        #expect(t.weather(token: s["weatherAccessToken"] as? String).status == 200)
+        #expect(t.weather(token: r.json["weatherAccessToken"] as? String).status == 200)
+        t.clock.advance(31)
+        #expect(t.refresh(s).errorCode == "refresh_token_reused")
+    }
+
+    @Test func identicalRetryInsideWindowGetsTheSamePair() throws {
+        let t = try TestGateway()
+        let s = t.createSession()
+        let first = t.refresh(s)
+        t.clock.advance(20)
+        let again = t.refresh(s)
+        #expect(again.status == 200)
+        #expect(again.json["weatherAccessToken"] as? String == first.json["weatherAccessToken"] as? String)
+        #expect(again.json["refreshToken"] as? String == first.json["refreshToken"] as? String)
+        #expect(again.json["expiresAt"] as? String == first.json["expiresAt"] as? String)
+        #expect(again.json["expiresIn"] as? Int == 43200 - 20)
+        let live = try t.store.db.scalarInt("SELECT count(*) FROM weather_session_tokens WHERE token_type = 'refresh' AND revoked_at IS NULL")
+        #expect(live == 1)
+    }
+
+    @Test func refreshReplayAfterWindowRevokesWholeSession() throws {
+        let t = try TestGateway()
+        let s = t.createSession()
+        let next = t.refresh(s)
+        t.clock.advance(31)
+        let replay = t.refresh(s)
+        #expect(replay.status == 401)
+        #expect(replay.errorCode == "refresh_token_reused")
+        #expect(t.weather(token: next.json["weatherAccessToken"] as? String).status == 401)
+        #expect(t.weather(token: s["weatherAccessToken"] as? String).status == 401)
+        #expect(t.refresh(next.json).errorCode == "invalid_refresh_token")
+        #expect(try t.store.db.scalarText("SELECT status FROM anonymous_weather_sessions") == "revoked")
+    }
+
+    @Test func retryWindowZeroDisablesIdempotentRetry() throws {
+        let t = try TestGateway { $0.tokenPolicy.refreshRetryWindow = 0 }
+        let s = t.createSession()
+        #expect(t.refresh(s).status == 200)
+        t.clock.advance(1)
+        #expect(t.refresh(s).errorCode == "refresh_token_reused")
+    }
+
+    @Test func refreshRefusesUnknownExpiredForeignAndAccessTokens() throws {
+        let t = try TestGateway()
+        let s = t.createSession()
+        let other = t.createSession()
+        #expect(t.refresh(s, token: "wtr_" + String(repeating: "A", count: 43)).errorCode == "invalid_refresh_token")
+        #expect(t.refresh(s, token: other["refreshToken"] as? String).errorCode == "invalid_refresh_token")
+        #expect(t.send("POST", "/v1/weather/session/refresh", body: ["anonymousSessionId": s["anonymousSessionId"]!, "refreshToken": s["weatherAccessToken"]!]).errorCode == "invalid_request")
+        t.clock.advance(30 * 86400 + 1)
+        #expect(t.refresh(s).errorCode == "invalid_refresh_token")
+    }
+
+    @Test func revokeStopsEveryTokenAtOnce() throws {
+        let t = try TestGateway()
+        let s = t.createSession()
+        let a = t.send("POST", "/v1/weather/session/revoke", body: ["anonymousSessionId": s["anonymousSessionId"]!, "refreshToken": s["refreshToken"]!])
+        #expect(a.status == 204)
+        #expect(a.body.isEmpty)
+        #expect(t.weather(token: s["weatherAccessToken"] as? String).status == 401)
+        #expect(t.refresh(s).errorCode == "invalid_refresh_token")
+        let other = t.createSession()
+        let wrong = t.send("POST", "/v1/weather/session/revoke", body: ["anonymousSessionId": other["anonymousSessionId"]!, "refreshToken": s["refreshToken"]!])
+        #expect(wrong.errorCode == "invalid_refresh_token")
+    }
+
+    @Test(arguments: [
+        (#"{"appVersion":"1"}"#, "platform"),
+        (#"{"platform":"windows","installationId":"0b6f1c4e-6f5a-4c0e-9d2b-2c1e8f3a7d11"}"#, "platform"),
+        (#"{"platform":"ios"}"#, "installationId"),
+        (#"{"platform":"ios","installationId":"not-a-uuid"}"#, "installationId"),
+        (#"{"platform":"ios","installationId":"0b6f1c4e-6f5a-4c0e-9d2b-2c1e8f3a7d1"}"#, "installationId"),
+        (#"{"platform":"ios","installationId":"0b6f1c4e-6f5a-4c0e-9d2b-2c1e8f3a7d11","appVersion":"\u0001"}"#, "appVersion"),
+        (#"{"platform":"ios","installationId":"0b6f1c4e-6f5a-4c0e-9d2b-2c1e8f3a7d11","appVersion":"123456789012345678901234567890123"}"#, "appVersion"),
+        (#"{"platform":5,"installationId":"0b6f1c4e-6f5a-4c0e-9d2b-2c1e8f3a7d11"}"#, "platform"),
+        (#"{"platform":null,"installationId":"0b6f1c4e-6f5a-4c0e-9d2b-2c1e8f3a7d11"}"#, "platform"),
+        (#"["ios"]"#, "object"),
+        (#"{"platform":"ios""#, "JSON"),
+    ])
+    func badCreationBodiesNameTheField(body: String, field: String) throws {
+        let t = try TestGateway()
+        let a = t.send("POST", "/v1/weather/session", body: Array(body.utf8))
+        #expect(a.status == 400)
+        #expect(a.errorCode == "invalid_request")
+        let message = try #require((a.json["error"] as? [String: Any])?["message"] as? String)
+        #expect(message.contains(field))
+    }
+
+    @Test func wrongContentTypeIs415AndBigBodyIs413() throws {
+        let t = try TestGateway()
+        let body = Array(#"{"platform":"ios","installationId":"0b6f1c4e-6f5a-4c0e-9d2b-2c1e8f3a7d11"}"#.utf8)
+        #expect(t.send("POST", "/v1/weather/session", body: body, contentType: "text/plain").status == 415)
+        #expect(t.send("POST", "/v1/weather/session", body: body, contentType: "application/json; charset=utf-8").status == 201)
+        let big = [UInt8](repeating: 32, count: 4097)
+        let a = t.send("POST", "/v1/weather/session", body: big)
+        #expect(a.status == 413)
+        #expect(a.errorCode == "payload_too_large")
+    }
+}

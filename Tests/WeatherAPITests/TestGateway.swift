@@ -1,0 +1,96 @@
+import Foundation
+import Testing
+@testable import WeatherAPI
+import WeatherCore
+import WeatherStore
+
+/// A clock the test moves by hand.
+final class ManualClock: Clock, @unchecked Sendable {
+    var current: Timestamp
+    init(_ iso: String = "2026-11-30T02:00:00Z") { current = Timestamp(iso8601: iso)! }
+    func now() -> Timestamp { current }
+    func advance(_ seconds: Int64) { current = current.adding(seconds: seconds) }
+}
+
+/// A scripted weather source that counts its calls.
+final class FakeWeatherSource: WeatherSource {
+    var calls = 0
+    var failure: WeatherFetch.Failure?
+    var isConfigured = true
+    var worstCaseSeconds = 1.0
+
+    func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) -> WeatherFetch {
+        calls += 1
+        if let failure { return WeatherFetch(result: .failure(failure), attempts: [("caiyun", true)]) }
+        let days: [DailyWeather] = (0..<3).map {
+            DailyWeather(date: now.utcDate.adding(days: $0).description, temperatureMinC: 1, temperatureMaxC: nil, condition: .clear, precipitationProbability: 0.1)
+        }
+        let current: CurrentWeather? = if case .forecast = query {
+            CurrentWeather(observedAt: now.iso8601, temperatureC: 12.5, apparentTemperatureC: nil, humidity: 0.5, windSpeedKph: 3, precipitationMmPerHour: 0, condition: .cloudy)
+        } else { nil }
+        return WeatherFetch(result: .success(WeatherReport(provider: "caiyun", location: point, timezone: "Asia/Shanghai", current: current, daily: days, fetchedAt: now.iso8601)), attempts: [("caiyun", false)])
+    }
+}
+
+/// An in-process gateway on a real SQLite file with an injected clock.
+final class TestGateway {
+    let directory: URL
+    let clock = ManualClock()
+    let store: SQLiteGatewayStore
+    let gateway: Gateway
+    let log = MemoryLog()
+    let source = FakeWeatherSource()
+    static let hashKey = Array("0123456789abcdef0123456789abcdef".utf8)
+
+    init(configure: (inout GatewayConfig) -> Void = { _ in }) throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("cw-api-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        var config = GatewayConfig(databasePath: directory.appendingPathComponent("w.sqlite3").path)
+        config.legacyToken = "legacy-token-0123456789"
+        config.flushInterval = 0
+        configure(&config)
+        store = try SQLiteGatewayStore(path: config.databasePath)
+        gateway = Gateway(config: config, store: store, hashKey: Self.hashKey, clock: clock, log: log, weather: source, requestIdPrefix: "t")
+    }
+
+    deinit { try? FileManager.default.removeItem(at: directory) }
+
+    struct Answer {
+        var status: Int
+        var headers: [String: String]
+        var body: [UInt8]
+        var json: [String: Any] { (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] ?? [:] }
+        var errorCode: String? { (json["error"] as? [String: Any])?["code"] as? String }
+    }
+
+    func send(_ method: String, _ uri: String, headers: [String: String] = [:], body: Any? = nil, ip: String = "198.51.100.7", contentType: String = "application/json") -> Answer {
+        var params = ["REQUEST_METHOD": method, "REQUEST_URI": uri, "REMOTE_ADDR": ip]
+        var bytes: [UInt8] = []
+        if let body {
+            bytes = body as? [UInt8] ?? Array(try! JSONSerialization.data(withJSONObject: body))
+            params["CONTENT_LENGTH"] = "\(bytes.count)"
+            params["CONTENT_TYPE"] = contentType
+        }
+        for (k, v) in headers { params["HTTP_" + k.uppercased().replacingOccurrences(of: "-", with: "_")] = v }
+        let r = gateway.handle(params: params) { n in Array(bytes.prefix(n)) }
+        gateway.afterResponse()
+        return Answer(status: r.status, headers: Dictionary(r.headers.map { ($0.name.lowercased(), $0.value) }, uniquingKeysWith: { $1 }), body: r.body)
+    }
+
+    func createSession(installationId: String = UUID().uuidString, ip: String = "198.51.100.7") -> [String: Any] {
+        let a = send("POST", "/v1/weather/session", body: ["platform": "ios", "appVersion": "1.0", "installationId": installationId], ip: ip)
+        precondition(a.status == 201, "create failed: \(a.status) \(String(decoding: a.body, as: UTF8.self))")
+        return a.json
+    }
+
+    func refresh(_ s: [String: Any], token: String? = nil) -> Answer {
+        send("POST", "/v1/weather/session/refresh", body: ["anonymousSessionId": s["anonymousSessionId"]!, "refreshToken": token ?? s["refreshToken"]!])
+    }
+
+    func weather(token: String?, legacy: String? = nil, query: String = "lat=31.2304&lon=121.4737", path: String = "/v1/weather", ip: String = "198.51.100.7") -> Answer {
+        var h: [String: String] = [:]
+        if let token { h["X-Weather-Session-Token"] = token }
+        if let legacy { h["X-Weather-Token"] = legacy }
+        return send("GET", "\(path)?\(query)", headers: h, ip: ip)
+    }
+}

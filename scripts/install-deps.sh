@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the build, the tests and `make run` need, only when missing.
+# Idempotent; the one place that lists them (README's two commands both call it).
+set -euo pipefail
+packages=(
+  pkg-config libfcgi-dev libsqlite3-dev libssl-dev libcurl4-openssl-dev  # build: C libraries
+  nginx spawn-fcgi libfcgi-bin sqlite3 python3 curl                      # run and end-to-end tests
+  apache2 libapache2-mod-fcgid                                           # shared-hosting tests
+)
+[ "${WITH_BENCH:-0}" = 1 ] && packages+=(wrk valgrind)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "installing: ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+$SUDO apt-get update -qq
+# Apache and nginx must not start as system services here: tests run private instances.
+DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Writes a private nginx.conf that wraps deploy/nginx/closet-weather.conf, changing only the
+# listening port, the FastCGI socket path and where nginx keeps its own files.
+# Used by `make run`, the end-to-end tests and the benchmarks, so all three test the shipped file.
+# usage: nginx-conf.sh PORT SOCKET DIR [EXTRA_SERVER_FILE]   (writes DIR/nginx.conf)
+set -euo pipefail
+port=$1 socket=$2 dir=$3 extra=${4:-}
+root=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$dir"
+sed -e "s#listen 80;#listen 127.0.0.1:${port};#" \
+    -e "s#listen \[::\]:80;##" \
+    -e "s#unix:/run/closet-weather/weather.sock#unix:${socket}#" \
+    -e "s#include fastcgi_params;#include /etc/nginx/fastcgi_params;#" \
+    "$root/deploy/nginx/closet-weather.conf" > "$dir/server.conf"
+cat > "$dir/nginx.conf" <<CONF
+worker_processes ${NGINX_WORKERS:-1};
+daemon off;
+pid $dir/nginx.pid;
+error_log $dir/nginx-error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  default_type application/octet-stream;
+  client_body_temp_path $dir/client_body;
+  fastcgi_temp_path $dir/fastcgi;
+  proxy_temp_path $dir/proxy;
+  uwsgi_temp_path $dir/uwsgi;
+  scgi_temp_path $dir/scgi;
+  include $dir/server.conf;
+  ${extra:+include $extra;}
+}
+CONF
+echo "$dir/nginx.conf"
