@@ -68,14 +68,16 @@ public struct CIDR: Sendable, Equatable {
     public init?(_ text: some StringProtocol) {
         let parts = text.split(separator: "/", omittingEmptySubsequences: false)
         guard parts.count <= 2, let addr = IPAddress(parts[0]) else { return nil }
-        let maxLen = addr.isV4 ? 32 : 128
+        // Written as IPv6 (even `::ffff:0:0/96`), the length counts 128 bits; as IPv4, 32.
+        let writtenAsV6 = parts[0].contains(":")
+        let maxLen = writtenAsV6 ? 128 : 32
         var len = maxLen
         if parts.count == 2 {
             guard let n = Int(parts[1]), (0...maxLen).contains(n) else { return nil }
             len = n
         }
         network = addr
-        prefixLength = addr.isV4 ? len + 96 : len
+        prefixLength = writtenAsV6 ? len : len + 96
     }
 
     /// True when `address` lies inside this block.

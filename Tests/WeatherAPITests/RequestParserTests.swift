@@ -1,0 +1,67 @@
+import Testing
+@testable import WeatherAPI
+
+@Suite struct RequestParserTests {
+    func parse(_ params: [String: String], prefix: String = "", body: [UInt8] = []) throws(HTTPError) -> Request {
+        try Request.parse(params: params, mountPrefix: prefix) { n in Array(body.prefix(n)) }
+    }
+
+    @Test func nginxStylePathAndQueryFromRequestURI() throws {
+        let r = try parse(["REQUEST_METHOD": "GET", "REQUEST_URI": "/api/v1/weather?lat=1&lon=2&x=a%20b+c", "QUERY_STRING": "lat=1&lon=2&x=a%20b+c", "HTTP_X_WEATHER_TOKEN": "t", "REMOTE_ADDR": "::1"], prefix: "/api")
+        #expect(r.method == "GET")
+        #expect(r.path == "/v1/weather")
+        #expect(r.query.map(\.name) == ["lat", "lon", "x"])
+        #expect(try r.queryValue("x") == "a b c")
+        #expect(r.headers["x-weather-token"] == "t")
+        #expect(r.remoteAddr == "::1")
+    }
+
+    @Test func apacheStyleScriptNameAndPathInfo() throws {
+        let r = try parse(["REQUEST_METHOD": "GET", "SCRIPT_NAME": "/api/weather.fcgi", "PATH_INFO": "/v1/health"], prefix: "/api")
+        #expect(([r.path] + r.alternatePaths).contains("/v1/health"))
+        var router = Router()
+        struct Ok: Responder { func respond(to request: Request, context: inout Context) throws(HTTPError) -> Response { Response(status: 200) } }
+        router.add("GET", "/v1/health", Ok())
+        #expect(router.resolve(r).route == "/v1/health")
+    }
+
+    @Test func bodyIsReadByContentLength() throws {
+        let r = try parse(["REQUEST_METHOD": "POST", "REQUEST_URI": "/x", "CONTENT_LENGTH": "3", "CONTENT_TYPE": "application/json"], body: Array("{}xyz".utf8))
+        #expect(r.body == Array("{}x".utf8))
+        #expect(r.headers["content-type"] == "application/json")
+    }
+
+    @Test(arguments: [
+        ["REQUEST_URI": "/v1/health"],
+        ["REQUEST_METHOD": "", "REQUEST_URI": "/v1/health"],
+        ["REQUEST_METHOD": "get", "REQUEST_URI": "/v1/health"],
+        ["REQUEST_METHOD": "POST", "REQUEST_URI": "/x", "CONTENT_LENGTH": "99999999999999999999999"],
+        ["REQUEST_METHOD": "POST", "REQUEST_URI": "/x", "CONTENT_LENGTH": "-1"],
+        ["REQUEST_METHOD": "POST", "REQUEST_URI": "/x", "CONTENT_LENGTH": "12"],
+        ["REQUEST_METHOD": "GET", "REQUEST_URI": "/v1/%ff"],
+        ["REQUEST_METHOD": "GET", "REQUEST_URI": "/v1/\u{FFFD}"],
+        ["REQUEST_METHOD": "GET", "REQUEST_URI": "/v1/%00"],
+        ["REQUEST_METHOD": "GET", "REQUEST_URI": "/v1/weather?lat=%ff"],
+    ])
+    func malformedParametersAre4xx(params: [String: String]) {
+        #expect {
+            try parse(params, body: Array("short".utf8))
+        } throws: { error in
+            guard let e = error as? HTTPError else { return false }
+            return (400..<500).contains(e.status)
+        }
+    }
+
+    @Test func oversizedBodyIs413WithoutReading() throws {
+        var read = false
+        #expect(throws: HTTPError.payloadTooLarge) {
+            try Request.parse(params: ["REQUEST_METHOD": "POST", "REQUEST_URI": "/x", "CONTENT_LENGTH": "4097"], mountPrefix: "") { _ in read = true; return [] }
+        }
+        #expect(!read)
+    }
+
+    @Test func duplicateQueryParameterIsRefused() throws {
+        let r = try parse(["REQUEST_METHOD": "GET", "REQUEST_URI": "/v1/weather?lat=1&lat=2"])
+        #expect(throws: HTTPError.self) { try r.queryValue("lat") }
+    }
+}

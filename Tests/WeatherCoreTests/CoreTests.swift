@@ -1,0 +1,141 @@
+import Testing
+import WeatherCore
+
+@Suite struct ConfigLoaderTests {
+    @Test func defaultsMatchTheContract() throws {
+        let c = try ConfigLoader.load(environment: [:])
+        #expect(c.providers == ["caiyun", "visualcrossing"])
+        #expect(c.providerTimeout == 4)
+        #expect(c.tokenPolicy == TokenPolicy())
+        #expect(c.tokenPolicy.accessTTL == 43200 && c.tokenPolicy.refreshAfter == 21600 && c.tokenPolicy.refreshTTL == 2_592_000 && c.tokenPolicy.refreshRetryWindow == 30)
+        #expect(c.cacheTTL == 600 && c.cacheStaleTTL == 21600 && c.gridDegrees == 0.05)
+        #expect(c.limits.sessionCreatePerIPPerHour == 30 && c.limits.refreshPerSessionPerHour == 60)
+        #expect(c.limits.requestsPerSessionPerHour == 120 && c.limits.requestsPerIPPerHour == 1200)
+        #expect(c.limits.gridCellsPerSessionPerDay == 30 && c.limits.legacyRequestsPerIPPerHour == 120)
+        #expect(c.legacyToken == nil && c.hashKey == nil)
+        #expect(c.caiyunBaseURL == "https://api.caiyunapp.com")
+        #expect(c.databasePath == GatewayConfig.defaultDatabasePath)
+        #expect(c.hashKeyFile == "/var/lib/closet-weather/hash.key")
+    }
+
+    @Test func environmentWinsOverFile() throws {
+        let file = try ConfigLoader.parseFile("""
+            # comment
+            export WEATHER_CACHE_TTL=120
+            WEATHER_DB_PATH = "/srv/w.sqlite3"
+            WEATHER_TRUSTED_PROXIES=10.0.0.0/8, 2001:db8::/32
+            """)
+        let c = try ConfigLoader.load(environment: ["WEATHER_CACHE_TTL": "300"], file: file)
+        #expect(c.cacheTTL == 300)
+        #expect(c.databasePath == "/srv/w.sqlite3")
+        #expect(c.trustedProxies.count == 2)
+    }
+
+    @Test(arguments: [
+        ("WEATHER_CACHE_TTL", "ten"), ("WEATHER_PROVIDER_TIMEOUT", "-1"), ("WEATHER_GRID_DEGREES", "nan"),
+        ("WEATHER_PROVIDERS", "caiyun,darksky"), ("WEATHER_TRUSTED_PROXIES", "10.0.0.0/33"), ("CAIYUN_BASE_URL", "ftp://x"),
+        ("WEATHER_HASH_KEY", "short"), ("WEATHER_MOUNT_PREFIX", "api"), ("WEATHER_REQUESTS_PER_IP_PER_HOUR", "-5"),
+        ("WEATHER_CAHCE_TTL", "5"),
+    ])
+    func badValueNamesTheVariable(name: String, value: String) {
+        #expect {
+            try ConfigLoader.load(environment: [name: value])
+        } throws: { error in
+            (error as? ConfigError)?.description.contains(name) == true
+        }
+    }
+
+    @Test func fileLineWithoutEqualsIsRefused() {
+        #expect(throws: ConfigError.self) { try ConfigLoader.parseFile("WEATHER_CACHE_TTL\n") }
+    }
+
+    @Test func zeroTurnsALimitOff() throws {
+        let c = try ConfigLoader.load(environment: ["WEATHER_REQUESTS_PER_IP_PER_HOUR": "0"])
+        #expect(!Quota(limit: c.limits.requestsPerIPPerHour, window: 3600).isEnabled)
+    }
+}
+
+@Suite struct GCRATests {
+    let quota = Quota(limit: 4, window: 3600)
+
+    @Test func allowsBurstOfLimitThenRefusesWithTruthfulWait() {
+        var tat: Int64? = nil
+        let now: Int64 = 1_000_000
+        for _ in 0..<4 {
+            let d = GCRA.decide(tat: tat, nowMs: now, quota: quota)
+            #expect(d.allowed)
+            tat = d.newTAT
+        }
+        let refused = GCRA.decide(tat: tat, nowMs: now, quota: quota)
+        #expect(!refused.allowed)
+        #expect(refused.retryAfter == 900)
+        #expect(!GCRA.decide(tat: tat, nowMs: now + 899_000, quota: quota).allowed)
+        #expect(GCRA.decide(tat: tat, nowMs: now + 900_000, quota: quota).allowed)
+    }
+
+    @Test func noDoubleBurstAtAnyBoundary() {
+        // Spend the bucket, then at any later moment at most one interval's worth comes back.
+        var tat: Int64? = nil
+        for _ in 0..<4 { tat = GCRA.decide(tat: tat, nowMs: 0, quota: quota).newTAT }
+        var allowed = 0
+        var t = tat
+        for _ in 0..<10 {
+            let d = GCRA.decide(tat: t, nowMs: 3_600_000, quota: quota)
+            if d.allowed { allowed += 1; t = d.newTAT }
+        }
+        #expect(allowed == 4)  // a full hour later: a full bucket, not 8
+    }
+}
+
+@Suite struct AddressTests {
+    @Test func forwardedForOnlyFromTrustedPeers() {
+        let trusted = [CIDR("10.0.0.0/8")!, CIDR("2001:db8::/32")!]
+        #expect(ClientAddress.resolve(remoteAddr: "203.0.113.5", forwardedFor: "1.2.3.4", trusted: trusted) == "203.0.113.5")
+        #expect(ClientAddress.resolve(remoteAddr: "10.1.2.3", forwardedFor: "1.2.3.4", trusted: trusted) == "1.2.3.4")
+        #expect(ClientAddress.resolve(remoteAddr: "10.1.2.3", forwardedFor: "6.6.6.6, 1.2.3.4, 10.9.9.9", trusted: trusted) == "1.2.3.4")
+        #expect(ClientAddress.resolve(remoteAddr: "2001:db8::1", forwardedFor: "2001:DB8:0:0:0:0:0:7, 2a00:1450::5", trusted: trusted) == "2a00:1450:0:0:0:0:0:5")
+        #expect(ClientAddress.resolve(remoteAddr: "10.1.2.3", forwardedFor: "garbage", trusted: trusted) == "10.1.2.3")
+        #expect(ClientAddress.resolve(remoteAddr: "::1", forwardedFor: nil, trusted: []) == "0:0:0:0:0:0:0:1")
+    }
+
+    @Test func cidrMatching() {
+        #expect(CIDR("192.168.0.0/16")!.contains(IPAddress("192.168.44.1")!))
+        #expect(!CIDR("192.168.0.0/16")!.contains(IPAddress("192.169.0.1")!))
+        #expect(CIDR("::ffff:0:0/96")!.contains(IPAddress("1.2.3.4")!))
+        #expect(CIDR("fe80::/10")!.contains(IPAddress("fe80::1234")!))
+        #expect(IPAddress("1.2.3") == nil && IPAddress("1::2::3") == nil && IPAddress("256.1.1.1") == nil)
+    }
+}
+
+@Suite struct GridAndDateTests {
+    @Test func snappingKeepsOnlyGridPoints() {
+        let p = GridPoint.snapping(lat: 31.2304, lon: 121.4737, degrees: 0.05)
+        #expect(p == GridPoint(lat: 31.25, lon: 121.45))
+        #expect(p.key == "31.25,121.45")
+        #expect(GridPoint.snapping(lat: -0.01, lon: 179.99, degrees: 0.05) == GridPoint(lat: 0, lon: -180))
+        #expect(GridPoint.snapping(lat: 90, lon: -180, degrees: 0.05).lat == 90)
+    }
+
+    @Test func timestampsRoundTripTheWireFormat() {
+        let t = Timestamp(iso8601: "2026-06-03T20:00:00Z")!
+        #expect(t.iso8601 == "2026-06-03T20:00:00Z")
+        #expect(Timestamp(seconds: 0).iso8601 == "1970-01-01T00:00:00Z")
+        #expect(Timestamp(iso8601: "2026-06-03T24:00:00Z") == nil)
+        #expect(Timestamp(iso8601: "2026-06-03 20:00:00Z") == nil)
+    }
+
+    @Test func localDatesValidateAndAdd() {
+        #expect(LocalDate("2028-02-29") != nil)
+        #expect(LocalDate("2026-02-29") == nil)
+        #expect(LocalDate("2026-12-31")!.adding(days: 1).description == "2027-01-01")
+        #expect(LocalDate("2026-1-01") == nil)
+    }
+
+    @Test func tokenSyntax() {
+        #expect(TokenSyntax.isUUID("0B6F1C4E-6f5a-4c0e-9d2b-2c1e8f3a7d11"))
+        #expect(!TokenSyntax.isUUID("0b6f1c4e6f5a4c0e9d2b2c1e8f3a7d11"))
+        #expect(TokenSyntax.isWellFormed("wta_" + String(repeating: "a", count: 43), kind: .access))
+        #expect(!TokenSyntax.isWellFormed("wta_" + String(repeating: "a", count: 42) + "=", kind: .access))
+        #expect(!TokenSyntax.isWellFormed("wtr_" + String(repeating: "a", count: 43), kind: .access))
+    }
+}

@@ -1,0 +1,50 @@
+import Testing
+import WeatherCrypto
+
+/// Published vectors: FIPS 180-2 appendix B (SHA-256) and RFC 4231 (HMAC-SHA256).
+@Suite struct CryptoVectorTests {
+    @Test(arguments: [
+        ("", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
+        ("abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
+        ("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"),
+    ])
+    func sha256MatchesFIPS180(message: String, digest: String) {
+        #expect(SHA256.hex(message) == digest)
+    }
+
+    @Test func sha256OfMillionAs() {
+        #expect(Hex.encode(SHA256.hash([UInt8](repeating: 0x61, count: 1_000_000))) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
+    }
+
+    @Test(arguments: [
+        ([UInt8](repeating: 0x0b, count: 20), Array("Hi There".utf8), "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"),
+        (Array("Jefe".utf8), Array("what do ya want for nothing?".utf8), "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"),
+        ([UInt8](repeating: 0xaa, count: 20), [UInt8](repeating: 0xdd, count: 50), "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe"),
+        ([UInt8](repeating: 0xaa, count: 131), Array("Test Using Larger Than Block-Size Key - Hash Key First".utf8), "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"),
+    ])
+    func hmacMatchesRFC4231(key: [UInt8], message: [UInt8], mac: String) throws {
+        #expect(Hex.encode(try HMACSHA256.authenticationCode(for: message, key: key)) == mac)
+    }
+
+    @Test func randomBytesAreFreshAndSized() throws {
+        let a = try SecureRandom.bytes(32), b = try SecureRandom.bytes(32)
+        #expect(a.count == 32)
+        #expect(a != b)
+    }
+
+    @Test func constantTimeComparison() {
+        #expect(ConstantTime.equals("secret-token", "secret-token"))
+        #expect(!ConstantTime.equals("secret-token", "secret-tokeN"))
+        #expect(!ConstantTime.equals("secret", "secret-token"))
+        #expect(ConstantTime.equals("", ""))
+    }
+
+    @Test func base64URLHasNoPaddingAndUrlAlphabet() {
+        #expect(Base64URL.encode([0xfb, 0xff]) == "-_8")
+        #expect(Base64URL.encode(Array("foobar".utf8)) == "Zm9vYmFy")
+        #expect(Base64URL.encode(Array("fo".utf8)) == "Zm8")
+        #expect(Base64URL.encode([UInt8](repeating: 0, count: 32)).count == 43)
+        #expect(Hex.decode("00ff10") == [0, 255, 16])
+        #expect(Hex.decode("0g") == nil)
+    }
+}
