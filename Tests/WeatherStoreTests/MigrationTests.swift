@@ -1,0 +1,113 @@
+import Foundation
+import Testing
+import WeatherCore
+@testable import WeatherStore
+
+@Suite struct MigrationTests {
+    func tempDB() throws -> (Database, URL) {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-store-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        return (try Database(path: dir.appendingPathComponent("w.sqlite3").path), dir)
+    }
+
+    @Test func embeddedMigrationsEqualTheFilesOnDisk() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let dir = root.appendingPathComponent("migrations")
+        let files = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.hasSuffix(".sql") }.sorted()
+        #expect(files == embeddedMigrations.map(\.name), "run scripts/embed-migrations.sh")
+        for m in embeddedMigrations {
+            let text = try String(contentsOf: dir.appendingPathComponent(m.name), encoding: .utf8)
+            #expect(text.trimmingCharacters(in: .newlines) == m.sql.trimmingCharacters(in: .newlines), "\(m.name) differs; run scripts/embed-migrations.sh")
+        }
+        #expect(files.allSatisfy { $0.range(of: #"^\d{4}_[a-z0-9_]+\.sql$"#, options: .regularExpression) != nil })
+    }
+
+    @Test func sharedTablesMatchTheContractColumnForColumn() throws {
+        let (db, dir) = try tempDB()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try Migrator.apply(to: db)
+        func columns(_ table: String) throws -> [String] {
+            try db.statement("SELECT name || ' ' || type || ' ' || \"notnull\" || ' ' || pk FROM pragma_table_info('\(table)') ORDER BY cid").rows { $0.text(0)! }
+        }
+        #expect(try columns("anonymous_weather_sessions") == [
+            "id TEXT 0 1", "installation_id_hash TEXT 1 0", "platform TEXT 1 0", "app_version TEXT 0 0",
+            "status TEXT 1 0", "created_at TEXT 1 0", "last_seen_at TEXT 1 0", "revoked_at TEXT 0 0",
+        ])
+        #expect(try columns("weather_session_tokens") == [
+            "id TEXT 0 1", "session_id TEXT 1 0", "token_hash TEXT 1 0", "token_type TEXT 1 0",
+            "expires_at TEXT 1 0", "created_at TEXT 1 0", "revoked_at TEXT 0 0",
+        ])
+        #expect(try columns("d1_migrations") == ["id INTEGER 0 1", "name TEXT 0 0", "applied_at TIMESTAMP 1 0"])
+    }
+
+    @Test func applyingTwiceRecordsEachFileOnce() throws {
+        let (db, dir) = try tempDB()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        #expect(try Migrator.apply(to: db) == embeddedMigrations.map(\.name))
+        #expect(try Migrator.apply(to: db) == [])
+        #expect(try db.scalarInt("SELECT count(*) FROM d1_migrations") == Int64(embeddedMigrations.count))
+        #expect(try Migrator.pending(in: db) == [])
+    }
+
+    @Test func connectionUsesWALAndForeignKeys() throws {
+        let (db, dir) = try tempDB()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        #expect(try db.scalarText("PRAGMA journal_mode") == "wal")
+        #expect(try db.scalarInt("PRAGMA synchronous") == 1)
+        #expect(try db.scalarInt("PRAGMA foreign_keys") == 1)
+        #expect(try db.scalarInt("PRAGMA busy_timeout") == 5000)
+    }
+
+    @Test func failingTransactionRollsBack() throws {
+        let (db, dir) = try tempDB()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try db.execute("CREATE TABLE t(x INTEGER)")
+        struct Boom: Error {}
+        #expect(throws: Boom.self) {
+            try db.transaction {
+                try db.run("INSERT INTO t VALUES (1)")
+                throw Boom()
+            }
+        }
+        #expect(try db.scalarInt("SELECT count(*) FROM t") == 0)
+    }
+
+    @Test func foreignKeyRefusesTokenOfUnknownSession() throws {
+        let (db, dir) = try tempDB()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try Migrator.apply(to: db)
+        #expect(throws: DatabaseError.self) {
+            try db.run("INSERT INTO weather_session_tokens VALUES ('wst_1', 'aws_missing', 'h', 'access', 'x', 'y', NULL)")
+        }
+    }
+}
+
+@Suite struct LimitStoreTests {
+    @Test func consumeIsAllOrNothing() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-lim-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try SQLiteGatewayStore(path: dir.appendingPathComponent("w.sqlite3").path)
+        let a = LimitBucket(key: "a:1", quota: Quota(limit: 5, window: 3600))
+        let b = LimitBucket(key: "b:1", quota: Quota(limit: 1, window: 3600))
+        #expect(try store.consume([a, b], nowMs: 0) == .allowed)
+        #expect(try store.consume([a, b], nowMs: 0) == .refused(retryAfter: 3600, bucket: "b:1"))
+        // `a` was not charged for the refused request: 4 more fit.
+        for _ in 0..<4 { #expect(try store.consume([a], nowMs: 0) == .allowed) }
+        #expect(try store.consume([a], nowMs: 0) != .allowed)
+    }
+
+    @Test func distinctCellsRollingWindow() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-cell-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try SQLiteGatewayStore(path: dir.appendingPathComponent("w.sqlite3").path)
+        let q = Quota(limit: 2, window: 86_400)
+        #expect(try store.admitCell("1,1", sessionId: "s", quota: q, nowMs: 0) == .allowed)
+        #expect(try store.admitCell("1,2", sessionId: "s", quota: q, nowMs: 1_000_000) == .allowed)
+        #expect(try store.admitCell("1,1", sessionId: "s", quota: q, nowMs: 2_000_000) == .allowed)
+        #expect(try store.admitCell("1,3", sessionId: "s", quota: q, nowMs: 2_000_000) == .refused(retryAfter: 84_400, bucket: "cells:s"))
+        #expect(try store.admitCell("1,3", sessionId: "other", quota: q, nowMs: 2_000_000) == .allowed)
+        #expect(try store.admitCell("1,3", sessionId: "s", quota: q, nowMs: 86_400_001) == .allowed)
+    }
+}
