@@ -113,6 +113,16 @@ public enum FastCGIServer {
         sigaction(SIGINT, &action, nil)
         sigaction(SIGUSR1, &action, nil)  // Apache's mod_fcgid graceful stop
         signal(SIGPIPE, SIG_IGN)
+        unblockStopSignals()
+    }
+
+    /// A parent may start us with these blocked (Foundation's `Process` does); a blocked SIGTERM
+    /// would never arrive and every stop would end in SIGKILL.
+    static func unblockStopSignals() {
+        var set = sigset_t()
+        sigemptyset(&set)
+        for s in [SIGTERM, SIGINT, SIGUSR1] { sigaddset(&set, s) }
+        sigprocmask(SIG_UNBLOCK, &set, nil)
     }
 }
 

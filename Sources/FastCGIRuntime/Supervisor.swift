@@ -1,3 +1,4 @@
+import CFastCGI
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -17,11 +18,14 @@ public enum Supervisor {
         action.sa_flags = 0
         sigaction(SIGTERM, &action, nil)
         sigaction(SIGINT, &action, nil)
+        FastCGIServer.unblockStopSignals()
 
         var children: Set<pid_t> = []
         func spawn() {
             let pid = fork()
             if pid == 0 {
+                // If the supervisor is killed outright, its workers must not linger on the socket.
+                _ = cfastcgi_set_parent_death_signal(SIGTERM)
                 var dfl = sigaction()
                 dfl.__sigaction_handler.sa_handler = SIG_DFL
                 sigaction(SIGTERM, &dfl, nil)
@@ -30,19 +34,24 @@ public enum Supervisor {
             }
             if pid > 0 { children.insert(pid) }
         }
-        for _ in 0..<workers { spawn() }
+        for _ in 0..<workers where supervisorStopping == 0 { spawn() }
 
+        // Polling keeps this simple and race-free: a SIGTERM that lands between a check and a
+        // blocking waitpid() could otherwise leave the supervisor waiting on workers forever.
         var recentDeaths: [Int64] = []
+        var told = false
         while !children.isEmpty {
-            var status: Int32 = 0
-            let pid = waitpid(-1, &status, 0)
-            if pid < 0 {
-                if errno == EINTR {
-                    if supervisorStopping != 0 { for c in children { kill(c, SIGTERM) } }
-                    continue
-                }
-                break
+            if supervisorStopping != 0 && !told {
+                for c in children { kill(c, SIGTERM) }
+                told = true
             }
+            var status: Int32 = 0
+            let pid = waitpid(-1, &status, WNOHANG)
+            if pid == 0 || (pid < 0 && errno == EINTR) {
+                usleep(50_000)
+                continue
+            }
+            if pid < 0 { break }
             children.remove(pid)
             guard supervisorStopping == 0 else { continue }
             // A worker that dies at once again and again (bad config, full disk) must not turn

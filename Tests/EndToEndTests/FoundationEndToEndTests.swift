@@ -1,0 +1,120 @@
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The real binary behind real nginx (2+ workers), in CGI mode, and through cgi-fcgi.
+@Suite(.serialized) struct FoundationEndToEndTests {
+    @Test func healthAndErrorEnvelopesThroughNginx() throws {
+        let h = try GatewayHarness(workers: 2)
+        let health = try h.request("GET", "/v1/health")
+        #expect(health.status == 200)
+        #expect(health.json["status"] as? String == "ok")
+        #expect(health.headers["content-type"] == "application/json; charset=utf-8")
+        #expect(health.headers["x-content-type-options"] == "nosniff")
+        let id = try #require(health.headers["x-request-id"])
+        #expect(id.count >= 16)
+        #expect(h.log.contains("request_id=\(id)"))
+
+        let missing = try h.request("GET", "/v1/nothing-here")
+        #expect(missing.status == 404)
+        #expect(missing.errorCode == "not_found")
+        let wrong = try h.request("DELETE", "/v1/weather/session")
+        #expect(wrong.status == 405)
+        #expect(wrong.headers["allow"] == "POST")
+        #expect(wrong.errorCode == "method_not_allowed")
+        #expect(wrong.headers["x-request-id"] != nil)
+    }
+
+    /// Runs the binary as plain CGI with `env` and returns its raw output.
+    func cgi(_ env: [String: String], stdin: String = "", database: String) -> String {
+        var e = env
+        e["WEATHER_DB_PATH"] = database
+        return ChildProcessOutput.run("\(binDirectory)/weather-fcgi", [], environment: e, stdin: Data(stdin.utf8))
+    }
+
+    @Test func plainCGIAndApacheStyleParametersRouteIdentically() throws {
+        let h = try GatewayHarness(workers: 1, startNginx: false)
+        let viaURI = cgi(["REQUEST_METHOD": "GET", "REQUEST_URI": "/v1/health"], database: h.databasePath)
+        let viaPathInfo = cgi(["REQUEST_METHOD": "GET", "SCRIPT_NAME": "/weather.fcgi", "PATH_INFO": "/v1/health"], database: h.databasePath)
+        let prefixed = cgi(["REQUEST_METHOD": "GET", "REQUEST_URI": "/api/v1/health", "WEATHER_MOUNT_PREFIX": "/api"], database: h.databasePath)
+        for out in [viaURI, viaPathInfo, prefixed] {
+            #expect(out.hasPrefix("Status: 200 OK\r\n"), "\(out)")
+            #expect(out.contains("X-Content-Type-Options: nosniff"))
+            #expect(out.contains("\"status\":\"ok\""))
+        }
+        let notFound = cgi(["REQUEST_METHOD": "GET", "SCRIPT_NAME": "/weather.fcgi", "PATH_INFO": "/v1/nope"], database: h.databasePath)
+        #expect(notFound.hasPrefix("Status: 404"))
+
+        // The same parameters over FastCGI, as Apache's mod_fcgid/mod_proxy_fcgi would send them.
+        let fcgi = ChildProcessOutput.run("/usr/bin/cgi-fcgi", ["-bind", "-connect", h.socketPath],
+                                          environment: ["REQUEST_METHOD": "GET", "SCRIPT_NAME": "/closet/weather.fcgi", "PATH_INFO": "/v1/health", "WEATHER_MOUNT_PREFIX": "/closet"])
+        #expect(fcgi.hasPrefix("Status: 200 OK"), "\(fcgi)")
+        let sessionBody = #"{"platform":"ios","installationId":"0b6f1c4e-6f5a-4c0e-9d2b-2c1e8f3a7d11"}"#
+        let created = ChildProcessOutput.run(
+            "/usr/bin/cgi-fcgi", ["-bind", "-connect", h.socketPath],
+            environment: ["REQUEST_METHOD": "POST", "SCRIPT_NAME": "/weather.fcgi", "PATH_INFO": "/v1/weather/session", "CONTENT_TYPE": "application/json",
+                          "CONTENT_LENGTH": "\(sessionBody.utf8.count)", "REMOTE_ADDR": "192.0.2.1"],
+            stdin: Data(sessionBody.utf8))
+        #expect(created.hasPrefix("Status: 201"), "\(created)")
+    }
+
+    @Test func fourWorkersStartingAtOnceMigrateANewDatabaseOnce() throws {
+        let h = try GatewayHarness(workers: 4)
+        // Each worker opened the fresh file and ran the migrator; every file is recorded once.
+        #expect(h.sql("SELECT name FROM d1_migrations ORDER BY id").split(separator: "\n") == ["0001_anonymous_weather_sessions.sql", "0002_gateway_cache_limits_counters.sql"])
+        #expect(h.sql("SELECT count(*) FROM d1_migrations") == "2")
+        #expect(h.sql("PRAGMA journal_mode") == "wal")
+        #expect(h.sql("SELECT group_concat(name, ',') FROM pragma_table_info('anonymous_weather_sessions')") == "id,installation_id_hash,platform,app_version,status,created_at,last_seen_at,revoked_at")
+        #expect(h.sql("SELECT group_concat(name, ',') FROM pragma_table_info('weather_session_tokens')") == "id,session_id,token_hash,token_type,expires_at,created_at,revoked_at")
+        // And four processes really share it: many requests, all answered.
+        for _ in 0..<12 { #expect(try h.request("GET", "/v1/health").status == 200) }
+    }
+
+    @Test func malformedParametersGet4xxAndTheWorkerKeepsServing() throws {
+        let h = try GatewayHarness(workers: 1, startNginx: false)
+        func viaFastCGI(_ shellEnv: String, stdin: String = "") -> String {
+            ChildProcessOutput.run("/bin/bash", ["-c", "\(shellEnv) /usr/bin/cgi-fcgi -bind -connect \(h.socketPath)"], stdin: Data(stdin.utf8))
+        }
+        let cases: [(String, String, String)] = [
+            ("missing method", "env -i REQUEST_URI=/v1/health", ""),
+            ("absurd length", "env -i REQUEST_METHOD=POST REQUEST_URI=/v1/weather/session CONTENT_TYPE=application/json CONTENT_LENGTH=99999999999999999999", "{}"),
+            ("huge length", "env -i REQUEST_METHOD=POST REQUEST_URI=/v1/weather/session CONTENT_TYPE=application/json CONTENT_LENGTH=1000000", "{}"),
+            ("short body", "env -i REQUEST_METHOD=POST REQUEST_URI=/v1/weather/session CONTENT_TYPE=application/json CONTENT_LENGTH=200", #"{"platform":"ios"}"#),
+            ("invalid utf-8 path", "env -i REQUEST_METHOD=GET REQUEST_URI=$'/v1/\\xff\\xfe'", ""),
+            ("escaped invalid utf-8", "env -i REQUEST_METHOD=GET REQUEST_URI=/v1/%C3%28", ""),
+            ("NUL escape", "env -i REQUEST_METHOD=GET REQUEST_URI='/v1/weather?lat=%00'", ""),
+        ]
+        for (name, env, body) in cases {
+            let out = viaFastCGI(env, stdin: body)
+            let status = Int(out.dropFirst("Status: ".count).prefix(3)) ?? 0
+            #expect((400..<500).contains(status), "\(name): \(out.prefix(200))")
+            #expect(out.contains("{\"error\":{\"code\":"), "\(name)")
+            #expect(viaFastCGI("env -i REQUEST_METHOD=GET REQUEST_URI=/v1/health").hasPrefix("Status: 200"), "worker died after \(name)")
+        }
+        #expect(h.app?.process.isRunning == true)
+    }
+
+    @Test func sigtermStopsWorkersCleanly() throws {
+        let h = try GatewayHarness(workers: 2, startNginx: false)
+        let app = try #require(h.app)
+        kill(app.pid, SIGTERM)
+        #expect(waitUntil(timeout: 5) { !app.process.isRunning })
+        #expect(app.process.terminationStatus == 0)
+    }
+
+    @Test func missingDatabaseDirectoryIsAClearStartupError() throws {
+        let out = ChildProcessOutput.runData("/bin/bash", ["-c", "WEATHER_DB_PATH=/nonexistent-dir/w.sqlite3 \(binDirectory)/weather-fcgi --listen /tmp/cw-never-\(getpid()).sock 2>&1"])
+        let text = String(decoding: out.stdout, as: UTF8.self)
+        #expect(out.status != 0)
+        #expect(text.contains("/nonexistent-dir"))
+        #expect(text.contains("WEATHER_DB_PATH"))
+    }
+
+    @Test func badConfigurationStopsStartupNamingTheVariable() throws {
+        let out = ChildProcessOutput.runData("/bin/bash", ["-c", "WEATHER_DB_PATH=/tmp/x.sqlite3 WEATHER_CACHE_TTL=soon \(binDirectory)/weather-fcgi --listen /tmp/cw-never-\(getpid()).sock 2>&1"])
+        #expect(out.status == 78)
+        #expect(String(decoding: out.stdout, as: UTF8.self).contains("WEATHER_CACHE_TTL"))
+    }
+}
