@@ -1,0 +1,91 @@
+import WeatherCore
+
+extension CaiyunProvider {
+    /// Turns one Caiyun answer into a report: pure, no I/O, so fixtures test it directly.
+    ///
+    /// Non-2xx → `.httpStatus`; not JSON → `.unparseable`; `status != "ok"` → `.providerError`;
+    /// no `timezone`, `result.daily`, daily series, or (for a forecast) `result.realtime` →
+    /// `.unparseable`; fewer days than asked → `.notCovered`.
+    public static func report(
+        from response: HTTPResult, for query: WeatherQuery, at point: GridPoint, now: Timestamp
+    ) throws(ProviderFailure) -> WeatherReport {
+        guard ProviderJSON.isSuccess(response.status) else {
+            throw .httpStatus(response.status, retryAfter: response.retryAfterSeconds)
+        }
+        let envelope = try ProviderJSON.decode(CaiyunPayload.Envelope.self, from: response.body)
+        guard envelope.status == "ok" else { throw .providerError }
+        let payload = try ProviderJSON.decode(CaiyunPayload.self, from: response.body)
+        guard let timezone = payload.timezone, let result = payload.result, let daily = result.daily else {
+            throw .unparseable
+        }
+        if let status = daily.status, status != "ok" { throw .providerError }
+
+        let days = try dailyWeather(daily)
+        var current: CurrentWeather?
+        if case .forecast = query {
+            guard let realtime = result.realtime else { throw .unparseable }
+            if let status = realtime.status, status != "ok" { throw .providerError }
+            current = currentWeather(realtime, serverTime: payload.serverTime, now: now)
+        }
+        return WeatherReport(
+            provider: providerName, location: point, timezone: timezone, current: current,
+            daily: try DailySelection.pick(days, for: query), fetchedAt: now.iso8601
+        )
+    }
+
+    /// `server_time` is when Caiyun computed the answer, the closest thing to an observation time
+    /// it sends; without it, the time of the fetch is the honest fallback.
+    static func currentWeather(_ realtime: CaiyunPayload.Realtime, serverTime: Double?, now: Timestamp) -> CurrentWeather {
+        let observed = serverTime.flatMap { $0.isFinite ? Timestamp(seconds: Int64($0)) : nil } ?? now
+        return CurrentWeather(
+            observedAt: observed.iso8601,
+            temperatureC: realtime.temperature,
+            apparentTemperatureC: realtime.apparentTemperature,
+            humidity: DailySelection.fraction(realtime.humidity),  // already 0...1
+            windSpeedKph: realtime.wind?.speed,  // metric:v2 → km/h
+            precipitationMmPerHour: realtime.precipitation?.local?.intensity,  // metric:v2 → mm/h
+            condition: realtime.skycon.map(condition(for:)) ?? .unknown
+        )
+    }
+
+    /// Joins the separate daily series on their local date. A day present in one series but not
+    /// another keeps `null`/`unknown` for what is missing rather than being dropped.
+    static func dailyWeather(_ daily: CaiyunPayload.Daily) throws(ProviderFailure) -> [LocalDate: DailyWeather] {
+        guard daily.temperature != nil || daily.skycon != nil || daily.precipitation != nil else {
+            throw .unparseable
+        }
+        var days: [LocalDate: DailyWeather] = [:]
+        func day(_ text: String) throws(ProviderFailure) -> LocalDate {
+            let date = try localDate(text)
+            if days[date] == nil {
+                days[date] = DailyWeather(
+                    date: date.description, temperatureMinC: nil, temperatureMaxC: nil,
+                    condition: .unknown, precipitationProbability: nil
+                )
+            }
+            return date
+        }
+        // Iterating in reverse lets the first entry of a duplicated date win.
+        for entry in (daily.temperature ?? []).reversed() {
+            let d = try day(entry.date)
+            days[d]!.temperatureMinC = entry.min
+            days[d]!.temperatureMaxC = entry.max
+        }
+        for entry in (daily.skycon ?? []).reversed() {
+            let d = try day(entry.date)
+            days[d]!.condition = entry.value.map(condition(for:)) ?? .unknown
+        }
+        for entry in (daily.precipitation ?? []).reversed() {
+            let d = try day(entry.date)
+            days[d]!.precipitationProbability = DailySelection.fraction(percent: entry.probability)
+        }
+        return days
+    }
+
+    /// `2026-11-30T00:00+08:00` → `2026-11-30`: the local date is the text before the `T`, which
+    /// is exactly the calendar day the client means; converting to UTC would shift it.
+    static func localDate(_ text: String) throws(ProviderFailure) -> LocalDate {
+        guard let date = LocalDate(text.prefix(10)) else { throw .unparseable }
+        return date
+    }
+}

@@ -1,0 +1,42 @@
+/// Why one provider call produced no report. Values carry no URL and no body text, so any of
+/// them can go into a log line as is.
+public enum ProviderFailure: Error, Equatable, Sendable {
+    /// No complete answer before the deadline.
+    case timeout
+    /// The provider (or a gateway in front of it) answered with a non-2xx status.
+    case httpStatus(Int, retryAfter: Int?)
+    /// A well-formed answer that says it failed (`"status": "failed"`, an error object).
+    case providerError
+    /// Not the documented shape: HTML, invalid JSON, a missing required structure, an oversized body.
+    case unparseable
+    /// No HTTP answer at all: resolve, connect, TLS or a reset connection.
+    case transport
+    /// This provider cannot serve the requested dates (decided before or after calling it).
+    case notCovered
+
+    /// A stable snake_case name for counters and log fields.
+    public var code: String {
+        switch self {
+        case .timeout: return "timeout"
+        case .httpStatus: return "http_status"
+        case .providerError: return "provider_error"
+        case .unparseable: return "unparseable"
+        case .transport: return "transport"
+        case .notCovered: return "not_covered"
+        }
+    }
+
+    /// A short human line for logs: safe by construction, it only uses the case and its numbers.
+    public var summary: String {
+        switch self {
+        case .timeout: return "provider timed out"
+        case .httpStatus(let status, let retryAfter):
+            if let retryAfter { return "provider answered HTTP \(status), retry after \(retryAfter) s" }
+            return "provider answered HTTP \(status)"
+        case .providerError: return "provider reported an error"
+        case .unparseable: return "provider answer could not be parsed"
+        case .transport: return "provider could not be reached"
+        case .notCovered: return "provider does not cover the requested dates"
+        }
+    }
+}

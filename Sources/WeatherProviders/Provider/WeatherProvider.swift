@@ -1,0 +1,24 @@
+import WeatherCore
+
+/// One weather source, normalised to the gateway's `WeatherReport`.
+///
+/// The report's `location` is always the snapped `point` passed in (never the provider's echo of
+/// it), `fetchedAt` is `now.iso8601`, and `provider` is `name`.
+public protocol WeatherProvider: Sendable {
+    /// The provider's name on the wire and in counters: `caiyun`, `visualcrossing`.
+    var name: String { get }
+
+    /// Whether this provider can serve `query` at all, decided without a network call.
+    ///
+    /// `ProviderChain` asks this first so a provider that cannot cover a trip's dates is skipped
+    /// without spending a request (or a quota unit) and without counting as a provider call.
+    func canCover(_ query: WeatherQuery, now: Timestamp) -> Bool
+
+    /// Calls the provider and normalises its answer.
+    func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) throws(ProviderFailure) -> WeatherReport
+}
+
+extension WeatherProvider {
+    /// Providers without a known horizon cover everything until their answer says otherwise.
+    public func canCover(_ query: WeatherQuery, now: Timestamp) -> Bool { true }
+}

@@ -1,0 +1,64 @@
+import WeatherCore
+
+extension VisualCrossingProvider {
+    /// Turns one timeline answer into a report: pure, no I/O, so fixtures test it directly.
+    ///
+    /// Non-2xx → `.httpStatus`; not JSON (Visual Crossing sends plain text for some errors) →
+    /// `.unparseable`; JSON without `days` → `.providerError` if it carries `errorCode`/`message`,
+    /// else `.unparseable`; no `timezone`, or (for a forecast) no `currentConditions` →
+    /// `.unparseable`; a requested day missing → `.notCovered`.
+    public static func report(
+        from response: HTTPResult, for query: WeatherQuery, at point: GridPoint, now: Timestamp
+    ) throws(ProviderFailure) -> WeatherReport {
+        guard ProviderJSON.isSuccess(response.status) else {
+            throw .httpStatus(response.status, retryAfter: response.retryAfterSeconds)
+        }
+        let payload = try ProviderJSON.decode(VisualCrossingPayload.self, from: response.body)
+        guard let days = payload.days else {
+            throw payload.errorCode != nil || payload.message != nil ? .providerError : .unparseable
+        }
+        guard let timezone = payload.timezone else { throw .unparseable }
+
+        var current: CurrentWeather?
+        if case .forecast = query {
+            // A forecast answer always includes today, so its absence means a broken answer.
+            guard let conditions = payload.currentConditions else { throw .unparseable }
+            current = currentWeather(conditions, now: now)
+        }
+        return WeatherReport(
+            provider: providerName, location: point, timezone: timezone, current: current,
+            daily: try DailySelection.pick(dailyWeather(days), for: query), fetchedAt: now.iso8601
+        )
+    }
+
+    /// `datetimeEpoch` is the observation time; without it, the time of the fetch.
+    static func currentWeather(_ conditions: VisualCrossingPayload.Current, now: Timestamp) -> CurrentWeather {
+        let observed = conditions.datetimeEpoch.flatMap { $0.isFinite ? Timestamp(seconds: Int64($0)) : nil } ?? now
+        return CurrentWeather(
+            observedAt: observed.iso8601,
+            temperatureC: conditions.temp,
+            apparentTemperatureC: conditions.feelslike,
+            humidity: DailySelection.fraction(percent: conditions.humidity),
+            windSpeedKph: conditions.windspeed,
+            precipitationMmPerHour: conditions.precip,
+            condition: conditions.icon.map(condition(for:)) ?? .unknown
+        )
+    }
+
+    /// The days keyed by their local date; the first occurrence of a repeated date wins.
+    static func dailyWeather(_ days: [VisualCrossingPayload.Day]) throws(ProviderFailure) -> [LocalDate: DailyWeather] {
+        var byDate: [LocalDate: DailyWeather] = [:]
+        for day in days {
+            guard let date = LocalDate(day.datetime) else { throw .unparseable }
+            guard byDate[date] == nil else { continue }
+            byDate[date] = DailyWeather(
+                date: date.description,
+                temperatureMinC: day.tempmin,
+                temperatureMaxC: day.tempmax,
+                condition: day.icon.map(condition(for:)) ?? .unknown,
+                precipitationProbability: DailySelection.fraction(percent: day.precipprob)
+            )
+        }
+        return byDate
+    }
+}

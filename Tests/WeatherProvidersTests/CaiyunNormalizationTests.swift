@@ -1,0 +1,196 @@
+import Foundation
+import Testing
+import WeatherCore
+import WeatherProviders
+
+/// 2026-11-30T02:03:11Z, three minutes after the fixtures' `server_time`.
+let fixtureNow = Timestamp(seconds: 1_796_004_191)
+/// Deliberately not the fixture's echoed `location`, to prove the report never uses the echo.
+let shanghai = GridPoint(lat: 31.3, lon: 121.5)
+
+@Suite struct CaiyunNormalizationTests {
+    func report(_ body: [UInt8], status: Int = 200, _ query: WeatherQuery = .forecast(days: 7)) throws(ProviderFailure) -> WeatherReport {
+        try CaiyunProvider.report(from: HTTPResult(status: status, body: body), for: query, at: shanghai, now: fixtureNow)
+    }
+
+    func modified(_ change: (inout [String: Any]) -> Void) throws -> [UInt8] {
+        var object = try Fixture.object(Fixture.caiyunWeather)
+        change(&object)
+        return try Fixture.encode(object)
+    }
+
+    @Test func forecastFixtureNormalisesFieldByField() throws {
+        let r = try report(Fixture.bytes(Fixture.caiyunWeather))
+        #expect(r.provider == "caiyun")
+        #expect(r.location == shanghai)
+        #expect(r.timezone == "Asia/Shanghai")
+        #expect(r.fetchedAt == "2026-11-30T02:03:11Z")
+        let c = try #require(r.current)
+        #expect(c.observedAt == "2026-11-30T02:00:00Z")
+        #expect(c.temperatureC == 12.3)
+        #expect(c.apparentTemperatureC == 10.1)
+        #expect(c.humidity == 0.62)
+        #expect(c.windSpeedKph == 9.4)
+        #expect(c.precipitationMmPerHour == 0.0)
+        #expect(c.condition == .cloudy)
+
+        #expect(r.daily.map(\.date) == [
+            "2026-11-30", "2026-12-01", "2026-12-02", "2026-12-03", "2026-12-04", "2026-12-05", "2026-12-06",
+        ])
+        #expect(r.daily.map(\.temperatureMinC) == [8.0, 7.4, 5.0, 2.6, 1.9, 4.4, -1.5])
+        #expect(r.daily.map(\.temperatureMaxC) == [14.5, 12.0, 9.8, 7.1, 11.3, 12.9, 3.2])
+        #expect(r.daily.map(\.condition) == [.partlyCloudy, .cloudy, .rain, .rain, .clear, .haze, .snow])
+        // Caiyun sends percent; the API speaks fractions.
+        #expect(r.daily.map(\.precipitationProbability) == [0.1, 0.25, 0.8, 0.95, 0.0, 0.05, 0.6])
+    }
+
+    @Test func forecastIsTrimmedToTheDaysAsked() throws {
+        let r = try report(Fixture.bytes(Fixture.caiyunWeather), .forecast(days: 3))
+        #expect(r.daily.map(\.date) == ["2026-11-30", "2026-12-01", "2026-12-02"])
+        #expect(r.current != nil)
+    }
+
+    @Test func forecastWithFewerDaysThanAskedIsNotCovered() throws {
+        #expect(throws: ProviderFailure.notCovered) { try report(Fixture.bytes(Fixture.caiyunWeather), .forecast(days: 8)) }
+    }
+
+    @Test func tripKeepsExactlyTheAskedLocalDatesWithoutCurrent() throws {
+        let trip = WeatherQuery.trip(start: LocalDate("2026-12-02")!, end: LocalDate("2026-12-04")!)
+        let r = try report(Fixture.bytes(Fixture.caiyunWeather), trip)
+        #expect(r.current == nil)
+        #expect(r.daily.map(\.date) == ["2026-12-02", "2026-12-03", "2026-12-04"])
+        #expect(r.daily.map(\.precipitationProbability) == [0.8, 0.95, 0.0])
+    }
+
+    @Test func tripWithADayMissingFromTheAnswerIsNotCovered() throws {
+        let trip = WeatherQuery.trip(start: LocalDate("2026-12-05")!, end: LocalDate("2026-12-07")!)
+        #expect(throws: ProviderFailure.notCovered) { try report(Fixture.bytes(Fixture.caiyunWeather), trip) }
+    }
+
+    @Test func integersWhereTheFixtureHasDecimalsAreAccepted() throws {
+        let body = try Fixture.encode(Fixture.integers(Fixture.object(Fixture.caiyunWeather)))
+        #expect(!String(decoding: body, as: UTF8.self).contains("12.3"))
+        let r = try report(body)
+        #expect(r.current?.temperatureC == 12)
+        #expect(r.current?.humidity == 1)  // 0.62 rounds to 1: still a valid fraction
+        #expect(r.daily[0].temperatureMaxC == 15)  // 14.5 rounds half away from zero
+        #expect(r.daily[1].precipitationProbability == 0.25)
+    }
+
+    @Test func missingOptionalFieldsBecomeNullNotInvented() throws {
+        let body = try modified { o in
+            o["server_time"] = nil
+            var result = o["result"] as! [String: Any]
+            var realtime = result["realtime"] as! [String: Any]
+            realtime["apparent_temperature"] = nil
+            realtime["precipitation"] = nil
+            realtime["skycon"] = nil
+            realtime["wind"] = [String: Any]()
+            result["realtime"] = realtime
+            var daily = result["daily"] as! [String: Any]
+            var precipitation = daily["precipitation"] as! [[String: Any]]
+            precipitation[1]["probability"] = nil
+            daily["precipitation"] = precipitation
+            var temperature = daily["temperature"] as! [[String: Any]]
+            temperature[2]["min"] = NSNull()
+            daily["temperature"] = temperature
+            var skycon = daily["skycon"] as! [[String: Any]]
+            skycon.remove(at: 3)
+            daily["skycon"] = skycon
+            result["daily"] = daily
+            o["result"] = result
+        }
+        let r = try report(body)
+        let c = try #require(r.current)
+        #expect(c.observedAt == fixtureNow.iso8601)  // no server_time: the fetch time
+        #expect(c.apparentTemperatureC == nil)
+        #expect(c.precipitationMmPerHour == nil)
+        #expect(c.windSpeedKph == nil)
+        #expect(c.condition == .unknown)
+        #expect(c.temperatureC == 12.3)
+        #expect(r.daily[1].precipitationProbability == nil)
+        #expect(r.daily[2].temperatureMinC == nil)
+        #expect(r.daily[2].temperatureMaxC == 9.8)
+        #expect(r.daily[3].condition == .unknown)
+        #expect(r.daily.count == 7)
+
+        // Nulls are written as `null`, not dropped, so clients see the field.
+        let json = String(decoding: try JSONEncoder().encode(r), as: UTF8.self)
+        #expect(json.contains("\"apparentTemperatureC\":null"))
+    }
+
+    @Test func unknownExtraFieldsAreIgnored() throws {
+        let plain = try report(Fixture.bytes(Fixture.caiyunWeather))
+        let extra = try report(Fixture.encode(Fixture.withExtraFields(Fixture.object(Fixture.caiyunWeather))))
+        #expect(extra == plain)
+    }
+
+    @Test func missingRequiredStructuresAreUnparseable() throws {
+        #expect(throws: ProviderFailure.unparseable) {
+            try report(modified { o in
+                var result = o["result"] as! [String: Any]
+                result["daily"] = nil
+                o["result"] = result
+            })
+        }
+        #expect(throws: ProviderFailure.unparseable) {
+            try report(modified { o in
+                var result = o["result"] as! [String: Any]
+                result["daily"] = ["status": "ok"]
+                o["result"] = result
+            })
+        }
+        #expect(throws: ProviderFailure.unparseable) { try report(modified { $0["timezone"] = nil }) }
+        #expect(throws: ProviderFailure.unparseable) { try report(modified { $0["result"] = nil }) }
+        let noRealtime = try modified { o in
+            var result = o["result"] as! [String: Any]
+            result["realtime"] = nil
+            o["result"] = result
+        }
+        #expect(throws: ProviderFailure.unparseable) { try report(noRealtime) }
+        // A trip never uses realtime, so its absence does not matter there.
+        let trip = WeatherQuery.trip(start: LocalDate("2026-12-01")!, end: LocalDate("2026-12-01")!)
+        #expect(try report(noRealtime, trip).daily.count == 1)
+        #expect(throws: ProviderFailure.unparseable) {
+            try report(modified { o in
+                var result = o["result"] as! [String: Any]
+                var daily = result["daily"] as! [String: Any]
+                daily["skycon"] = [["date": "tomorrow", "value": "CLOUDY"]]
+                result["daily"] = daily
+                o["result"] = result
+            })
+        }
+    }
+
+    @Test func errorBodiesAreProviderErrorsAndStatusesAreChecked() throws {
+        let error = try Fixture.bytes(Fixture.caiyunError)
+        #expect(throws: ProviderFailure.httpStatus(400, retryAfter: nil)) { try report(error, status: 400) }
+        // A 200 that says "failed" is still a failure.
+        #expect(throws: ProviderFailure.providerError) { try report(error) }
+        #expect(throws: ProviderFailure.providerError) { try report(modified { $0["status"] = nil }) }
+        #expect(throws: ProviderFailure.providerError) {
+            try report(modified { o in
+                var result = o["result"] as! [String: Any]
+                var daily = result["daily"] as! [String: Any]
+                daily["status"] = "failed"
+                result["daily"] = daily
+                o["result"] = result
+            })
+        }
+        #expect(throws: ProviderFailure.httpStatus(429, retryAfter: 30)) {
+            try CaiyunProvider.report(
+                from: HTTPResult(status: 429, retryAfterSeconds: 30, body: error),
+                for: .forecast(days: 7), at: shanghai, now: fixtureNow
+            )
+        }
+    }
+
+    @Test func htmlAndGarbageAreUnparseable() throws {
+        let html = Array("<html><body><h1>502 Bad Gateway</h1></body></html>".utf8)
+        #expect(throws: ProviderFailure.httpStatus(502, retryAfter: nil)) { try report(html, status: 502) }
+        #expect(throws: ProviderFailure.unparseable) { try report(html) }
+        #expect(throws: ProviderFailure.unparseable) { try report(Array(#"{"status": "ok", "result": {"#.utf8)) }
+        #expect(throws: ProviderFailure.unparseable) { try report([]) }
+        #expect(throws: ProviderFailure.unparseable) { try report(Array("[1,2,3]".utf8)) }
+    }
+}

@@ -1,0 +1,184 @@
+import Foundation
+import Testing
+import WeatherCore
+import WeatherProviders
+
+/// libcurl against the python fake on loopback: real sockets, real HTTP, no internet.
+@Suite struct CurlTransportTests {
+    /// Short, so the timeout test costs half a second.
+    static let timeout = 0.5
+
+    /// Runs `body` with a fresh fake server, stopped by pid whatever happens.
+    func withServer(_ body: (FakeProviderServer, CurlTransport) throws -> Void) throws {
+        let server = try FakeProviderServer()
+        defer { server.stop() }
+        try body(server, try CurlTransport())
+    }
+
+    func caiyun(_ server: FakeProviderServer, _ transport: CurlTransport, timeout: Double = 5) -> CaiyunProvider {
+        CaiyunProvider(baseURL: server.baseURL, token: "fake-token", transport: transport, timeoutSeconds: timeout)
+    }
+
+    func visualCrossing(_ server: FakeProviderServer, _ transport: CurlTransport, timeout: Double = 5) -> VisualCrossingProvider {
+        VisualCrossingProvider(baseURL: server.baseURL, apiKey: "fake-key", transport: transport, timeoutSeconds: timeout)
+    }
+
+    /// The fake dates its answers from the real clock, so these tests use it too.
+    static var realNow: Timestamp { Timestamp(seconds: Int64(Date().timeIntervalSince1970)) }
+
+    @Test func caiyunForecastRoundTripsAndIsRecordedLongitudeFirst() throws {
+        try withServer { server, transport in
+            let report = try caiyun(server, transport).fetch(.forecast(days: 7), at: shanghai, now: Self.realNow)
+            #expect(report.daily.count == 7)
+            #expect(report.current?.condition == .cloudy)
+            #expect(report.current?.humidity == 0.62)
+            #expect(report.timezone == "Asia/Shanghai")
+            let calls = try server.calls()
+            #expect(calls.count == 1)
+            #expect(calls.first?["provider"] as? String == "caiyun")
+            #expect(calls.first?["path"] as? String == "/v2.6/<key>/121.5,31.3/weather")
+            let query = calls.first?["query"] as? [String: String]
+            #expect(query == ["unit": "metric:v2", "dailysteps": "7", "hourlysteps": "1"])
+        }
+    }
+
+    @Test func visualCrossingForecastAndTripRoundTrip() throws {
+        try withServer { server, transport in
+            let now = Self.realNow
+            let provider = visualCrossing(server, transport)
+            let forecast = try provider.fetch(.forecast(days: 15), at: newYork, now: now)
+            #expect(forecast.daily.count == 15)
+            #expect(forecast.daily.first?.date == now.utcDate.description)
+            #expect(forecast.current?.humidity == 0.725)
+            let start = now.utcDate.adding(days: 20)
+            let trip = try provider.fetch(.trip(start: start, end: start.adding(days: 4)), at: newYork, now: now)
+            #expect(trip.current == nil)
+            #expect(trip.daily.map(\.date) == (0..<5).map { start.adding(days: $0).description })
+            #expect(trip.daily.last?.precipitationProbability == nil)
+            let calls = try server.calls()
+            #expect(calls.map { $0["path"] as? String } == [
+                "/VisualCrossingWebServices/rest/services/timeline/40.7,-74",
+                "/VisualCrossingWebServices/rest/services/timeline/40.7,-74/\(start)/\(start.adding(days: 4))",
+            ])
+            #expect((calls[0]["query"] as? [String: String])?["key"] == "<key>")
+            #expect((calls[0]["query"] as? [String: String])?["unitGroup"] == "metric")
+        }
+    }
+
+    @Test(arguments: ["integers", "missing_optional", "extra_fields"])
+    func payloadVariationsFromTheFakeStillNormalise(mode: String) throws {
+        try withServer { server, transport in
+            try server.setMode("caiyun", mode)
+            try server.setMode("visualcrossing", mode)
+            let c = try caiyun(server, transport).fetch(.forecast(days: 5), at: shanghai, now: Self.realNow)
+            let v = try visualCrossing(server, transport).fetch(.forecast(days: 5), at: newYork, now: Self.realNow)
+            #expect(c.daily.count == 5 && v.daily.count == 5)
+            #expect(c.current != nil && v.current != nil)
+            if mode == "missing_optional" {
+                #expect(c.current?.apparentTemperatureC == nil)
+                #expect(c.daily[1].precipitationProbability == nil)
+                #expect(v.current?.apparentTemperatureC == nil)
+                #expect(v.daily[1].precipitationProbability == nil)
+            }
+        }
+    }
+
+    @Test func rateLimitCarriesRetryAfter() throws {
+        try withServer { server, transport in
+            try server.setMode("caiyun", "rate_limited")
+            try server.setMode("visualcrossing", "rate_limited")
+            let raw = try transport.get("\(server.baseURL)/v2.6/t/121.5,31.3/weather?dailysteps=1", timeoutSeconds: 5)
+            #expect(raw.status == 429)
+            #expect(raw.retryAfterSeconds == 30)
+            #expect(throws: ProviderFailure.httpStatus(429, retryAfter: 30)) {
+                try caiyun(server, transport).fetch(.forecast(days: 7), at: shanghai, now: Self.realNow)
+            }
+            #expect(throws: ProviderFailure.httpStatus(429, retryAfter: 30)) {
+                try visualCrossing(server, transport).fetch(.forecast(days: 7), at: newYork, now: Self.realNow)
+            }
+            // Retry-After belongs to the response that sent it, not to the next one.
+            let ok = try transport.get("\(server.baseURL)/_calls", timeoutSeconds: 5)
+            #expect(ok.status == 200 && ok.retryAfterSeconds == nil)
+        }
+    }
+
+    @Test(arguments: [
+        ("unauthorized", ProviderFailure.httpStatus(401, retryAfter: nil), ProviderFailure.httpStatus(401, retryAfter: nil)),
+        ("html_error", .httpStatus(502, retryAfter: nil), .httpStatus(502, retryAfter: nil)),
+        ("error_body", .providerError, .providerError),
+        ("garbage", .unparseable, .unparseable),
+        ("short", .notCovered, .notCovered),
+    ])
+    func errorModesAreClassified(mode: String, caiyunFailure: ProviderFailure, vcFailure: ProviderFailure) throws {
+        try withServer { server, transport in
+            try server.setMode("caiyun", mode)
+            try server.setMode("visualcrossing", mode)
+            // 15 days: the most both providers return, so `short` is one day short for both.
+            #expect(throws: caiyunFailure) { try caiyun(server, transport).fetch(.forecast(days: 15), at: shanghai, now: Self.realNow) }
+            #expect(throws: vcFailure) { try visualCrossing(server, transport).fetch(.forecast(days: 15), at: newYork, now: Self.realNow) }
+        }
+    }
+
+    @Test func slowProviderTimesOutOnTimeAndTheHandleRecovers() throws {
+        try withServer { server, transport in
+            try server.setMode("caiyun", "slow", delay: 5)
+            let provider = caiyun(server, transport, timeout: Self.timeout)
+            let clock = ContinuousClock()
+            let started = clock.now
+            #expect(throws: ProviderFailure.timeout) { try provider.fetch(.forecast(days: 7), at: shanghai, now: Self.realNow) }
+            #expect(clock.now - started < .seconds(Self.timeout + 1))
+            // The same easy handle serves the next call normally.
+            try server.setMode("caiyun", "ok")
+            #expect(try provider.fetch(.forecast(days: 2), at: shanghai, now: Self.realNow).daily.count == 2)
+        }
+    }
+
+    @Test func resetConnectionIsATransportFailure() throws {
+        try withServer { server, transport in
+            try server.setMode("caiyun", "reset")
+            let provider = caiyun(server, transport)
+            #expect(throws: ProviderFailure.transport) { try provider.fetch(.forecast(days: 7), at: shanghai, now: Self.realNow) }
+            try server.setMode("caiyun", "ok")
+            #expect(try provider.fetch(.forecast(days: 1), at: shanghai, now: Self.realNow).daily.count == 1)
+        }
+    }
+
+    @Test func keepAliveReusesTheConnection() throws {
+        try withServer { server, transport throws in
+            let provider = caiyun(server, transport)
+            for days in 1...5 {
+                #expect(try provider.fetch(.forecast(days: days), at: shanghai, now: Self.realNow).daily.count == days)
+            }
+            #expect(try server.calls().count == 5)
+        }
+    }
+
+    @Test func oversizedBodyIsUnparseable() throws {
+        try withServer { server, _ in
+            let small = try CurlTransport(maxBodyBytes: 1024)
+            #expect(throws: ProviderFailure.unparseable) {
+                try small.get("\(server.baseURL)/v2.6/t/121.5,31.3/weather?dailysteps=15", timeoutSeconds: 5)
+            }
+        }
+    }
+
+    @Test func nothingListeningIsATransportFailureWithoutTheURL() throws {
+        // Bind, read the port, close: nothing listens there afterwards.
+        let server = try FakeProviderServer()
+        let port = server.port
+        server.stop()
+        let transport = try CurlTransport()
+        do {
+            _ = try transport.get("http://127.0.0.1:\(port)/v2.6/secret-token/1,2/weather", timeoutSeconds: 2)
+            Issue.record("expected a failure")
+        } catch {
+            #expect(error == .transport)
+            #expect(!"\(error)".contains("secret") && !error.summary.contains("secret"))
+        }
+    }
+
+    @Test func otherSchemesAreRefused() throws {
+        let transport = try CurlTransport()
+        #expect(throws: ProviderFailure.transport) { try transport.get("file:///etc/passwd", timeoutSeconds: 1) }
+    }
+}
