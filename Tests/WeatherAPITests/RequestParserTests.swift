@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import WeatherAPI
 
@@ -63,5 +64,17 @@ import Testing
     @Test func duplicateQueryParameterIsRefused() throws {
         let r = try parse(["REQUEST_METHOD": "GET", "REQUEST_URI": "/v1/weather?lat=1&lat=2"])
         #expect(throws: HTTPError.self) { try r.queryValue("lat") }
+    }
+}
+
+@Suite struct OpenAPIDocumentTests {
+    @Test func servedDocumentEqualsDocsOpenAPIJSON() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let onDisk = try String(contentsOf: root.appendingPathComponent("docs/openapi.json"), encoding: .utf8)
+        #expect(onDisk.trimmingCharacters(in: .newlines) == openAPIDocument.trimmingCharacters(in: .newlines), "run scripts/embed.sh")
+        let t = try TestGateway()
+        let a = t.send("GET", "/openapi.json")
+        #expect(a.status == 200)
+        #expect((a.json["openapi"] as? String)?.hasPrefix("3.1") == true)
     }
 }

@@ -14,10 +14,10 @@ import WeatherCore
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let dir = root.appendingPathComponent("migrations")
         let files = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.hasSuffix(".sql") }.sorted()
-        #expect(files == embeddedMigrations.map(\.name), "run scripts/embed-migrations.sh")
+        #expect(files == embeddedMigrations.map(\.name), "run scripts/embed.sh")
         for m in embeddedMigrations {
             let text = try String(contentsOf: dir.appendingPathComponent(m.name), encoding: .utf8)
-            #expect(text.trimmingCharacters(in: .newlines) == m.sql.trimmingCharacters(in: .newlines), "\(m.name) differs; run scripts/embed-migrations.sh")
+            #expect(text.trimmingCharacters(in: .newlines) == m.sql.trimmingCharacters(in: .newlines), "\(m.name) differs; run scripts/embed.sh")
         }
         #expect(files.allSatisfy { $0.range(of: #"^\d{4}_[a-z0-9_]+\.sql$"#, options: .regularExpression) != nil })
     }

@@ -20,8 +20,10 @@ public enum Bootstrap {
         return out
     }
 
-    /// Environment first, then the `KEY=VALUE` file named by `WEATHER_CONFIG` (or the default
-    /// `/etc/closet-weather/weather.conf` when it exists). Only known names are read from the
+    /// Environment first, then the `KEY=VALUE` file named by `WEATHER_CONFIG`, or else the first
+    /// that exists of `/etc/closet-weather/weather.conf` and, for shared hosts where the web
+    /// server cannot set the environment, `<folder of the executable>/../closet-weather-data/weather.conf`
+    /// (a sibling of the document root, so never served). Only known names are read from the
     /// environment, so unrelated variables cannot leak in.
     public static func loadConfig(environment: [String: String] = processEnvironment()) throws -> GatewayConfig {
         let relevant = environment.filter { ConfigLoader.knownVariables.contains($0.key) || $0.key.hasPrefix("WEATHER_") }
@@ -29,10 +31,23 @@ public enum Bootstrap {
         if let path = environment["WEATHER_CONFIG"], !path.isEmpty {
             guard let text = readFile(path) else { throw StartupError("WEATHER_CONFIG names \(path), which cannot be read") }
             file = try ConfigLoader.parseFile(text)
-        } else if let text = readFile(GatewayConfig.defaultConfigPath) {
+        } else if let text = defaultConfigPaths().lazy.compactMap({ readFile($0) }).first {
             file = try ConfigLoader.parseFile(text)
         }
         return try ConfigLoader.load(environment: relevant, file: file)
+    }
+
+    /// Where configuration is looked for when `WEATHER_CONFIG` is unset, in order.
+    public static func defaultConfigPaths() -> [String] {
+        var paths = [GatewayConfig.defaultConfigPath]
+        var buf = [CChar](repeating: 0, count: 4096)
+        let n = readlink("/proc/self/exe", &buf, buf.count - 1)
+        if n > 0 {
+            let exe = String(decoding: buf[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            let dir = exe.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+            paths.append(dir + "/../closet-weather-data/weather.conf")
+        }
+        return paths
     }
 
     /// The hash key: `WEATHER_HASH_KEY`, or the key file beside the database, created once (0600)

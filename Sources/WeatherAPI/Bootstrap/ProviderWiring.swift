@@ -1,6 +1,45 @@
 import WeatherCore
+import WeatherProviders
 
-/// Builds the weather source from configuration (filled in once the provider clients land).
+/// Builds the weather source from configuration: the configured providers, in the order of
+/// `WEATHER_PROVIDERS`, skipping any without a key.
 public enum ProviderWiring {
-    public static func source(for config: GatewayConfig) -> (any WeatherSource)? { nil }
+    public static func source(for config: GatewayConfig) throws -> any WeatherSource {
+        let transport = try CurlTransport()
+        var providers: [any WeatherProvider] = []
+        for name in config.providers {
+            switch name {
+            case "caiyun":
+                if let token = config.caiyunToken {
+                    providers.append(CaiyunProvider(baseURL: config.caiyunBaseURL, token: token, transport: transport, timeoutSeconds: config.providerTimeout))
+                }
+            case "visualcrossing":
+                if let key = config.visualCrossingKey {
+                    providers.append(VisualCrossingProvider(baseURL: config.visualCrossingBaseURL, apiKey: key, transport: transport, timeoutSeconds: config.providerTimeout))
+                }
+            default:
+                break  // refused by the config loader already
+            }
+        }
+        return ChainWeatherSource(chain: ProviderChain(providers), timeout: config.providerTimeout)
+    }
+}
+
+/// The provider chain seen as a `WeatherSource`.
+struct ChainWeatherSource: WeatherSource {
+    let chain: ProviderChain
+    let timeout: Double
+
+    var isConfigured: Bool { !chain.isEmpty }
+    var worstCaseSeconds: Double { timeout * Double(max(1, chain.providers.count)) }
+
+    func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) -> WeatherFetch {
+        let outcome = chain.fetch(query, at: point, now: now)
+        let attempts = outcome.attempts.filter(\.calledProvider).map { (provider: $0.provider, failed: !$0.succeeded) }
+        switch outcome.result {
+        case .success(let report): return WeatherFetch(result: .success(report), attempts: attempts)
+        case .failure(.timeout): return WeatherFetch(result: .failure(.timeout), attempts: attempts)
+        case .failure: return WeatherFetch(result: .failure(.providerError), attempts: attempts)
+        }
+    }
 }

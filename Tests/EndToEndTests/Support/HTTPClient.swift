@@ -94,3 +94,25 @@ struct ClientError: Error, CustomStringConvertible {
     let description: String
     init(_ d: String) { description = d }
 }
+
+/// Results gathered from concurrent requests.
+final class Collector<T>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var storage: [T] = []
+    func append(_ item: T) { lock.lock(); storage.append(item); lock.unlock() }
+    var items: [T] { lock.lock(); defer { lock.unlock() }; return storage }
+}
+
+/// Sends `n` requests at once (one thread each) and returns the answers that arrived.
+func concurrently(_ n: Int, port: Int, _ method: String, _ path: String, headers: [String: String] = [:], json: [UInt8]? = nil) -> [HTTPResponse] {
+    let out = Collector<HTTPResponse>()
+    var h = headers
+    if json != nil { h["Content-Type"] = "application/json" }
+    let hh = h
+    DispatchQueue.concurrentPerform(iterations: n) { _ in
+        if let r = try? HTTPClient.send(port: port, method, path, headers: hh, body: json) { out.append(r) }
+    }
+    return out.items
+}
+
+func jsonBytes(_ object: [String: Any]) -> [UInt8] { Array((try? JSONSerialization.data(withJSONObject: object)) ?? Data()) }
