@@ -1,0 +1,125 @@
+import Foundation
+import Testing
+@testable import WeatherAPI
+import WeatherCore
+
+/// The six quotas of API.md with an injected clock: the request past the quota gets 429 with a
+/// truthful Retry-After, others are unaffected, and the quota comes back.
+@Suite struct LimitTests {
+    func expectLimited(_ a: TestGateway.Answer, retryAfter: Int, _ comment: Comment? = nil) {
+        #expect(a.status == 429, comment)
+        #expect(a.errorCode == "rate_limited", comment)
+        #expect(a.headers["retry-after"] == "\(retryAfter)", comment)
+    }
+
+    @Test func sessionCreationPerIP() throws {
+        let t = try TestGateway { $0.limits.sessionCreatePerIPPerHour = 2 }
+        let body: [String: Any] = ["platform": "ios", "installationId": UUID().uuidString]
+        for _ in 0..<2 { #expect(t.send("POST", "/v1/weather/session", body: body, ip: "192.0.2.1").status == 201) }
+        expectLimited(t.send("POST", "/v1/weather/session", body: body, ip: "192.0.2.1"), retryAfter: 1800)
+        #expect(t.send("POST", "/v1/weather/session", body: body, ip: "192.0.2.2").status == 201)
+        t.clock.advance(1799)
+        #expect(t.send("POST", "/v1/weather/session", body: body, ip: "192.0.2.1").status == 429)
+        t.clock.advance(1)
+        #expect(t.send("POST", "/v1/weather/session", body: body, ip: "192.0.2.1").status == 201)
+    }
+
+    @Test func refreshPerSession() throws {
+        let t = try TestGateway { $0.limits.refreshPerSessionPerHour = 2 }
+        var s = t.createSession()
+        for _ in 0..<2 {
+            let r = t.refresh(s)
+            #expect(r.status == 200)
+            s = r.json
+        }
+        expectLimited(t.refresh(s), retryAfter: 1800)
+        #expect(t.refresh(t.createSession()).status == 200)
+        t.clock.advance(1800)
+        #expect(t.refresh(s).status == 200)
+    }
+
+    @Test func weatherPerSession() throws {
+        let t = try TestGateway { $0.limits.requestsPerSessionPerHour = 3 }
+        let a = t.createSession()["weatherAccessToken"] as? String
+        for _ in 0..<3 { #expect(t.weather(token: a).status == 200) }
+        expectLimited(t.weather(token: a), retryAfter: 1200)
+        #expect(t.weather(token: t.createSession()["weatherAccessToken"] as? String).status == 200)
+        t.clock.advance(1200)
+        #expect(t.weather(token: a).status == 200)
+    }
+
+    @Test func weatherPerIP() throws {
+        let t = try TestGateway { $0.limits.requestsPerIPPerHour = 3 }
+        let a = t.createSession()["weatherAccessToken"] as? String
+        let b = t.createSession()["weatherAccessToken"] as? String
+        #expect(t.weather(token: a, ip: "2001:db8::1").status == 200)
+        #expect(t.weather(token: b, ip: "2001:db8::1").status == 200)
+        #expect(t.weather(token: nil, legacy: "legacy-token-0123456789", ip: "2001:db8::1").status == 200)
+        expectLimited(t.weather(token: b, ip: "2001:db8:0::1"), retryAfter: 1200, "the same IPv6 address in another spelling")
+        #expect(t.weather(token: a, ip: "2001:db8::2").status == 200)
+    }
+
+    @Test func distinctGridCellsPerSessionPerDay() throws {
+        let t = try TestGateway {
+            $0.limits.gridCellsPerSessionPerDay = 2
+            $0.tokenPolicy.accessTTL = 2 * 86_400  // outlive the day window
+        }
+        let a = t.createSession()["weatherAccessToken"] as? String
+        #expect(t.weather(token: a, query: "lat=10&lon=10").status == 200)
+        t.clock.advance(3600)
+        #expect(t.weather(token: a, query: "lat=20&lon=20").status == 200)
+        #expect(t.weather(token: a, query: "lat=10.01&lon=10.01").status == 200, "same cell again")
+        expectLimited(t.weather(token: a, query: "lat=30&lon=30"), retryAfter: 82_800)
+        #expect(t.weather(token: t.createSession()["weatherAccessToken"] as? String, query: "lat=30&lon=30").status == 200)
+        t.clock.advance(82_800)
+        #expect(t.weather(token: a, query: "lat=30&lon=30").status == 200)
+    }
+
+    @Test func legacyTokenPerIP() throws {
+        let t = try TestGateway { $0.limits.legacyRequestsPerIPPerHour = 2 }
+        for _ in 0..<2 { #expect(t.weather(token: nil, legacy: "legacy-token-0123456789").status == 200) }
+        expectLimited(t.weather(token: nil, legacy: "legacy-token-0123456789"), retryAfter: 1800)
+        #expect(t.weather(token: nil, legacy: "legacy-token-0123456789", ip: "192.0.2.99").status == 200)
+        // Sessions from the same IP have their own quota.
+        #expect(t.weather(token: t.createSession()["weatherAccessToken"] as? String).status == 200)
+        t.clock.advance(1800)
+        #expect(t.weather(token: nil, legacy: "legacy-token-0123456789").status == 200)
+    }
+
+    @Test func zeroTurnsEveryLimitOff() throws {
+        let t = try TestGateway {
+            $0.limits = LimitSettings()
+            $0.limits.requestsPerSessionPerHour = 0
+            $0.limits.requestsPerIPPerHour = 0
+            $0.limits.gridCellsPerSessionPerDay = 0
+        }
+        let a = t.createSession()["weatherAccessToken"] as? String
+        for i in 0..<150 { #expect(t.weather(token: a, query: "lat=\(i % 80)&lon=1").status == 200) }
+        #expect(try t.store.db.scalarInt("SELECT count(*) FROM weather_rate_limits WHERE bucket_key LIKE 'weather%'") == 0)
+    }
+
+    @Test func limitedRequestsAreCounted() throws {
+        let t = try TestGateway { $0.limits.legacyRequestsPerIPPerHour = 1 }
+        _ = t.weather(token: nil, legacy: "legacy-token-0123456789")
+        _ = t.weather(token: nil, legacy: "legacy-token-0123456789")
+        let rows = try t.store.db.statement("SELECT name, value FROM weather_counters WHERE name IN ('status.429', 'limited.legacy_ip') ORDER BY name").rows { "\($0.text(0)!)=\($0.int(1))" }
+        #expect(rows == ["limited.legacy_ip=1", "status.429=1"])
+    }
+
+    @Test func forwardedForBelievedOnlyFromTrustedProxies() throws {
+        let untrusted = try TestGateway { $0.limits.legacyRequestsPerIPPerHour = 1 }
+        func legacy(_ t: TestGateway, xff: String) -> Int {
+            t.send("GET", "/v1/weather?lat=1&lon=1", headers: ["X-Weather-Token": "legacy-token-0123456789", "X-Forwarded-For": xff], ip: "10.0.0.5").status
+        }
+        #expect(legacy(untrusted, xff: "203.0.113.1") == 200)
+        #expect(legacy(untrusted, xff: "203.0.113.2") == 429, "a spoofed header opens no new quota")
+        let trusted = try TestGateway {
+            $0.limits.legacyRequestsPerIPPerHour = 1
+            $0.trustedProxies = [CIDR("10.0.0.0/8")!]
+        }
+        #expect(legacy(trusted, xff: "203.0.113.1") == 200)
+        #expect(legacy(trusted, xff: "203.0.113.2") == 200)
+        #expect(legacy(trusted, xff: "198.51.100.1, 203.0.113.1") == 429, "right-most untrusted hop counts")
+        #expect(legacy(trusted, xff: "2001:db8::7") == 200)
+    }
+}
