@@ -1,1 +1,8 @@
+import WeatherAPI
+import WeatherCore
+#if canImport(Glibc)
+import Glibc
+#endif
 
+// Wiring only: the commands live in Commands/, the command line in CLI/.
+exit(WeatherCtl.main(Array(CommandLine.arguments.dropFirst()), environment: Bootstrap.processEnvironment(), now: Timestamp.systemNow()))

@@ -72,6 +72,7 @@ public final class Gateway {
         var line = LogLine()
         line.add("ts", now.iso8601)
         line.add("request_id", requestId)
+        line.add("worker", requestIdPrefix)
         line.add("method", method)
         line.add("route", route)
         line.add("status", String(response.status))
