@@ -103,6 +103,7 @@ import Glibc
     @Test func legacyPathIsOffWhenUnconfigured() throws {
         let fake = try FakeProviders()
         let h = try GatewayHarness(workers: 2, env: fake.environment())
+        h.companions.append(fake)
         #expect(try h.request("GET", "/v1/weather?lat=1&lon=1", headers: ["X-Weather-Token": Self.legacy]).status == 401)
     }
 

@@ -13,6 +13,7 @@ import Glibc
     @Test func caiyunSeesOnlySnappedCoordinatesLongitudeFirst() throws {
         let fake = try FakeProviders()
         let h = try GatewayHarness(workers: 2, env: fake.environment())
+        h.companions.append(fake)
         let r = try h.request("GET", "/v1/weather?lat=31.2304&lon=121.4737&days=3", headers: try session(h))
         #expect(r.status == 200, "\(r.text)")
         #expect(r.json["provider"] as? String == "caiyun")
@@ -32,6 +33,7 @@ import Glibc
     @Test func secondRequestInCellIsAHitAndSixteenConcurrentMissesMakeOneCall() throws {
         let fake = try FakeProviders()
         let h = try GatewayHarness(workers: 2, env: fake.environment())
+        h.companions.append(fake)
         let auth = try session(h)
         #expect(try h.request("GET", "/v1/weather?lat=10.01&lon=20.01", headers: auth).json["cache"] as? String == "miss")
         let hit = try h.request("GET", "/v1/weather?lat=9.99&lon=19.98", headers: auth)
@@ -77,6 +79,7 @@ import Glibc
     @Test func slowProviderIs504AndTheWorkerIsFreeRightAfter() throws {
         let fake = try FakeProviders()
         let h = try GatewayHarness(workers: 1, env: fake.environment(providers: "caiyun", timeout: "1"))
+        h.companions.append(fake)
         let auth = try session(h)
         try fake.setMode("caiyun", "slow", delay: 5)
         let started = Date()
@@ -94,6 +97,7 @@ import Glibc
     @Test func tripBeyondCaiyunHorizonGoesToVisualCrossing() throws {
         let fake = try FakeProviders()
         let h = try GatewayHarness(workers: 2, env: fake.environment())
+        h.companions.append(fake)
         let auth = try session(h)
         func day(_ offset: Int) -> String {
             let f = DateFormatter()

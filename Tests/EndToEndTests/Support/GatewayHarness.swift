@@ -82,6 +82,8 @@ final class GatewayHarness {
     let environment: [String: String]
     private(set) var app: ChildProcess?
     private var nginx: ChildProcess?
+    /// Things that must live as long as the gateway (e.g. the fake providers it calls).
+    var companions: [AnyObject] = []
 
     /// `env` adds configuration (e.g. short TTLs, provider base URLs).
     init(workers: Int = 2, env: [String: String] = [:], startNginx: Bool = true) throws {
