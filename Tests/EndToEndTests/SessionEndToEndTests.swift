@@ -72,6 +72,7 @@ import Glibc
         env["WEATHER_ACCESS_TOKEN_TTL"] = "2"
         env["WEATHER_REFRESH_AFTER"] = "1"
         let h = try GatewayHarness(workers: 2, env: env)
+        h.companions.append(fake)
         let s = try h.createSession()
         let access = s["weatherAccessToken"] as! String
         func weather(_ headers: [String: String]) throws -> HTTPResponse { try h.request("GET", "/v1/weather?lat=31.2304&lon=121.4737", headers: headers) }

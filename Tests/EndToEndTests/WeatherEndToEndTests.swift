@@ -54,6 +54,7 @@ import Glibc
         var env = fake.environment(timeout: "1")
         env["WEATHER_CACHE_TTL"] = "1"
         let h = try GatewayHarness(workers: 2, env: env)
+        h.companions.append(fake)
         let auth = try session(h)
 
         try fake.setMode("caiyun", "html_error")
