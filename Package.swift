@@ -53,7 +53,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "WeatherAPITests", dependencies: ["WeatherAPI", "WeatherCore", "WeatherStore"], swiftSettings: swiftSettings),
-        .testTarget(name: "EndToEndTests", dependencies: ["WeatherCore"], swiftSettings: swiftSettings),
+        .testTarget(name: "EndToEndTests", dependencies: ["WeatherCore", "WeatherSessionKit"], swiftSettings: swiftSettings),
         .testTarget(name: "WeatherSessionKitTests", dependencies: ["WeatherSessionKit"], swiftSettings: swiftSettings),
     ]
 )
