@@ -1,0 +1,191 @@
+/// What operators ask of the store (`weatherctl`), in the gateway's words: sessions, revocation by
+/// installation, hourly counters, pruning and health. No SQL leaves the implementation.
+public protocol OperatorStore: GatewayStore {
+    /// Sessions matching `filter`, newest first.
+    func sessions(_ filter: SessionFilter) throws(StoreError) -> [SessionSummary]
+
+    /// One session and its token counts at `now`; `nil` when there is no such session.
+    func session(id: String, now: Timestamp) throws(StoreError) -> SessionDetail?
+
+    /// Revokes every active session of one installation (its `installation_id_hash`) and every token
+    /// of those sessions, in one transaction. Returns the ids revoked, oldest first.
+    func revokeInstallation(hash: String, now: Timestamp) throws(StoreError) -> [String]
+
+    /// Counter rows whose hour bucket lies in `fromHour...toHour` (both `2026-11-30T02` style).
+    func counters(fromHour: String, toHour: String) throws(StoreError) -> [CounterRow]
+
+    /// Deletes (or, with `dryRun`, counts) what `policy` says has outlived its use.
+    func prune(now: Timestamp, policy: PrunePolicy, dryRun: Bool) throws(StoreError) -> PruneReport
+
+    /// The database's own consistency check: `"ok"` when sound, else its first complaints.
+    func integrityCheck() throws(StoreError) -> String
+
+    /// The journal mode in force (`wal` for the gateway).
+    func journalMode() throws(StoreError) -> String
+
+    /// Migrations shipped with this build that the database has not recorded, in order.
+    func pendingMigrations() throws(StoreError) -> [String]
+
+    /// Applies every pending migration; returns the names applied, in order.
+    func applyMigrations() throws(StoreError) -> [String]
+}
+
+/// Which sessions `sessions(_:)` returns.
+public struct SessionFilter: Sendable, Equatable {
+    /// `active` or `revoked`; `nil` for both.
+    public var status: SessionStatus?
+    /// Only sessions of this `installation_id_hash`.
+    public var installationIdHash: String?
+    /// At most this many, newest first.
+    public var limit: Int
+
+    public init(status: SessionStatus? = nil, installationIdHash: String? = nil, limit: Int = 50) {
+        self.status = status
+        self.installationIdHash = installationIdHash
+        self.limit = limit
+    }
+}
+
+/// `anonymous_weather_sessions.status`.
+public enum SessionStatus: String, Sendable, CaseIterable {
+    case active
+    case revoked
+}
+
+/// A session as operators see it: never a token, a token hash or the installation id. The first
+/// characters of the installation hash let sessions of one installation be recognised together.
+public struct SessionSummary: Sendable, Equatable {
+    public var id: String
+    public var platform: String
+    public var appVersion: String?
+    public var status: String
+    public var createdAt: Timestamp?
+    public var lastSeenAt: Timestamp?
+    public var revokedAt: Timestamp?
+    /// The first 12 hex characters of `installation_id_hash`.
+    public var installationHashPrefix: String
+
+    public init(
+        id: String, platform: String, appVersion: String?, status: String, createdAt: Timestamp?,
+        lastSeenAt: Timestamp?, revokedAt: Timestamp?, installationHashPrefix: String
+    ) {
+        self.id = id
+        self.platform = platform
+        self.appVersion = appVersion
+        self.status = status
+        self.createdAt = createdAt
+        self.lastSeenAt = lastSeenAt
+        self.revokedAt = revokedAt
+        self.installationHashPrefix = installationHashPrefix
+    }
+
+    /// How many characters of the installation hash operators see.
+    public static let hashPrefixLength = 12
+}
+
+/// One session with its tokens counted by type and state.
+public struct SessionDetail: Sendable, Equatable {
+    public var summary: SessionSummary
+    /// Access and refresh token counts, in that order.
+    public var tokens: [TokenCounts]
+    /// Sessions (this one included) created by the same installation.
+    public var sessionsOfInstallation: Int
+
+    public init(summary: SessionSummary, tokens: [TokenCounts], sessionsOfInstallation: Int) {
+        self.summary = summary
+        self.tokens = tokens
+        self.sessionsOfInstallation = sessionsOfInstallation
+    }
+}
+
+/// Tokens of one type in one session. A token is counted once: revoked (which includes refresh
+/// tokens retired by rotation) before expired, expired before live.
+public struct TokenCounts: Sendable, Equatable {
+    public var type: TokenKind
+    public var live: Int
+    public var expired: Int
+    public var revoked: Int
+
+    public init(type: TokenKind, live: Int = 0, expired: Int = 0, revoked: Int = 0) {
+        self.type = type
+        self.live = live
+        self.expired = expired
+        self.revoked = revoked
+    }
+}
+
+/// One `weather_counters` row: a named count in one UTC hour.
+public struct CounterRow: Sendable, Equatable {
+    /// `2026-11-30T02`.
+    public var hour: String
+    public var name: String
+    public var value: Int64
+
+    public init(hour: String, name: String, value: Int64) {
+        self.hour = hour
+        self.name = name
+        self.value = value
+    }
+}
+
+/// What `weatherctl prune` deletes, and why each row is safe to delete.
+///
+/// Retention policy (all ages measured from the moment `prune` runs):
+/// - **Tokens** (`weather_session_tokens`) are deleted once they expired more than
+///   `expiredTokenGrace` ago (1 day). Revoked tokens that have not yet expired are kept: a refresh
+///   token retired by rotation must still be recognised so that presenting it again is detected as
+///   reuse (which revokes the session) rather than answered as an unknown token. A live token (not
+///   expired, not revoked, of an active session) is never deleted.
+/// - **Revoked sessions** (`anonymous_weather_sessions`) are deleted, together with all their
+///   tokens, once they were revoked more than `revokedSessionRetention` ago (30 days), so an
+///   operator can still inspect a recent revocation.
+/// - **Abandoned sessions** are deleted, together with their tokens, when none of their tokens
+///   expires later than `abandonedSessionRetention` ago (30 days) and they were last seen before
+///   then: such a session can no longer be used or refreshed.
+/// - **Weather cache** rows are deleted once their stale deadline (`stale_until`) has passed; they
+///   can no longer be served, not even as a stale copy.
+/// - **Fetch locks** are deleted once expired; an expired lock is free to take anyway.
+/// - **Rate-limit buckets** are deleted when their theoretical arrival time is in the past: such a
+///   bucket is full, exactly as if it had no row.
+/// - **Grid-cell records** are deleted once older than the distinct-cell window
+///   (`WEATHER_LIMIT_DAY_SECONDS`, 86 400 s by default); they no longer count against the quota.
+/// - **Counters** are deleted when their hour is more than `counterRetention` old (90 days).
+/// - `d1_migrations` is never touched.
+///
+/// Rows go in batches of `batchSize`, each batch its own short `BEGIN IMMEDIATE` transaction, so
+/// workers serving requests wait at most one batch for the write lock.
+public struct PrunePolicy: Sendable, Equatable {
+    /// Seconds after expiry before a token row is deleted.
+    public var expiredTokenGrace: Int64 = 86_400
+    /// Seconds after revocation before a session and its tokens are deleted.
+    public var revokedSessionRetention: Int64 = 30 * 86_400
+    /// Seconds after its last token expired before an unused session is deleted.
+    public var abandonedSessionRetention: Int64 = 30 * 86_400
+    /// The distinct-grid-cell window, seconds (`LimitSettings.dayWindow`).
+    public var cellWindow: Int64 = 86_400
+    /// Seconds hourly counters are kept.
+    public var counterRetention: Int64 = 90 * 86_400
+    /// Rows deleted per transaction.
+    public var batchSize: Int = 5000
+
+    public init() {}
+}
+
+/// Rows deleted (or, in a dry run, that would be deleted), per table.
+public struct PruneReport: Sendable, Equatable {
+    public var dryRun: Bool
+    /// Table name and row count, in the order the tables are pruned.
+    public var tables: [(table: String, rows: Int)]
+
+    public init(dryRun: Bool, tables: [(table: String, rows: Int)] = []) {
+        self.dryRun = dryRun
+        self.tables = tables
+    }
+
+    /// Rows of `table` in this report (0 when absent).
+    public func rows(_ table: String) -> Int { tables.first { $0.table == table }?.rows ?? 0 }
+
+    public static func == (a: PruneReport, b: PruneReport) -> Bool {
+        a.dryRun == b.dryRun && a.tables.map(\.table) == b.tables.map(\.table) && a.tables.map(\.rows) == b.tables.map(\.rows)
+    }
+}

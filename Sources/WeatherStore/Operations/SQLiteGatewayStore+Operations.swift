@@ -1,0 +1,230 @@
+import WeatherCore
+
+/// The operator queries behind `weatherctl`, on the same connection type the workers use. Reads are
+/// single statements (one WAL snapshot each); writes are short `BEGIN IMMEDIATE` transactions.
+extension SQLiteGatewayStore: OperatorStore {
+    // MARK: Sessions
+
+    public func sessions(_ filter: SessionFilter) throws(StoreError) -> [SessionSummary] {
+        let columns = "id, platform, app_version, status, created_at, last_seen_at, revoked_at, substr(installation_id_hash, 1, \(SessionSummary.hashPrefixLength))"
+        let status: SQLValue = filter.status.map { .text($0.rawValue) } ?? .null
+        return try operate {
+            if let hash = filter.installationIdHash {
+                // Uses the installation index: the rows of one app install are few.
+                let s = try db.statement("""
+                    SELECT \(columns) FROM anonymous_weather_sessions
+                    WHERE installation_id_hash = ?2 AND (?1 IS NULL OR status = ?1)
+                    ORDER BY created_at DESC, id LIMIT ?3
+                    """)
+                return try s.rows([status, .text(hash), .int(Int64(filter.limit))], Self.summary)
+            }
+            let s = try db.statement("""
+                SELECT \(columns) FROM anonymous_weather_sessions
+                WHERE ?1 IS NULL OR status = ?1
+                ORDER BY created_at DESC, id LIMIT ?2
+                """)
+            return try s.rows([status, .int(Int64(filter.limit))], Self.summary)
+        }
+    }
+
+    public func session(id: String, now: Timestamp) throws(StoreError) -> SessionDetail? {
+        try operate { () throws -> SessionDetail? in
+            let s = try db.statement("""
+                SELECT id, platform, app_version, status, created_at, last_seen_at, revoked_at,
+                       substr(installation_id_hash, 1, \(SessionSummary.hashPrefixLength)),
+                       (SELECT count(*) FROM anonymous_weather_sessions o WHERE o.installation_id_hash = s.installation_id_hash)
+                FROM anonymous_weather_sessions s WHERE id = ?1
+                """)
+            guard let (summary, siblings) = try s.rows([.text(id)], { (try Self.summary($0), Int($0.int(8))) }).first else {
+                return nil
+            }
+            // Revoked first (rotation retires refresh tokens this way), then expired, else live.
+            let counts = try db.statement("""
+                SELECT token_type,
+                       sum(revoked_at IS NULL AND expires_at > ?2),
+                       sum(revoked_at IS NULL AND expires_at <= ?2),
+                       sum(revoked_at IS NOT NULL)
+                FROM weather_session_tokens WHERE session_id = ?1 GROUP BY token_type
+                """)
+            var byType: [TokenKind: TokenCounts] = [:]
+            for row in try counts.rows([.text(id), .text(now.iso8601)], { r in
+                (r.text(0).flatMap(TokenKind.init(rawValue:)), Int(r.int(1)), Int(r.int(2)), Int(r.int(3)))
+            }) {
+                guard let kind = row.0 else { continue }
+                byType[kind] = TokenCounts(type: kind, live: row.1, expired: row.2, revoked: row.3)
+            }
+            let tokens = [TokenKind.access, .refresh].map { byType[$0] ?? TokenCounts(type: $0) }
+            return SessionDetail(summary: summary, tokens: tokens, sessionsOfInstallation: siblings)
+        }
+    }
+
+    public func revokeInstallation(hash: String, now: Timestamp) throws(StoreError) -> [String] {
+        try operate {
+            try db.transaction {
+                let ids = try db.statement(
+                    "SELECT id FROM anonymous_weather_sessions WHERE installation_id_hash = ?1 AND status = 'active' ORDER BY created_at, id"
+                ).rows([.text(hash)]) { $0.text(0) ?? "" }
+                guard !ids.isEmpty else { return [] }
+                try db.run("""
+                    UPDATE weather_session_tokens SET revoked_at = ?2
+                    WHERE revoked_at IS NULL AND session_id IN
+                      (SELECT id FROM anonymous_weather_sessions WHERE installation_id_hash = ?1 AND status = 'active')
+                    """, [.text(hash), .text(now.iso8601)])
+                try db.run(
+                    "UPDATE anonymous_weather_sessions SET status = 'revoked', revoked_at = coalesce(revoked_at, ?2) WHERE installation_id_hash = ?1 AND status = 'active'",
+                    [.text(hash), .text(now.iso8601)])
+                return ids
+            }
+        }
+    }
+
+    // MARK: Counters
+
+    public func counters(fromHour: String, toHour: String) throws(StoreError) -> [CounterRow] {
+        try operate {
+            try db.statement("SELECT hour, name, value FROM weather_counters WHERE hour >= ?1 AND hour <= ?2 ORDER BY hour, name")
+                .rows([.text(fromHour), .text(toHour)]) { CounterRow(hour: $0.text(0) ?? "", name: $0.text(1) ?? "", value: $0.int(2)) }
+        }
+    }
+
+    // MARK: Pruning
+
+    /// A session with nothing left to live for: revoked long ago, or every token long expired.
+    private static let doomedSession = """
+        (status = 'revoked' AND revoked_at < ?1)
+        OR (last_seen_at < ?2 AND NOT EXISTS (
+              SELECT 1 FROM weather_session_tokens t
+              WHERE t.session_id = anonymous_weather_sessions.id AND t.expires_at >= ?2))
+        """
+
+    public func prune(now: Timestamp, policy: PrunePolicy, dryRun: Bool) throws(StoreError) -> PruneReport {
+        precondition(policy.batchSize > 0, "batch size must be positive")
+        let nowMs = now.seconds * 1000
+        let revokedBefore = SQLValue.text(now.adding(seconds: -policy.revokedSessionRetention).iso8601)
+        let abandonedBefore = SQLValue.text(now.adding(seconds: -policy.abandonedSessionRetention).iso8601)
+        let tokenExpiredBefore = SQLValue.text(now.adding(seconds: -policy.expiredTokenGrace).iso8601)
+        let counterHourBefore = SQLValue.text(CounterKey.hour(of: now.adding(seconds: -policy.counterRetention)))
+        let batch = policy.batchSize
+
+        return try operate {
+            var report = PruneReport(dryRun: dryRun)
+            // Sessions first, with their tokens (the foreign key wants tokens gone before the session).
+            var sessions = 0
+            var tokens = 0
+            if dryRun {
+                sessions = try count("SELECT count(*) FROM anonymous_weather_sessions WHERE \(Self.doomedSession)", [revokedBefore, abandonedBefore])
+                tokens = try count(
+                    "SELECT count(*) FROM weather_session_tokens WHERE session_id IN (SELECT id FROM anonymous_weather_sessions WHERE \(Self.doomedSession))",
+                    [revokedBefore, abandonedBefore])
+                tokens += try count("""
+                    SELECT count(*) FROM weather_session_tokens WHERE expires_at < ?3
+                    AND session_id NOT IN (SELECT id FROM anonymous_weather_sessions WHERE \(Self.doomedSession))
+                    """, [revokedBefore, abandonedBefore, tokenExpiredBefore])
+            } else {
+                while true {
+                    let (n, t) = try db.transaction { () throws -> (Int, Int) in
+                        let ids = try db.statement("SELECT id FROM anonymous_weather_sessions WHERE \(Self.doomedSession) LIMIT ?3")
+                            .rows([revokedBefore, abandonedBefore, .int(Int64(batch))]) { $0.text(0) ?? "" }
+                        var t = 0
+                        for id in ids {
+                            t += try db.run("DELETE FROM weather_session_tokens WHERE session_id = ?1", [.text(id)])
+                            try db.run("DELETE FROM anonymous_weather_sessions WHERE id = ?1", [.text(id)])
+                        }
+                        return (ids.count, t)
+                    }
+                    sessions += n
+                    tokens += t
+                    if n < batch { break }
+                }
+                // Expired past the grace period: never live, and past any reuse check.
+                tokens += try deleteInBatches(
+                    "DELETE FROM weather_session_tokens WHERE rowid IN (SELECT rowid FROM weather_session_tokens WHERE expires_at < ?1 LIMIT ?2)",
+                    [tokenExpiredBefore], batch: batch)
+            }
+            report.tables.append(("anonymous_weather_sessions", sessions))
+            report.tables.append(("weather_session_tokens", tokens))
+
+            // WITHOUT ROWID tables batch on their primary keys.
+            let keyed: [(table: String, key: String, condition: String, bound: SQLValue)] = [
+                ("weather_cache", "cache_key", "stale_until <= ?1", .int(now.seconds)),
+                ("weather_fetch_locks", "cache_key", "expires_at <= ?1", .int(now.seconds)),
+                ("weather_rate_limits", "bucket_key", "tat_ms < ?1", .int(nowMs)),
+                ("weather_session_cells", "(session_id, cell)", "first_seen_ms <= ?1", .int(nowMs - policy.cellWindow * 1000)),
+                ("weather_counters", "(hour, name)", "hour < ?1", counterHourBefore),
+            ]
+            for k in keyed {
+                let rows: Int
+                if dryRun {
+                    rows = try count("SELECT count(*) FROM \(k.table) WHERE \(k.condition)", [k.bound])
+                } else {
+                    let columns = k.key.hasPrefix("(") ? String(k.key.dropFirst().dropLast()) : k.key
+                    rows = try deleteInBatches(
+                        "DELETE FROM \(k.table) WHERE \(k.key) IN (SELECT \(columns) FROM \(k.table) WHERE \(k.condition) LIMIT ?2)",
+                        [k.bound], batch: batch)
+                }
+                report.tables.append((k.table, rows))
+            }
+            return report
+        }
+    }
+
+    /// Runs `sql` (whose last parameter is the batch size) in short transactions until a batch
+    /// comes back smaller than full. Returns the rows deleted.
+    private func deleteInBatches(_ sql: String, _ bindings: [SQLValue], batch: Int) throws -> Int {
+        var total = 0
+        while true {
+            let n = try db.transaction { try db.run(sql, bindings + [.int(Int64(batch))]) }
+            total += n
+            if n < batch { return total }
+        }
+    }
+
+    private func count(_ sql: String, _ bindings: [SQLValue]) throws -> Int {
+        Int(try db.scalarInt(sql, bindings) ?? 0)
+    }
+
+    // MARK: Health and migrations
+
+    public func integrityCheck() throws(StoreError) -> String {
+        try operate {
+            let lines = try db.statement("PRAGMA integrity_check(20)").rows { $0.text(0) ?? "" }
+            return lines.joined(separator: "; ")
+        }
+    }
+
+    public func journalMode() throws(StoreError) -> String {
+        try operate { (try db.scalarText("PRAGMA journal_mode") ?? "unknown").lowercased() }
+    }
+
+    /// Reads `d1_migrations` without creating it, so a check never writes.
+    public func pendingMigrations() throws(StoreError) -> [String] {
+        try operate {
+            guard try db.scalarInt("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'd1_migrations'") != nil else {
+                return embeddedMigrations.map(\.name).sorted()
+            }
+            let done = Set(try db.statement("SELECT name FROM d1_migrations").rows { $0.text(0) ?? "" })
+            return embeddedMigrations.map(\.name).sorted().filter { !done.contains($0) }
+        }
+    }
+
+    public func applyMigrations() throws(StoreError) -> [String] {
+        try operate { try Migrator.apply(to: db) }
+    }
+
+    // MARK: Plumbing
+
+    private static func summary(_ r: Statement) throws -> SessionSummary {
+        SessionSummary(
+            id: r.text(0) ?? "", platform: r.text(1) ?? "", appVersion: r.isNull(2) ? nil : r.text(2),
+            status: r.text(3) ?? "",
+            createdAt: r.text(4).flatMap { Timestamp(iso8601: $0) },
+            lastSeenAt: r.text(5).flatMap { Timestamp(iso8601: $0) },
+            revokedAt: r.isNull(6) ? nil : r.text(6).flatMap { Timestamp(iso8601: $0) },
+            installationHashPrefix: r.text(7) ?? "")
+    }
+
+    /// Runs `body`, turning any failure into a `StoreError`.
+    private func operate<T>(_ body: () throws -> T) throws(StoreError) -> T {
+        do { return try body() } catch { throw Self.storeError(error) }
+    }
+}

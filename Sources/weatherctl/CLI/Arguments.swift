@@ -1,0 +1,105 @@
+/// Why a run stopped early. Each carries the one line printed on standard error.
+enum CLIError: Error {
+    /// The command line itself is wrong (exit 64, as sysexits' `EX_USAGE`).
+    case usage(String)
+    /// The command was understood but could not be carried out (exit 1).
+    case failure(String)
+
+    var message: String {
+        switch self {
+        case .usage(let m), .failure(let m): m
+        }
+    }
+
+    var exitCode: Int32 {
+        switch self {
+        case .usage: ExitCode.usage
+        case .failure: ExitCode.failure
+        }
+    }
+}
+
+/// Exit statuses: 0 done, 1 failed (or a check failed), 64 bad command line.
+enum ExitCode {
+    static let ok: Int32 = 0
+    static let failure: Int32 = 1
+    static let usage: Int32 = 64
+}
+
+/// One `--option` a command accepts; `value` names its argument (`N`, `UUID`), `nil` for a switch.
+struct OptionSpec: Sendable {
+    var name: String
+    var value: String?
+    var help: String
+
+    /// Accepted by every command.
+    static let json = OptionSpec(name: "--json", value: nil, help: "print one JSON document on standard output")
+    static let help = OptionSpec(name: "--help", value: nil, help: "show this help (also -h)")
+}
+
+/// A command line split into positionals, switches and valued options, checked against a spec.
+struct ParsedArguments {
+    var positionals: [String] = []
+    var switches: Set<String> = []
+    var values: [String: String] = [:]
+
+    func has(_ name: String) -> Bool { switches.contains(name) }
+    func value(_ name: String) -> String? { values[name] }
+
+    /// Parses `arguments` for `command`. `--help` anywhere wins, so help works even on a line that
+    /// is otherwise wrong.
+    static func parse(_ arguments: [String], for command: CommandSpec) throws(CLIError) -> ParsedArguments {
+        var parsed = ParsedArguments()
+        if arguments.contains(where: { $0 == "--help" || $0 == "-h" }) {
+            parsed.switches.insert("--help")
+            return parsed
+        }
+        let specs = command.options + [OptionSpec.json, OptionSpec.help]
+        var i = 0
+        var onlyPositionals = false
+        while i < arguments.count {
+            let arg = arguments[i]
+            i += 1
+            if onlyPositionals || !arg.hasPrefix("-") || arg == "-" {
+                parsed.positionals.append(arg)
+                continue
+            }
+            if arg == "--" {
+                onlyPositionals = true
+                continue
+            }
+            let name = arg.split(separator: "=", maxSplits: 1).first.map(String.init) ?? arg
+            guard let spec = specs.first(where: { $0.name == name }) else {
+                throw .usage("unknown option \(name) for `\(command.name)` (see weatherctl \(command.name) --help)")
+            }
+            let inline: String? = arg.contains("=") ? String(arg[arg.index(after: arg.firstIndex(of: "=")!)...]) : nil
+            if let valueName = spec.value {
+                if let inline {
+                    parsed.values[name] = inline
+                } else if i < arguments.count {
+                    parsed.values[name] = arguments[i]
+                    i += 1
+                } else {
+                    throw .usage("\(name) needs a value (\(valueName))")
+                }
+            } else {
+                guard inline == nil else { throw .usage("\(name) takes no value") }
+                parsed.switches.insert(name)
+            }
+        }
+        if parsed.positionals.count > command.arguments.count {
+            let extra = parsed.positionals[command.arguments.count]
+            throw .usage("unexpected argument \"\(extra.prefix(60))\" for `\(command.name)`")
+        }
+        return parsed
+    }
+
+    /// A whole number in `range` given as `name`, or `nil` when the option is absent.
+    func integer(_ name: String, in range: ClosedRange<Int>) throws(CLIError) -> Int? {
+        guard let text = values[name] else { return nil }
+        guard let n = Int(text), range.contains(n) else {
+            throw .usage("\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound), got \"\(text.prefix(40))\"")
+        }
+        return n
+    }
+}

@@ -1,0 +1,100 @@
+import WeatherAPI
+import WeatherCore
+import WeatherStore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What every command may need, opened on demand from the same places the workers use
+/// (`Bootstrap.loadConfig`: environment first, then the `WEATHER_CONFIG` file).
+struct Context {
+    let environment: [String: String]
+    let now: Timestamp
+    let json: Bool
+
+    /// The gateway configuration, or a failure naming the setting to fix.
+    func config() throws(CLIError) -> GatewayConfig {
+        do {
+            return try Bootstrap.loadConfig(environment: environment)
+        } catch {
+            throw .failure("cannot load the configuration: \(error)")
+        }
+    }
+
+    /// How `openStore` treats the database file.
+    enum Opening {
+        /// The file must exist and every migration be applied (everyday commands).
+        case migrated
+        /// The file may be created (`migrate`).
+        case creating
+        /// The file must exist; nothing is written, not even the journal mode (`check`).
+        case readOnly
+    }
+
+    /// The operator's view of the store at `WEATHER_DB_PATH`.
+    func openStore(_ config: GatewayConfig, _ opening: Opening = .migrated) throws(CLIError) -> any OperatorStore {
+        let path = config.databasePath
+        if opening == .creating {
+            let dir = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+            if !dir.isEmpty, !Self.isDirectory(dir) {
+                throw .failure("the database directory \(dir) does not exist (WEATHER_DB_PATH); create it and make it writable for the service user")
+            }
+        } else if !Self.exists(path) {
+            throw .failure("the database \(path) does not exist (WEATHER_DB_PATH); run `weatherctl migrate` to create it")
+        }
+        let store: SQLiteGatewayStore
+        do {
+            store = SQLiteGatewayStore(database: try Database(path: path, readOnly: opening == .readOnly))
+        } catch {
+            throw .failure("cannot open the database \(path) (WEATHER_DB_PATH): \(error)")
+        }
+        if opening == .migrated {
+            let pending = try storeCall { () throws(StoreError) in try store.pendingMigrations() }
+            if !pending.isEmpty {
+                throw .failure("the database \(path) has \(pending.count) pending migration(s) (\(pending.joined(separator: ", "))); run `weatherctl migrate`")
+            }
+        }
+        return store
+    }
+
+    /// `installation_id_hash` of a UUID, with the workers' key. A missing key file is not created
+    /// here: without it no session can belong to any installation, and a new key would hide that.
+    func installationHash(_ uuid: String, _ config: GatewayConfig) throws(CLIError) -> String {
+        guard TokenSyntax.isUUID(uuid) else { throw .usage("--installation-id must be a UUID (8-4-4-4-12 hex digits)") }
+        if config.hashKey == nil, !Self.exists(config.hashKeyFile) {
+            throw .failure("no hash key: WEATHER_HASH_KEY is unset and \(config.hashKeyFile) does not exist, so no session can be matched to an installation")
+        }
+        do {
+            return try TokenMinter(hashKey: try Bootstrap.hashKey(for: config)).installationHash(uuid)
+        } catch {
+            throw .failure("cannot hash the installation id: \(error)")
+        }
+    }
+
+    /// Runs a store call, turning its error into a one-line failure.
+    func storeCall<T>(_ body: () throws(StoreError) -> T) throws(CLIError) -> T {
+        do { return try body() } catch { throw .failure("database: \(error.message)") }
+    }
+
+    /// Human text, or the JSON document when `--json` was given.
+    func emit(human: @autoclosure () -> String, json document: @autoclosure () -> JSONValue) {
+        Terminal.out(json ? document().rendered : human())
+    }
+
+    static func exists(_ path: String) -> Bool {
+        var st = stat()
+        return stat(path, &st) == 0
+    }
+
+    static func isDirectory(_ path: String) -> Bool {
+        var st = stat()
+        return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
+    }
+}
+
+extension Timestamp? {
+    /// Wire format, or `-` for a table cell.
+    var cell: String { self?.iso8601 ?? "-" }
+    /// Wire format, or `null`.
+    var json: JSONValue { self.map { .string($0.iso8601) } ?? .null }
+}

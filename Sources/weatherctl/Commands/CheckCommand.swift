@@ -1,0 +1,113 @@
+import WeatherCore
+import WeatherStore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `weatherctl check`: is this installation fit to serve? Each check prints ok or FAIL; any FAIL
+/// makes the exit status 1. Reads only: it never creates the database or the key file.
+enum CheckCommand {
+    static let spec = CommandSpec(
+        name: "check",
+        summary: "check configuration, hash key, database integrity, WAL and migrations",
+        details: """
+            Checks, in order: the configuration loads; the hash key is set (WEATHER_HASH_KEY) or its
+            file beside the database exists, is readable, long enough and mode 0600 (not readable
+            by group or others); the database exists and opens; PRAGMA integrity_check is ok;
+            journal_mode is wal; no migration is pending. Exits 1 when any check fails.
+            """,
+        run: run)
+
+    struct Result {
+        var name: String
+        var ok: Bool
+        var detail: String
+    }
+
+    static func run(_ args: ParsedArguments, _ context: Context) throws(CLIError) -> Int32 {
+        let results = checks(context)
+        let allOK = results.allSatisfy(\.ok)
+        var table = Table([("RESULT", .left), ("CHECK", .left), ("DETAIL", .left)])
+        for r in results { table.append([r.ok ? "ok" : "FAIL", r.name, r.detail]) }
+        context.emit(
+            human: table.rendered + (allOK ? "all checks passed\n" : "\(results.filter { !$0.ok }.count) check(s) failed\n"),
+            json: .object([
+                ("ok", .bool(allOK)),
+                ("checks", .array(results.map { .object([("name", .string($0.name)), ("ok", .bool($0.ok)), ("detail", .string($0.detail))]) })),
+            ]))
+        return allOK ? ExitCode.ok : ExitCode.failure
+    }
+
+    static func checks(_ context: Context) -> [Result] {
+        var results: [Result] = []
+        let config: GatewayConfig
+        do {
+            config = try context.config()
+            results.append(Result(name: "configuration", ok: true, detail: "loaded; database \(config.databasePath)"))
+        } catch {
+            return [Result(name: "configuration", ok: false, detail: error.message)]
+        }
+        results.append(hashKey(config))
+
+        let store: any OperatorStore
+        do {
+            store = try context.openStore(config, .readOnly)
+            results.append(Result(name: "database", ok: true, detail: "opens"))
+        } catch {
+            results.append(Result(name: "database", ok: false, detail: error.message))
+            return results
+        }
+        func probe(_ name: String, _ body: () throws(StoreError) -> (Bool, String)) {
+            do {
+                let (ok, detail) = try body()
+                results.append(Result(name: name, ok: ok, detail: detail))
+            } catch {
+                results.append(Result(name: name, ok: false, detail: error.message))
+            }
+        }
+        probe("integrity") { () throws(StoreError) in
+            let answer = try store.integrityCheck()
+            return (answer == "ok", "integrity_check: \(answer.prefix(200))")
+        }
+        probe("journal mode") { () throws(StoreError) in
+            let mode = try store.journalMode()
+            return (mode == "wal", mode == "wal" ? "wal" : "journal_mode is \(mode), not wal (start a worker or run weatherctl migrate)")
+        }
+        probe("migrations") { () throws(StoreError) in
+            let pending = try store.pendingMigrations()
+            return pending.isEmpty
+                ? (true, "all \(embeddedMigrations.count) applied")
+                : (false, "\(pending.count) pending: \(pending.joined(separator: ", ")); run weatherctl migrate")
+        }
+        return results
+    }
+
+    /// The key workers hash installation ids with: set in the configuration, or a private file.
+    static func hashKey(_ config: GatewayConfig) -> Result {
+        let name = "hash key"
+        if config.hashKey != nil { return Result(name: name, ok: true, detail: "WEATHER_HASH_KEY is set") }
+        let path = config.hashKeyFile
+        var st = stat()
+        guard stat(path, &st) == 0 else {
+            return Result(name: name, ok: false, detail: "\(path) does not exist (a worker creates it on first start; or set WEATHER_HASH_KEY)")
+        }
+        guard (st.st_mode & S_IFMT) == S_IFREG else { return Result(name: name, ok: false, detail: "\(path) is not a regular file") }
+        let mode = st.st_mode & 0o777
+        guard mode & 0o077 == 0 else {
+            return Result(name: name, ok: false, detail: "\(path) has mode \(octal(mode)), readable by others; run chmod 600 \(path)")
+        }
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { return Result(name: name, ok: false, detail: "\(path) cannot be read by this user") }
+        var buffer = [UInt8](repeating: 0, count: 256)
+        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, 256) }
+        close(fd)
+        let length = n > 0 ? buffer.prefix(n).filter { $0 != 10 && $0 != 13 && $0 != 32 }.count : 0
+        guard length >= 32 else { return Result(name: name, ok: false, detail: "\(path) is empty or shorter than 32 characters") }
+        return Result(name: name, ok: true, detail: "\(path) mode \(octal(mode))")
+    }
+
+    static func octal(_ mode: mode_t) -> String {
+        let digits = String(mode, radix: 8)
+        return String(repeating: "0", count: max(0, 4 - digits.count)) + digits
+    }
+}

@@ -1,0 +1,53 @@
+import WeatherCore
+
+/// `weatherctl prune`: deletes what `PrunePolicy` says has outlived its use, in short batches.
+enum PruneCommand {
+    static let spec = CommandSpec(
+        name: "prune",
+        summary: "delete expired tokens, old revoked or abandoned sessions, dead cache and limit rows",
+        options: [OptionSpec(name: "--dry-run", value: nil, help: "count what would be deleted; delete nothing")],
+        details: """
+            Deletes:
+              tokens expired more than 1 day ago (revoked tokens are kept until they expire, so a
+                rotated refresh token presented again is still caught as reuse);
+              sessions revoked more than 30 days ago, with their tokens;
+              sessions none of whose tokens expires later than 30 days ago, with their tokens;
+              weather cache rows past their stale deadline; expired fetch locks;
+              rate-limit buckets that are full again (no row means a full bucket);
+              grid-cell records older than the cell window (WEATHER_LIMIT_DAY_SECONDS, 1 day);
+              hourly counters older than 90 days.
+            A live token (not expired, not revoked, of an active session) is never deleted.
+            Rows go in batches of 5000, each in its own short transaction, so workers keep serving.
+            Safe to run from cron at any time, e.g. daily.
+            """,
+        run: run)
+
+    static func run(_ args: ParsedArguments, _ context: Context) throws(CLIError) -> Int32 {
+        let config = try context.config()
+        var policy = PrunePolicy()
+        policy.cellWindow = config.limits.dayWindow
+        let dryRun = args.has("--dry-run")
+        let store = try context.openStore(config)
+        let report = try context.storeCall { () throws(StoreError) in try store.prune(now: context.now, policy: policy, dryRun: dryRun) }
+        let total = report.tables.reduce(0) { $0 + $1.rows }
+        var table = Table([("TABLE", .left), (dryRun ? "WOULD DELETE" : "DELETED", .right)])
+        for t in report.tables { table.append([t.table, "\(t.rows)"]) }
+        table.append(["TOTAL", "\(total)"])
+        context.emit(
+            human: table.rendered + (dryRun ? "dry run: nothing was deleted\n" : ""),
+            json: .object([
+                ("dryRun", .bool(dryRun)),
+                ("at", .string(context.now.iso8601)),
+                ("policy", .object([
+                    ("expiredTokenGraceSeconds", .int(policy.expiredTokenGrace)),
+                    ("revokedSessionRetentionSeconds", .int(policy.revokedSessionRetention)),
+                    ("abandonedSessionRetentionSeconds", .int(policy.abandonedSessionRetention)),
+                    ("cellWindowSeconds", .int(policy.cellWindow)),
+                    ("counterRetentionSeconds", .int(policy.counterRetention)),
+                ])),
+                ("tables", .object(report.tables.map { ($0.table, .int($0.rows)) })),
+                ("total", .int(total)),
+            ]))
+        return ExitCode.ok
+    }
+}

@@ -1,0 +1,66 @@
+import WeatherCore
+
+/// `weatherctl revoke`: ends one session, or every active session of one app installation. Workers
+/// read the database on every request, so the next request with any of its tokens gets 401.
+enum RevokeCommand {
+    static let spec = CommandSpec(
+        name: "revoke",
+        summary: "revoke a session, or every active session of an installation",
+        arguments: ["SESSION_ID"],
+        optionalArguments: 1,
+        options: [OptionSpec(name: "--installation-id", value: "UUID", help: "revoke every active session of this app installation")],
+        details: """
+            Give either SESSION_ID or --installation-id. The session is marked revoked with the
+            time, and every token of it is revoked; the next request presenting any of them is
+            refused with 401. For an installation, its id is hashed with the gateway's key exactly
+            as the workers hash it; only the hash is looked up. Revoking a revoked session changes
+            nothing and is not an error; an unknown session id is (exit 1).
+            """,
+        run: run)
+
+    static func run(_ args: ParsedArguments, _ context: Context) throws(CLIError) -> Int32 {
+        let sessionId = try spec.argument(0, in: args)
+        let uuid = args.value("--installation-id")
+        switch (sessionId, uuid) {
+        case (let id?, nil): return try revokeSession(id, context)
+        case (nil, let uuid?): return try revokeInstallation(uuid, context)
+        case (nil, nil): throw .usage("`revoke` needs SESSION_ID or --installation-id UUID (see weatherctl revoke --help)")
+        case (.some, .some): throw .usage("`revoke` takes SESSION_ID or --installation-id, not both")
+        }
+    }
+
+    static func revokeSession(_ id: String, _ context: Context) throws(CLIError) -> Int32 {
+        guard TokenSyntax.isSessionId(id) else { throw .usage("\"\(id.prefix(40))\" is not a session id (aws_...)") }
+        let store = try context.openStore(try context.config())
+        guard let before = try context.storeCall({ () throws(StoreError) in try store.session(id: id, now: context.now) }) else {
+            throw .failure("no session \(id)")
+        }
+        let wasRevoked = before.summary.status == SessionStatus.revoked.rawValue
+        guard try context.storeCall({ () throws(StoreError) in try store.revokeSession(id: id, now: context.now) }) else {
+            throw .failure("no session \(id)")
+        }
+        context.emit(
+            human: wasRevoked ? "session \(id) was already revoked\n" : "revoked session \(id)\n",
+            json: .object([
+                ("revoked", .array(wasRevoked ? [] : [.string(id)])),
+                ("alreadyRevoked", .array(wasRevoked ? [.string(id)] : [])),
+                ("count", .int(wasRevoked ? 0 : 1)),
+            ]))
+        return ExitCode.ok
+    }
+
+    static func revokeInstallation(_ uuid: String, _ context: Context) throws(CLIError) -> Int32 {
+        guard TokenSyntax.isUUID(uuid) else { throw .usage("--installation-id must be a UUID (8-4-4-4-12 hex digits)") }
+        let config = try context.config()
+        let hash = try context.installationHash(uuid, config)
+        let store = try context.openStore(config)
+        let ids = try context.storeCall { () throws(StoreError) in try store.revokeInstallation(hash: hash, now: context.now) }
+        let human = ids.isEmpty
+            ? "no active session of that installation\n"
+            : ids.map { "revoked session \($0)\n" }.joined() + "\(ids.count) session(s) revoked\n"
+        context.emit(
+            human: human,
+            json: .object([("revoked", .array(ids.map(JSONValue.string))), ("alreadyRevoked", .array([])), ("count", .int(ids.count))]))
+        return ExitCode.ok
+    }
+}

@@ -1,0 +1,164 @@
+import WeatherAPI
+import WeatherCore
+
+/// `weatherctl stats`: the hourly counters the workers flush into `weather_counters`, per hour or
+/// per day, with totals.
+enum StatsCommand {
+    static let spec = CommandSpec(
+        name: "stats",
+        summary: "requests by authMode, sessions, refreshes, 401s, 429s, cache and providers, per hour or day",
+        options: [
+            OptionSpec(name: "--hours", value: "N", help: "the last N hours, one row each (1-8784, default 24)"),
+            OptionSpec(name: "--days", value: "N", help: "the last N days, one row each (1-366)"),
+        ],
+        details: """
+            Periods are UTC and include the current, unfinished one. Columns: requests answered by
+            authMode (weather_session, weather_token), sessions created, refreshes (including
+            idempotent retries), 401 and 429 responses, the cache hit ratio (hit / (hit + miss +
+            stale)), and provider calls and errors. Workers flush counters every
+            WEATHER_FLUSH_INTERVAL seconds, so the newest few seconds may be missing. --json adds
+            the per-provider and per-limit (limited.<name>) breakdowns to every period.
+            """,
+        run: run)
+
+    /// One row of the report: the counters of one hour or day, summed by name.
+    struct Period {
+        var label: String
+        var start: Timestamp
+        var end: Timestamp
+        var counts: [String: Int64] = [:]
+
+        func value(_ name: String) -> Int64 { counts[name] ?? 0 }
+
+        var sessionRequests: Int64 { value(Counters.Name.auth(.weatherSession)) }
+        var legacyRequests: Int64 { value(Counters.Name.auth(.weatherToken)) }
+        var sessionsCreated: Int64 { value(Counters.Name.sessionsCreated) }
+        var refreshes: Int64 { value(Counters.Name.refreshes) + value(Counters.Name.refreshRetries) }
+        var unauthorized: Int64 { value(Counters.Name.status(401)) }
+        var rateLimited: Int64 { value(Counters.Name.status(429)) }
+        var cacheHit: Int64 { value(Counters.Name.cache("hit")) }
+        var cacheMiss: Int64 { value(Counters.Name.cache("miss")) }
+        var cacheStale: Int64 { value(Counters.Name.cache("stale")) }
+
+        /// hit / (hit + miss + stale); `nil` when no cacheable request was answered.
+        var hitRatio: Double? {
+            let all = cacheHit + cacheMiss + cacheStale
+            return all == 0 ? nil : Double(cacheHit) / Double(all)
+        }
+
+        /// Provider names seen in `provider.<name>.calls|errors`, sorted.
+        var providers: [String] {
+            Set(counts.keys.compactMap { name -> String? in
+                guard name.hasPrefix("provider.") else { return nil }
+                let parts = name.split(separator: ".")
+                return parts.count == 3 ? String(parts[1]) : nil
+            }).sorted()
+        }
+        var providerCalls: Int64 { providers.reduce(0) { $0 + value(Counters.Name.providerCall($1)) } }
+        var providerErrors: Int64 { providers.reduce(0) { $0 + value(Counters.Name.providerError($1)) } }
+
+        /// `limited.<name>` counts by limit name.
+        var limited: [(String, Int64)] {
+            let prefix = Counters.Name.limited("")
+            return counts.filter { $0.key.hasPrefix(prefix) }.map { (String($0.key.dropFirst(prefix.count)), $0.value) }.sorted { $0.0 < $1.0 }
+        }
+    }
+
+    static func run(_ args: ParsedArguments, _ context: Context) throws(CLIError) -> Int32 {
+        let hours = try args.integer("--hours", in: 1...8784)
+        let days = try args.integer("--days", in: 1...366)
+        if hours != nil && days != nil { throw .usage("give --hours or --days, not both") }
+        let perDay = days != nil
+        let step: Int64 = perDay ? 86_400 : 3600
+        let count = Int64(days ?? hours ?? 24)
+        let current = context.now.seconds - ((context.now.seconds % step) + step) % step
+        var periods: [Period] = []
+        for i in stride(from: count - 1, through: 0, by: -1) {
+            let start = Timestamp(seconds: current - i * step)
+            periods.append(Period(label: perDay ? "\(start.utcDate)" : start.iso8601, start: start, end: start.adding(seconds: step)))
+        }
+        let key: (String) -> String = perDay ? { String($0.prefix(10)) } : { $0 }
+        var index: [String: Int] = [:]
+        for (i, p) in periods.enumerated() { index[perDay ? "\(p.start.utcDate)" : CounterKey.hour(of: p.start)] = i }
+
+        let store = try context.openStore(try context.config())
+        let rows = try context.storeCall { () throws(StoreError) in
+            try store.counters(fromHour: CounterKey.hour(of: periods[0].start), toHour: CounterKey.hour(of: periods[periods.count - 1].end.adding(seconds: -1)))
+        }
+        var total = Period(label: "TOTAL", start: periods[0].start, end: periods[periods.count - 1].end)
+        for row in rows {
+            guard let i = index[key(row.hour)] else { continue }
+            periods[i].counts[row.name, default: 0] += row.value
+            total.counts[row.name, default: 0] += row.value
+        }
+
+        context.emit(human: human(periods, total: total, perDay: perDay), json: .object([
+            ("granularity", .string(perDay ? "day" : "hour")),
+            ("from", .string(total.start.iso8601)),
+            ("to", .string(total.end.iso8601)),
+            ("periods", .array(periods.map { .object(json($0)) })),
+            ("totals", .object(json(total))),
+        ]))
+        return ExitCode.ok
+    }
+
+    static func human(_ periods: [Period], total: Period, perDay: Bool) -> String {
+        var table = Table([
+            (perDay ? "DAY (UTC)" : "HOUR (UTC)", .left), ("WEATHER_SESSION", .right), ("WEATHER_TOKEN", .right),
+            ("CREATED", .right), ("REFRESHES", .right), ("401", .right), ("429", .right), ("CACHE HIT", .right),
+            ("PROVIDER CALLS", .right), ("ERRORS", .right),
+        ])
+        func percent(_ r: Double?) -> String {
+            guard let r else { return "-" }
+            let tenths = Int((r * 1000).rounded())
+            return "\(tenths / 10).\(tenths % 10)%"
+        }
+        for p in periods + [total] {
+            table.append([
+                p.label, "\(p.sessionRequests)", "\(p.legacyRequests)", "\(p.sessionsCreated)", "\(p.refreshes)",
+                "\(p.unauthorized)", "\(p.rateLimited)", percent(p.hitRatio), "\(p.providerCalls)", "\(p.providerErrors)",
+            ])
+        }
+        var text = table.rendered
+        let providers = total.providers
+        if !providers.isEmpty {
+            text += "\nproviders (calls/errors): " + providers.map {
+                "\($0) \(total.value(Counters.Name.providerCall($0)))/\(total.value(Counters.Name.providerError($0)))"
+            }.joined(separator: ", ") + "\n"
+        }
+        let limited = total.limited
+        if !limited.isEmpty {
+            text += (providers.isEmpty ? "\n" : "") + "limited (429 by limit): " + limited.map { "\($0.0) \($0.1)" }.joined(separator: ", ") + "\n"
+        }
+        return text
+    }
+
+    static func json(_ p: Period) -> [(String, JSONValue)] {
+        [
+            ("start", .string(p.start.iso8601)),
+            ("end", .string(p.end.iso8601)),
+            ("requests", .object([
+                (AuthMode.weatherSession.rawValue, .int(p.sessionRequests)),
+                (AuthMode.weatherToken.rawValue, .int(p.legacyRequests)),
+            ])),
+            ("sessionsCreated", .int(p.sessionsCreated)),
+            ("refreshes", .int(p.refreshes)),
+            ("refreshRetries", .int(p.value(Counters.Name.refreshRetries))),
+            ("refreshTokenReuse", .int(p.value(Counters.Name.refreshReuse))),
+            ("sessionsRevokedByApp", .int(p.value(Counters.Name.revokes))),
+            ("status401", .int(p.unauthorized)),
+            ("status429", .int(p.rateLimited)),
+            ("cache", .object([
+                ("hit", .int(p.cacheHit)), ("miss", .int(p.cacheMiss)), ("stale", .int(p.cacheStale)),
+                ("hitRatio", p.hitRatio.map { .double(($0 * 10_000).rounded() / 10_000) } ?? .null),
+            ])),
+            ("providers", .object(p.providers.map { name in
+                (name, .object([
+                    ("calls", .int(p.value(Counters.Name.providerCall(name)))),
+                    ("errors", .int(p.value(Counters.Name.providerError(name)))),
+                ]))
+            })),
+            ("limited", .object(p.limited.map { ($0.0, .int($0.1)) })),
+        ]
+    }
+}

@@ -1,0 +1,427 @@
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `weatherctl` as operators run it: a separate process on the live database of a running gateway.
+@Suite(.serialized) struct WeatherctlTests {
+    /// What one run of `weatherctl` left behind.
+    struct Run {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+
+        /// Standard output parsed as one JSON object (fails the test when it is not one).
+        func json() throws -> [String: Any] {
+            let value = try JSONSerialization.jsonObject(with: Data(stdout.utf8))
+            return try #require(value as? [String: Any], "not a JSON object: \(stdout)")
+        }
+    }
+
+    /// Runs `weatherctl args` with `environment` and collects both output streams.
+    func ctl(_ args: [String], _ environment: [String: String]) throws -> Run {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "\(binDirectory)/weatherctl")
+        p.arguments = args
+        p.environment = environment
+        let errPath = FileManager.default.temporaryDirectory.appendingPathComponent("weatherctl-\(UUID().uuidString).err")
+        FileManager.default.createFile(atPath: errPath.path, contents: nil)
+        defer { try? FileManager.default.removeItem(at: errPath) }
+        let errHandle = try FileHandle(forWritingTo: errPath)
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = errHandle
+        p.standardInput = FileHandle.nullDevice
+        try p.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        try errHandle.close()
+        let err = (try? String(contentsOf: errPath, encoding: .utf8)) ?? ""
+        return Run(status: p.terminationStatus, stdout: String(decoding: data, as: UTF8.self), stderr: err)
+    }
+
+    func ctl(_ args: [String], _ h: GatewayHarness) throws -> Run { try ctl(args, h.environment) }
+
+    /// Writes to the live database with `sqlite3`, waiting for the workers' write lock.
+    func sqlWrite(_ h: GatewayHarness, _ statements: String) {
+        _ = ChildProcessOutput.run("/usr/bin/sqlite3", ["-cmd", ".timeout 5000", h.databasePath, statements])
+    }
+
+    func keyFile(_ h: GatewayHarness) -> String {
+        (h.databasePath as NSString).deletingLastPathComponent + "/hash.key"
+    }
+
+    func weather(_ h: GatewayHarness, token: String) throws -> Int {
+        try h.request("GET", "/v1/weather?lat=1&lon=1", headers: ["X-Weather-Session-Token": token]).status
+    }
+
+    /// An environment whose database does not exist, for commands that must not need one.
+    var nowhere: [String: String] {
+        ["PATH": "/usr/bin:/bin", "WEATHER_DB_PATH": "/nonexistent-\(UUID().uuidString)/weather.sqlite3"]
+    }
+
+    // MARK: check and migrate
+
+    @Test func checkPassesOnALiveServiceAndFailsWithAWorldReadableKeyFile() throws {
+        let h = try GatewayHarness(workers: 2)
+        _ = try h.createSession()
+        let ok = try ctl(["check"], h)
+        #expect(ok.status == 0, "\(ok.stdout)\(ok.stderr)")
+        for name in ["configuration", "hash key", "database", "integrity", "journal mode", "migrations"] {
+            #expect(ok.stdout.contains(name))
+        }
+        #expect(!ok.stdout.contains("FAIL"))
+        let json = try ctl(["check", "--json"], h)
+        #expect(json.status == 0)
+        #expect(try json.json()["ok"] as? Bool == true)
+        #expect((try json.json()["checks"] as? [[String: Any]])?.count == 6)
+
+        #expect(chmod(keyFile(h), 0o644) == 0)
+        defer { chmod(keyFile(h), 0o600) }
+        let bad = try ctl(["check"], h)
+        #expect(bad.status == 1)
+        let line = try #require(bad.stdout.split(separator: "\n").first { $0.contains("hash key") })
+        #expect(line.hasPrefix("FAIL"))
+        #expect(line.contains("chmod 600"))
+        let badJSON = try ctl(["check", "--json"], h)
+        #expect(badJSON.status == 1)
+        #expect(try badJSON.json()["ok"] as? Bool == false)
+        // The key itself is never printed, whatever the outcome.
+        let key = try String(contentsOfFile: keyFile(h), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        for run in [ok, json, bad, badJSON] { #expect(!run.stdout.contains(key) && !run.stderr.contains(key)) }
+    }
+
+    @Test func migrateOnAFreshDatabaseReportsBothMigrationsThenNothing() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-ctl-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let env = ["PATH": "/usr/bin:/bin", "WEATHER_DB_PATH": dir.appendingPathComponent("fresh.sqlite3").path]
+
+        // Before: every everyday command says the database is missing, on one line, exit 1.
+        let missing = try ctl(["sessions", "list"], env)
+        #expect(missing.status == 1)
+        #expect(missing.stderr.contains("does not exist") && missing.stderr.contains("weatherctl migrate"))
+        #expect(missing.stderr.split(separator: "\n").count == 1)
+        #expect(missing.stdout.isEmpty)
+
+        let first = try ctl(["migrate", "--json"], env)
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(try first.json()["applied"] as? [String] == ["0001_anonymous_weather_sessions.sql", "0002_gateway_cache_limits_counters.sql"])
+        let second = try ctl(["migrate", "--json"], env)
+        #expect(second.status == 0)
+        #expect(try second.json()["applied"] as? [String] == [])
+        let human = try ctl(["migrate"], env)
+        #expect(human.status == 0)
+        #expect(human.stdout == "no pending migrations\n")
+
+        let noDirectory = try ctl(["migrate"], nowhere)
+        #expect(noDirectory.status == 1)
+        #expect(noDirectory.stderr.contains("directory"))
+    }
+
+    // MARK: sessions
+
+    @Test func sessionsListAndShowRevealNoSecrets() throws {
+        let h = try GatewayHarness(workers: 2)
+        let installA = UUID().uuidString
+        let installB = UUID().uuidString
+        let a = try h.createSession(installationId: installA)
+        let b = try h.createSession(installationId: installB)
+        let idA = try #require(a["anonymousSessionId"] as? String)
+        let idB = try #require(b["anonymousSessionId"] as? String)
+
+        let list = try ctl(["sessions", "list", "--json"], h)
+        #expect(list.status == 0, "\(list.stderr)")
+        let sessions = try #require(try list.json()["sessions"] as? [[String: Any]])
+        #expect(Set(sessions.compactMap { $0["id"] as? String }) == [idA, idB])
+        #expect(sessions.allSatisfy { $0["status"] as? String == "active" && $0["platform"] as? String == "ios" })
+        #expect(sessions.allSatisfy { ($0["createdAt"] as? String)?.hasSuffix("Z") == true })
+
+        let humanList = try ctl(["sessions", "list"], h)
+        #expect(humanList.status == 0)
+        #expect(humanList.stdout.hasPrefix("ID "))
+        #expect(humanList.stdout.contains(idA) && humanList.stdout.contains(idB))
+
+        let show = try ctl(["sessions", "show", idA, "--json"], h)
+        #expect(show.status == 0, "\(show.stderr)")
+        let detail = try show.json()
+        #expect(detail["id"] as? String == idA)
+        #expect(detail["appVersion"] as? String == "1.0")
+        #expect(detail["revokedAt"] is NSNull)
+        let tokens = try #require(detail["tokens"] as? [String: [String: Int]])
+        #expect(tokens["access"] == ["live": 1, "expired": 0, "revoked": 0])
+        #expect(tokens["refresh"] == ["live": 1, "expired": 0, "revoked": 0])
+        let humanShow = try ctl(["sessions", "show", idA], h)
+        #expect(humanShow.status == 0)
+        #expect(humanShow.stdout.contains("status") && humanShow.stdout.contains("active"))
+
+        let onlyB = try ctl(["sessions", "list", "--installation-id", installB, "--json"], h)
+        #expect(onlyB.status == 0, "\(onlyB.stderr)")
+        #expect((try onlyB.json()["sessions"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == [idB])
+        let revoked = try ctl(["sessions", "list", "--status", "revoked", "--json"], h)
+        #expect(try revoked.json()["count"] as? Int == 0)
+        let limited = try ctl(["sessions", "list", "--limit", "1", "--json"], h)
+        #expect(try limited.json()["count"] as? Int == 1)
+
+        // Nothing secret in any output: tokens, token hashes, installation ids or their full hashes, the key.
+        var secrets = [installA, installB, installA.lowercased(), installB.lowercased()]
+        for response in [a, b] {
+            secrets += [response["weatherAccessToken"], response["refreshToken"]].compactMap { $0 as? String }
+        }
+        secrets += h.sql("SELECT token_hash FROM weather_session_tokens").split(separator: "\n").map(String.init)
+        secrets += h.sql("SELECT installation_id_hash FROM anonymous_weather_sessions").split(separator: "\n").map(String.init)
+        secrets.append(try String(contentsOfFile: keyFile(h), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines))
+        #expect(secrets.count == 15)  // 4 ids in two cases, 4 tokens, 4 token hashes, 2 installation hashes, the key
+        for run in [list, humanList, show, humanShow, onlyB, revoked, limited] {
+            for secret in secrets { #expect(!run.stdout.contains(secret) && !run.stderr.contains(secret)) }
+        }
+
+        let badId = try ctl(["sessions", "show", "not-a-session"], h)
+        #expect(badId.status == 64)
+        #expect(badId.stderr.contains("not a session id"))
+        let unknown = try ctl(["sessions", "show", "aws_doesNotExist"], h)
+        #expect(unknown.status == 1)
+        #expect(unknown.stderr == "weatherctl: no session aws_doesNotExist\n")
+        let badStatus = try ctl(["sessions", "list", "--status", "sleeping"], h)
+        #expect(badStatus.status == 64)
+    }
+
+    // MARK: revoke
+
+    @Test func revokeBySessionIdTakesEffectOnTheNextRequest() throws {
+        let h = try GatewayHarness(workers: 2)
+        let s = try h.createSession()
+        let id = try #require(s["anonymousSessionId"] as? String)
+        let access = try #require(s["weatherAccessToken"] as? String)
+        let other = try #require(try h.createSession()["weatherAccessToken"] as? String)
+        // No provider is configured, so an authenticated request gets 503; what matters is not 401.
+        for _ in 0..<4 { #expect(try weather(h, token: access) != 401) }
+
+        let revoke = try ctl(["revoke", id], h)
+        #expect(revoke.status == 0, "\(revoke.stderr)")
+        #expect(revoke.stdout == "revoked session \(id)\n")
+        // Every worker, on its very next request.
+        for _ in 0..<4 { #expect(try weather(h, token: access) == 401) }
+        #expect(try weather(h, token: other) != 401)
+        #expect(h.sql("SELECT status, revoked_at IS NOT NULL FROM anonymous_weather_sessions WHERE id = '\(id)'") == "revoked|1")
+        #expect(h.sql("SELECT count(*) FROM weather_session_tokens WHERE session_id = '\(id)' AND revoked_at IS NULL") == "0")
+
+        let again = try ctl(["revoke", id, "--json"], h)
+        #expect(again.status == 0)
+        #expect(try again.json()["alreadyRevoked"] as? [String] == [id])
+        let unknown = try ctl(["revoke", "aws_nobodyHere"], h)
+        #expect(unknown.status == 1)
+        #expect(unknown.stderr.contains("no session"))
+        let neither = try ctl(["revoke"], h)
+        #expect(neither.status == 64)
+        let both = try ctl(["revoke", id, "--installation-id", UUID().uuidString], h)
+        #expect(both.status == 64)
+    }
+
+    @Test func revokeByInstallationIdRevokesEverySessionOfThatInstallation() throws {
+        let h = try GatewayHarness(workers: 2)
+        let install = UUID().uuidString.lowercased()
+        let first = try h.createSession(installationId: install)
+        let second = try h.createSession(installationId: install.uppercased())
+        let bystander = try h.createSession()
+        let tokens = try [first, second].map { try #require($0["weatherAccessToken"] as? String) }
+        let ids = try [first, second].map { try #require($0["anonymousSessionId"] as? String) }
+        let bystanderToken = try #require(bystander["weatherAccessToken"] as? String)
+        for t in tokens { #expect(try weather(h, token: t) != 401) }
+
+        // Any case of the same UUID names the same installation.
+        let run = try ctl(["revoke", "--installation-id", install.uppercased(), "--json"], h)
+        #expect(run.status == 0, "\(run.stderr)")
+        let report = try run.json()
+        #expect(report["count"] as? Int == 2)
+        #expect(Set(report["revoked"] as? [String] ?? []) == Set(ids))
+        #expect(!run.stdout.contains(install) && !run.stdout.contains(install.uppercased()))
+        for t in tokens { #expect(try weather(h, token: t) == 401) }
+        #expect(try weather(h, token: bystanderToken) != 401)
+
+        let again = try ctl(["revoke", "--installation-id", install], h)
+        #expect(again.status == 0)
+        #expect(again.stdout.contains("no active session"))
+        let bad = try ctl(["revoke", "--installation-id", "not-a-uuid"], h)
+        #expect(bad.status == 64)
+    }
+
+    // MARK: stats
+
+    @Test func statsSplitsRequestsByAuthModeAndCountsRefusals() throws {
+        let h = try GatewayHarness(workers: 2, env: ["CLOSET_WEATHER_PROXY_TOKEN": "legacy-token-0123456789"])
+        let s = try h.createSession()
+        let access = try #require(s["weatherAccessToken"] as? String)
+        for _ in 0..<2 { #expect(try weather(h, token: access) != 401) }
+        for _ in 0..<3 {
+            let r = try h.request("GET", "/v1/weather?lat=1&lon=1", headers: ["X-Weather-Token": "legacy-token-0123456789"])
+            #expect(r.status != 401)
+        }
+        #expect(try h.request("GET", "/v1/weather?lat=1&lon=1", headers: ["X-Weather-Token": "wrong-token-0123456789"]).status == 401)
+
+        // Workers flush after the response has gone out, so give the last flush a moment.
+        var totals: [String: Any] = [:]
+        let settled = waitUntil {
+            guard let run = try? ctl(["stats", "--json"], h), run.status == 0, let doc = try? run.json(),
+                  let t = doc["totals"] as? [String: Any], let requests = t["requests"] as? [String: Int] else { return false }
+            totals = t
+            return requests["weather_session"] == 2 && requests["weather_token"] == 3 && t["status401"] as? Int == 1
+        }
+        #expect(settled, "totals: \(totals)")
+        #expect(totals["sessionsCreated"] as? Int == 1)
+        #expect(totals["status429"] as? Int == 0)
+
+        let json = try ctl(["stats", "--hours", "2", "--json"], h).json()
+        #expect(json["granularity"] as? String == "hour")
+        let periods = try #require(json["periods"] as? [[String: Any]])
+        #expect(periods.count == 2)
+        // The requests may straddle an hour boundary; the two hours together hold them all.
+        #expect(periods.compactMap { ($0["requests"] as? [String: Int])?["weather_token"] }.reduce(0, +) == 3)
+        for period in periods {
+            #expect(period["limited"] is [String: Any])
+            #expect((period["cache"] as? [String: Any])?["hitRatio"] != nil)
+            #expect((period["start"] as? String)?.hasSuffix(":00:00Z") == true)
+        }
+
+        let days = try ctl(["stats", "--days", "7", "--json"], h).json()
+        #expect((days["periods"] as? [Any])?.count == 7)
+        #expect(((days["totals"] as? [String: Any])?["requests"] as? [String: Int])?["weather_session"] == 2)
+
+        let human = try ctl(["stats"], h)
+        #expect(human.status == 0)
+        #expect(human.stdout.contains("WEATHER_SESSION") && human.stdout.contains("WEATHER_TOKEN"))
+        let totalLine = try #require(human.stdout.split(separator: "\n").first { $0.hasPrefix("TOTAL") })
+        #expect(totalLine.split(separator: " ").prefix(3) == ["TOTAL", "2", "3"])
+        #expect(human.stdout.split(separator: "\n").count == 1 + 24 + 1)
+
+        let both = try ctl(["stats", "--hours", "1", "--days", "1"], h)
+        #expect(both.status == 64)
+        let zero = try ctl(["stats", "--hours", "0"], h)
+        #expect(zero.status == 64)
+        #expect(zero.stderr.contains("--hours"))
+    }
+
+    // MARK: prune
+
+    @Test func pruneKeepsLiveTokensAndRemovesExpiredOnes() throws {
+        let h = try GatewayHarness(workers: 2)
+        let live = try h.createSession()
+        let access = try #require(live["weatherAccessToken"] as? String)
+        let refreshed = try h.request("POST", "/v1/weather/session/refresh", json: [
+            "anonymousSessionId": try #require(live["anonymousSessionId"] as? String),
+            "refreshToken": try #require(live["refreshToken"] as? String),
+        ])
+        #expect(refreshed.status == 200)
+        _ = try h.createSession()
+        // An expired token of a live session, a long-revoked session, and stale limiter/cache rows.
+        sqlWrite(h, """
+            INSERT INTO weather_session_tokens(id, session_id, token_hash, token_type, expires_at, created_at)
+              SELECT 'wst_expired', id, 'deadbeef', 'access', '2020-01-01T00:00:00Z', '2019-12-31T12:00:00Z'
+              FROM anonymous_weather_sessions LIMIT 1;
+            INSERT INTO anonymous_weather_sessions VALUES ('aws_oldRevoked', 'ff', 'ios', NULL, 'revoked', '2020-01-01T00:00:00Z', '2020-01-01T00:00:00Z', '2020-01-02T00:00:00Z');
+            INSERT INTO weather_session_tokens VALUES ('wst_oldRevoked', 'aws_oldRevoked', 'cafe', 'refresh', '2020-01-31T00:00:00Z', '2020-01-01T00:00:00Z', '2020-01-02T00:00:00Z');
+            INSERT INTO weather_rate_limits VALUES ('ip:weather:192.0.2.9', 1000);
+            INSERT INTO weather_cache VALUES ('old', x'7b7d', 0, 0, 1);
+            INSERT INTO weather_counters VALUES ('2020-01-01T00', 'auth.weather_session', 7);
+            """)
+        let liveTokens = "SELECT count(*) FROM weather_session_tokens t JOIN anonymous_weather_sessions s ON s.id = t.session_id WHERE s.status = 'active' AND t.revoked_at IS NULL AND t.expires_at > strftime('%Y-%m-%dT%H:%M:%SZ', 'now')"
+        let allTokens = "SELECT count(*) FROM weather_session_tokens"
+        let liveBefore = h.sql(liveTokens)
+        // Two sessions, the first refreshed: its old access token lives on, its old refresh token is retired.
+        #expect(liveBefore == "5")
+        let allBefore = Int(h.sql(allTokens)) ?? 0
+
+        let dry = try ctl(["prune", "--dry-run", "--json"], h)
+        #expect(dry.status == 0, "\(dry.stderr)")
+        let dryTables = try #require(try dry.json()["tables"] as? [String: Int])
+        #expect(dryTables["weather_session_tokens"] == 2)
+        #expect(dryTables["anonymous_weather_sessions"] == 1)
+        #expect(Int(h.sql(allTokens)) == allBefore)
+
+        let run = try ctl(["prune", "--json"], h)
+        #expect(run.status == 0, "\(run.stderr)")
+        let report = try run.json()
+        #expect(report["dryRun"] as? Bool == false)
+        let tables = try #require(report["tables"] as? [String: Int])
+        #expect(tables["weather_session_tokens"] == 2)
+        #expect(tables["anonymous_weather_sessions"] == 1)
+        #expect(tables["weather_cache"] == 1)
+        #expect((tables["weather_rate_limits"] ?? 0) >= 1)
+        #expect(tables["weather_counters"] == 1)
+        #expect(h.sql(liveTokens) == liveBefore)
+        #expect(h.sql("SELECT count(*) FROM weather_session_tokens WHERE id IN ('wst_expired', 'wst_oldRevoked')") == "0")
+        #expect(h.sql("SELECT count(*) FROM anonymous_weather_sessions WHERE id = 'aws_oldRevoked'") == "0")
+        // The rotated refresh token stays until it expires, so its reuse is still recognised.
+        #expect(h.sql("SELECT count(*) FROM weather_session_tokens WHERE token_type = 'refresh' AND revoked_at IS NOT NULL") == "1")
+        #expect(try weather(h, token: access) != 401)
+
+        let human = try ctl(["prune"], h)
+        #expect(human.status == 0)
+        #expect(human.stdout.hasPrefix("TABLE"))
+        #expect(human.stdout.contains("weather_session_tokens"))
+    }
+
+    // MARK: command line
+
+    @Test func helpWorksForEveryCommand() throws {
+        let commands: [[String]] = [
+            [], ["migrate"], ["sessions"], ["sessions", "show"], ["sessions", "list"], ["revoke"], ["stats"], ["prune"], ["check"],
+        ]
+        for command in commands {
+            for flag in ["--help", "-h"] {
+                let run = try ctl(command + [flag], nowhere)
+                #expect(run.status == 0, "\(command) \(flag): \(run.stderr)")
+                #expect(run.stdout.contains("Usage: weatherctl"), "\(command)")
+                #expect(run.stderr.isEmpty)
+            }
+            let viaHelp = try ctl(["help"] + command, nowhere)
+            #expect(viaHelp.status == 0, "help \(command)")
+            #expect(viaHelp.stdout.contains("Usage: weatherctl"))
+        }
+        // Help wins even over an otherwise wrong line.
+        #expect(try ctl(["stats", "--hours", "nope", "--help"], nowhere).status == 0)
+        let overview = try ctl(["--help"], nowhere).stdout
+        for name in ["migrate", "sessions show", "sessions list", "revoke", "stats", "prune", "check"] {
+            #expect(overview.contains(name))
+        }
+    }
+
+    @Test func unknownCommandsAndBadArgumentsExit64WithOneLine() throws {
+        let cases: [([String], String)] = [
+            (["frobnicate"], "unknown command"),
+            ([], "missing command"),
+            (["sessions"], "needs a subcommand"),
+            (["sessions", "drop"], "unknown subcommand"),
+            (["sessions", "show"], "SESSION_ID"),
+            (["sessions", "list", "--limit"], "needs a value"),
+            (["sessions", "list", "--limit", "0"], "--limit"),
+            (["prune", "--force"], "unknown option"),
+            (["check", "extra"], "unexpected argument"),
+            (["prune", "--dry-run=yes"], "takes no value"),
+        ]
+        for (args, message) in cases {
+            let run = try ctl(args, nowhere)
+            #expect(run.status == 64, "\(args): \(run.status) \(run.stderr)")
+            #expect(run.stderr.hasPrefix("weatherctl: ") && run.stderr.contains(message), "\(args): \(run.stderr)")
+            #expect(run.stderr.split(separator: "\n").count == 1, "\(args)")
+            #expect(run.stdout.isEmpty)
+        }
+        // A database that cannot be reached is a failure (1), not a usage error.
+        for args in [["sessions", "list"], ["stats"], ["prune"], ["revoke", "aws_x"], ["sessions", "show", "aws_x"]] {
+            let run = try ctl(args, nowhere)
+            #expect(run.status == 1, "\(args)")
+            #expect(run.stderr.contains("WEATHER_DB_PATH"))
+            #expect(run.stderr.split(separator: "\n").count == 1)
+        }
+        let check = try ctl(["check"], nowhere)
+        #expect(check.status == 1)
+        #expect(check.stdout.contains("FAIL"))
+        // A bad configuration is reported naming the variable.
+        var badConfig = nowhere
+        badConfig["WEATHER_GRID_DEGREES"] = "lots"
+        let config = try ctl(["stats"], badConfig)
+        #expect(config.status == 1)
+        #expect(config.stderr.contains("WEATHER_GRID_DEGREES"))
+    }
+}
