@@ -61,8 +61,7 @@ public enum FastCGIServer {
         var params: [String: String] = [:]
         var p = environ
         while let entry = p.pointee {
-            let text = String(decoding: UnsafeRawBufferPointer(start: entry, count: strlen(entry)), as: UTF8.self)
-            if let eq = text.firstIndex(of: "=") { params[String(text[..<eq])] = String(text[text.index(after: eq)...]) }
+            addParameter(entry, to: &params)
             p += 1
         }
         let response = handler(params) { count in
@@ -86,14 +85,26 @@ public enum FastCGIServer {
 
     static func environment(_ envp: FCGX_ParamArray?) -> [String: String] {
         var params: [String: String] = [:]
+        params.reserveCapacity(32)
         guard var p = envp else { return params }
         while let entry = p.pointee {
-            // Invalid UTF-8 is repaired to U+FFFD here and refused by the request parser.
-            let text = String(decoding: UnsafeRawBufferPointer(start: entry, count: strlen(entry)), as: UTF8.self)
-            if let eq = text.firstIndex(of: "=") { params[String(text[..<eq])] = String(text[text.index(after: eq)...]) }
+            addParameter(entry, to: &params)
             p += 1
         }
         return params
+    }
+
+    /// Splits one `NAME=value` C string at its first `=` on bytes (no Character walking: this runs
+    /// for every parameter of every request). Invalid UTF-8 is repaired to U+FFFD here and refused
+    /// by the request parser.
+    static func addParameter(_ entry: UnsafeMutablePointer<CChar>, to params: inout [String: String]) {
+        let length = strlen(entry)
+        entry.withMemoryRebound(to: UInt8.self, capacity: length) { bytes in
+            let all = UnsafeBufferPointer(start: bytes, count: length)
+            guard let eq = all.firstIndex(of: UInt8(ascii: "=")) else { return }
+            params[String(decoding: UnsafeBufferPointer(rebasing: all[..<eq]), as: UTF8.self)] =
+                String(decoding: UnsafeBufferPointer(rebasing: all[(eq + 1)...]), as: UTF8.self)
+        }
     }
 
     static func readStream(_ stream: UnsafeMutablePointer<FCGX_Stream>?, _ count: Int) -> [UInt8] {

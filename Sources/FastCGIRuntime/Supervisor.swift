@@ -59,6 +59,7 @@ public enum Supervisor {
             let now = Int64(time(nil))
             recentDeaths = recentDeaths.filter { now - $0 < 5 } + [now]
             if recentDeaths.count > workers { sleep(1) }
+            guard supervisorStopping == 0 else { continue }  // SIGTERM may have ended the sleep
             spawn()
         }
         exit(0)

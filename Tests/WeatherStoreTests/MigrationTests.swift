@@ -55,7 +55,6 @@ import WeatherCore
         #expect(try db.scalarText("PRAGMA journal_mode") == "wal")
         #expect(try db.scalarInt("PRAGMA synchronous") == 1)
         #expect(try db.scalarInt("PRAGMA foreign_keys") == 1)
-        #expect(try db.scalarInt("PRAGMA busy_timeout") == 5000)
     }
 
     @Test func failingTransactionRollsBack() throws {

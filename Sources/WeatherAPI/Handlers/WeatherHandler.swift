@@ -135,7 +135,7 @@ final class WeatherHandler {
     static func envelope(_ report: [UInt8], authMode: AuthMode, cache: String) -> [UInt8] {
         var out = Array("{\"authMode\":\"\(authMode.rawValue)\",".utf8)
         out.reserveCapacity(report.count + 64)
-        out += report.dropFirst().dropLast()
+        if report.count >= 2 { out += report[1..<(report.count - 1)] }
         out += Array(",\"cache\":\"\(cache)\"}".utf8)
         return out
     }

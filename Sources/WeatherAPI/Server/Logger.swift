@@ -17,17 +17,19 @@ public struct LogLine {
 
     public mutating func add(_ key: String, _ value: String?) {
         guard let value else { return }
-        let safe = value.count <= 120 ? value : String(value.prefix(120))
-        if safe.isEmpty || safe.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" || $0.asciiValue.map { $0 < 32 } ?? false }) {
-            let escaped = safe.unicodeScalars.map { s -> String in
-                if s == "\"" || s == "\\" { return "\\" + String(s) }
-                if s.value < 32 { return "?" }
-                return String(s)
-            }.joined()
-            parts.append("\(key)=\"\(escaped)\"")
-        } else {
-            parts.append("\(key)=\(safe)")
+        // Fast path: plain values (ids, routes, numbers) go in as they are.
+        let bytes = value.utf8
+        if !bytes.isEmpty, bytes.count <= 120,
+           bytes.allSatisfy({ $0 > 32 && $0 < 127 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "=") && $0 != UInt8(ascii: "\\") }) {
+            parts.append(key + "=" + value)
+            return
         }
+        let escaped = value.prefix(120).unicodeScalars.map { s -> String in
+            if s == "\"" || s == "\\" { return "\\" + String(s) }
+            if s.value < 32 || s.value == 127 { return "?" }
+            return String(s)
+        }.joined()
+        parts.append("\(key)=\"\(escaped)\"")
     }
 
     public var text: String { parts.joined(separator: " ") }

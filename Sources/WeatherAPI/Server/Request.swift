@@ -84,8 +84,8 @@ public struct Request: Sendable {
         }
 
         var headers: [String: String] = [:]
-        for (key, value) in params where key.hasPrefix("HTTP_") {
-            headers[String(key.dropFirst(5)).lowercased().replacingUnderscores()] = value
+        for (key, value) in params where key.utf8.starts(with: "HTTP_".utf8) {
+            headers[headerName(cgiName: key)] = value
         }
         if let ct = params["CONTENT_TYPE"], !ct.isEmpty { headers["content-type"] = ct }
 
@@ -143,6 +143,12 @@ public struct Request: Sendable {
     }
 }
 
-extension String {
-    func replacingUnderscores() -> String { String(map { $0 == "_" ? "-" : $0 }) }
+/// `HTTP_X_WEATHER_TOKEN` → `x-weather-token`, on bytes.
+func headerName(cgiName key: String) -> String {
+    var bytes = Array(key.utf8.dropFirst(5))
+    for i in bytes.indices {
+        let c = bytes[i]
+        if c == UInt8(ascii: "_") { bytes[i] = UInt8(ascii: "-") } else if c >= 65 && c <= 90 { bytes[i] = c + 32 }
+    }
+    return String(decoding: bytes, as: UTF8.self)
 }
