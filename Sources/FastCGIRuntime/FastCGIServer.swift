@@ -4,8 +4,9 @@ import WeatherAPI
 import Glibc
 #endif
 
-/// Set by SIGTERM/SIGINT; read between requests. A plain flag is all a signal handler may touch.
-nonisolated(unsafe) private var shutdownRequested: sig_atomic_t = 0
+/// Set by SIGTERM/SIGINT/SIGUSR1; read between requests (and by the supervisor). A plain flag is
+/// all a signal handler may touch.
+nonisolated(unsafe) var shutdownRequested: sig_atomic_t = 0
 
 /// The FastCGI side of the worker, on libfcgi's reentrant `FCGX_*` API.
 ///
@@ -115,7 +116,10 @@ public enum FastCGIServer {
         return Array(out.prefix(Int(max(0, got))))
     }
 
-    static func installSignalHandlers() {
+    /// Catches the stop signals into `shutdownRequested`. Call it first thing in `main`: a SIGTERM
+    /// that arrives while the program is still starting must stop it cleanly, not be lost or kill
+    /// it half-way. Idempotent.
+    public static func installSignalHandlers() {
         var action = sigaction()
         action.__sigaction_handler.sa_handler = { _ in shutdownRequested = 1 }
         sigemptyset(&action.sa_mask)
@@ -126,6 +130,9 @@ public enum FastCGIServer {
         signal(SIGPIPE, SIG_IGN)
         unblockStopSignals()
     }
+
+    /// True once a stop signal has arrived.
+    public static var stopRequested: Bool { shutdownRequested != 0 }
 
     /// A parent may start us with these blocked (Foundation's `Process` does); a blocked SIGTERM
     /// would never arrive and every stop would end in SIGKILL.

@@ -3,8 +3,6 @@ import CFastCGI
 import Glibc
 #endif
 
-nonisolated(unsafe) private var supervisorStopping: sig_atomic_t = 0
-
 /// A tiny process manager: keeps `workers` children serving the same listening socket, restarts
 /// any that die (a crash loses only the request in flight on that worker), and on SIGTERM stops
 /// them all gracefully. spawn-fcgi starts workers but never restarts them; this does.
@@ -12,13 +10,7 @@ public enum Supervisor {
     /// Forks `workers` children that each call `child()` and exit with its status. Returns in the
     /// parent when all children are gone after SIGTERM/SIGINT.
     public static func run(workers: Int, child: () -> Int32) -> Never {
-        var action = sigaction()
-        action.__sigaction_handler.sa_handler = { _ in supervisorStopping = 1 }
-        sigemptyset(&action.sa_mask)
-        action.sa_flags = 0
-        sigaction(SIGTERM, &action, nil)
-        sigaction(SIGINT, &action, nil)
-        FastCGIServer.unblockStopSignals()
+        FastCGIServer.installSignalHandlers()
 
         var children: Set<pid_t> = []
         func spawn() {
@@ -26,22 +18,18 @@ public enum Supervisor {
             if pid == 0 {
                 // If the supervisor is killed outright, its workers must not linger on the socket.
                 _ = cfastcgi_set_parent_death_signal(SIGTERM)
-                var dfl = sigaction()
-                dfl.__sigaction_handler.sa_handler = SIG_DFL
-                sigaction(SIGTERM, &dfl, nil)
-                sigaction(SIGINT, &dfl, nil)
                 exit(child())
             }
             if pid > 0 { children.insert(pid) }
         }
-        for _ in 0..<workers where supervisorStopping == 0 { spawn() }
+        for _ in 0..<workers where shutdownRequested == 0 { spawn() }
 
         // Polling keeps this simple and race-free: a SIGTERM that lands between a check and a
         // blocking waitpid() could otherwise leave the supervisor waiting on workers forever.
         var recentDeaths: [Int64] = []
         var told = false
         while !children.isEmpty {
-            if supervisorStopping != 0 && !told {
+            if shutdownRequested != 0 && !told {
                 for c in children { kill(c, SIGTERM) }
                 told = true
             }
@@ -53,13 +41,13 @@ public enum Supervisor {
             }
             if pid < 0 { break }
             children.remove(pid)
-            guard supervisorStopping == 0 else { continue }
+            guard shutdownRequested == 0 else { continue }
             // A worker that dies at once again and again (bad config, full disk) must not turn
             // into a fork storm: slow down when more than `workers` deaths happen within 5 s.
             let now = Int64(time(nil))
             recentDeaths = recentDeaths.filter { now - $0 < 5 } + [now]
             if recentDeaths.count > workers { sleep(1) }
-            guard supervisorStopping == 0 else { continue }  // SIGTERM may have ended the sleep
+            guard shutdownRequested == 0 else { continue }  // SIGTERM may have ended the sleep
             spawn()
         }
         exit(0)

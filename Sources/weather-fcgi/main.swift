@@ -16,6 +16,8 @@ let usage = """
     Configuration: environment variables, then the file named by WEATHER_CONFIG (see README).
     """
 
+FastCGIServer.installSignalHandlers()
+
 var listenAddress: String?
 var workers = 1
 var socketMode: mode_t = 0o660
@@ -98,6 +100,7 @@ if let listenAddress {
         exit(71)
     }
 }
+if FastCGIServer.stopRequested { exit(0) }
 if workers > 1 {
     // Fail fast in the parent (configuration, database, migrations), then let each child open its own.
     do { _ = try makeGateway() } catch {

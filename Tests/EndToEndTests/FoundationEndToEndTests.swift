@@ -93,15 +93,15 @@ import Glibc
             #expect(out.contains("{\"error\":{\"code\":"), "\(name)")
             #expect(viaFastCGI("env -i REQUEST_METHOD=GET REQUEST_URI=/v1/health").hasPrefix("Status: 200"), "worker died after \(name)")
         }
-        #expect(h.app?.process.isRunning == true)
+        #expect(h.app?.isRunning == true)
     }
 
     @Test func sigtermStopsWorkersCleanly() throws {
         let h = try GatewayHarness(workers: 2, startNginx: false)
         let app = try #require(h.app)
         kill(app.pid, SIGTERM)
-        #expect(waitUntil(timeout: 5) { !app.process.isRunning })
-        #expect(app.process.terminationStatus == 0)
+        #expect(waitUntil(timeout: 5) { !app.isRunning })
+        #expect(app.terminationStatus == 0)
     }
 
     @Test func missingDatabaseDirectoryIsAClearStartupError() throws {

@@ -132,7 +132,7 @@ import Glibc
             #expect(r.headers["content-type"] == "application/json; charset=utf-8")
         }
         #expect(try h.request("GET", "/v1/health").status == 200)
-        #expect(h.app?.process.isRunning == true)
+        #expect(h.app?.isRunning == true)
     }
 }
 

@@ -28,37 +28,71 @@ func freePort() -> Int {
     return Int(UInt16(bigEndian: addr.sin_port))
 }
 
-/// Starts a process and remembers its pid so the test can stop exactly it.
-final class ChildProcess {
-    let process = Process()
+/// Starts a process with posix_spawn and remembers its pid so the test can stop exactly it.
+///
+/// Not Foundation's `Process`: on Linux it starts children with SIGTERM blocked, so servers that
+/// do not unblock it themselves (Apache, nginx) could only be killed, and their workers orphaned.
+final class ChildProcess: @unchecked Sendable {
+    let pid: pid_t
     let name: String
+    private var exitStatus: Int32?
 
     init(_ executable: String, _ arguments: [String], environment: [String: String], stdout: String? = nil, stderr: String? = nil) throws {
         name = (executable as NSString).lastPathComponent
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.environment = environment
-        if let stdout {
-            FileManager.default.createFile(atPath: stdout, contents: nil)
-            process.standardOutput = FileHandle(forWritingAtPath: stdout)
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        if let stdout { posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_CREAT | O_TRUNC, 0o644) }
+        if let stderr { posix_spawn_file_actions_addopen(&actions, 2, stderr, O_WRONLY | O_CREAT | O_TRUNC, 0o644) }
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for s in [SIGTERM, SIGINT, SIGPIPE, SIGCHLD, SIGHUP, SIGUSR1] { sigaddset(&defaults, s) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            argv.forEach { free($0) }
+            envp.forEach { free($0) }
         }
-        if let stderr {
-            FileManager.default.createFile(atPath: stderr, contents: nil)
-            process.standardError = FileHandle(forWritingAtPath: stderr)
-        }
-        try process.run()
+        var child: pid_t = 0
+        let rc = posix_spawn(&child, executable, &actions, &attributes, argv, envp)
+        guard rc == 0 else { throw ClientError("cannot start \(executable): \(String(cString: strerror(rc)))") }
+        pid = child
     }
 
-    var pid: Int32 { process.processIdentifier }
+    var isRunning: Bool {
+        if exitStatus != nil { return false }
+        var status: Int32 = 0
+        let r = waitpid(pid, &status, WNOHANG)
+        if r == pid { exitStatus = status; return false }
+        return r == 0
+    }
 
-    /// SIGTERM, then SIGKILL if it has not gone within `grace` seconds.
+    /// The exit code, once it has exited normally (`-signal` when a signal ended it).
+    var terminationStatus: Int32 {
+        guard let s = exitStatus else { return -1 }
+        return (s & 0x7f) == 0 ? (s >> 8) & 0xff : -(s & 0x7f)
+    }
+
+    /// SIGTERM, then SIGKILL if it has not gone within `grace` seconds; always reaped.
     func stop(grace: Double = 5) {
-        guard process.isRunning else { return }
+        guard isRunning else { return }
         kill(pid, SIGTERM)
         let deadline = Date().addingTimeInterval(grace)
-        while process.isRunning && Date() < deadline { usleep(10_000) }
-        if process.isRunning { kill(pid, SIGKILL) }
-        process.waitUntilExit()
+        while isRunning && Date() < deadline { usleep(10_000) }
+        if isRunning {
+            kill(pid, SIGKILL)
+            while isRunning { usleep(10_000) }
+        }
     }
 }
 

@@ -1,0 +1,168 @@
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The shipped deployment files, run for real: nginx's server block, and Apache serving the
+/// shared-hosting `htdocs/` with only its `.htaccess` (mod_fcgid, and plain CGI).
+@Suite(.serialized) struct DeployTests {
+    static let legacy = "legacy-token-0123456789"
+
+    @Test func nginxServerBlockPassesConfigTest() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-ngx-\(UUID().uuidString.prefix(8))").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let conf = ChildProcessOutput.run("/bin/bash", [repositoryRoot.appendingPathComponent("scripts/nginx-conf.sh").path, "18999", "/tmp/cw-x.sock", dir])
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let result = ChildProcessOutput.runData("/bin/bash", ["-c", "/usr/sbin/nginx -t -c \(conf) 2>&1"])
+        #expect(result.status == 0, "\(String(decoding: result.stdout, as: UTF8.self))")
+        // Only port and socket path differ from the shipped file.
+        let shipped = try String(contentsOf: repositoryRoot.appendingPathComponent("deploy/nginx/closet-weather.conf"), encoding: .utf8)
+        let used = try String(contentsOfFile: dir + "/server.conf", encoding: .utf8)
+        let changed = zip(shipped.split(separator: "\n", omittingEmptySubsequences: false), used.split(separator: "\n", omittingEmptySubsequences: false)).filter { $0 != $1 }
+        #expect(changed.allSatisfy { $0.0.contains("listen") || $0.0.contains("weather.sock") || $0.0.contains("fastcgi_params") }, "\(changed)")
+    }
+
+    @Test func wholeFlowThroughTheShippedNginxConfig() throws {
+        let fake = try FakeProviders()
+        var env = fake.environment()
+        env["CLOSET_WEATHER_PROXY_TOKEN"] = Self.legacy
+        let h = try GatewayHarness(workers: 2, env: env)
+        h.companions.append(fake)
+        try flow(port: h.port)
+        // nginx answers what never reaches a worker with the same envelope.
+        let outside = try HTTPClient.send(port: h.port, "GET", "/weather.sqlite3")
+        #expect(outside.status == 404)
+        #expect(outside.errorCode == "not_found")
+    }
+
+    /// Session → weather → refresh → weather → revoke → 401, as the app does it.
+    func flow(port: Int, prefix: String = "") throws {
+        let create = try HTTPClient.send(port: port, "POST", "\(prefix)/v1/weather/session", headers: ["Content-Type": "application/json"],
+                                         body: jsonBytes(["platform": "ios", "appVersion": "1.0", "installationId": UUID().uuidString]))
+        #expect(create.status == 201, "\(create.text)")
+        #expect(create.headers["cache-control"] == "no-store")
+        #expect(create.headers["x-request-id"] != nil)
+        #expect(create.headers["x-content-type-options"] == "nosniff")
+        let s = create.json
+        let weather = try HTTPClient.send(port: port, "GET", "\(prefix)/v1/weather?lat=31.2304&lon=121.4737", headers: ["X-Weather-Session-Token": s["weatherAccessToken"] as! String])
+        #expect(weather.status == 200, "\(weather.text)")
+        #expect(weather.json["authMode"] as? String == "weather_session")
+        let refreshed = try HTTPClient.send(port: port, "POST", "\(prefix)/v1/weather/session/refresh", headers: ["Content-Type": "application/json"],
+                                            body: jsonBytes(["anonymousSessionId": s["anonymousSessionId"]!, "refreshToken": s["refreshToken"]!]))
+        #expect(refreshed.status == 200)
+        let next = refreshed.json
+        let trip = try HTTPClient.send(port: port, "GET", "\(prefix)/v1/weather/trip?lat=31.2&lon=121.5&start=\(utcDay(2))&end=\(utcDay(3))",
+                                       headers: ["X-Weather-Session-Token": next["weatherAccessToken"] as! String])
+        #expect(trip.status == 200, "\(trip.text)")
+        let legacy = try HTTPClient.send(port: port, "GET", "\(prefix)/v1/weather?lat=31.2304&lon=121.4737", headers: ["X-Weather-Token": Self.legacy])
+        #expect(legacy.json["authMode"] as? String == "weather_token")
+        let revoke = try HTTPClient.send(port: port, "POST", "\(prefix)/v1/weather/session/revoke", headers: ["Content-Type": "application/json"],
+                                         body: jsonBytes(["anonymousSessionId": next["anonymousSessionId"]!, "refreshToken": next["refreshToken"]!]))
+        #expect(revoke.status == 204)
+        let after = try HTTPClient.send(port: port, "GET", "\(prefix)/v1/weather?lat=31.2304&lon=121.4737", headers: ["X-Weather-Session-Token": next["weatherAccessToken"] as! String])
+        #expect(after.status == 401)
+        #expect(try HTTPClient.send(port: port, "GET", "\(prefix)/openapi.json").status == 200)
+    }
+
+    @Test(arguments: ["fcgid", "cgi"])
+    func sharedHostingHtaccessServesTheFlowAndHidesSecrets(module: String) throws {
+        let fake = try FakeProviders()
+        let apache = try ApacheSharedHost(module: module, settings: fake.environment().merging(["CLOSET_WEATHER_PROXY_TOKEN": Self.legacy]) { $1 })
+        try flow(port: apache.port)
+        // Misplaced secrets in the document root are refused, whatever their name says.
+        for name in ["weather.conf", "hash.key", "weather.sqlite3", "weather.sqlite3-wal", "weather.sqlite3-shm", ".env"] {
+            let r = try HTTPClient.send(port: apache.port, "GET", "/\(name)")
+            #expect(r.status == 403 || r.status == 404, "\(name) answered \(r.status)")
+            #expect(!r.text.contains("SECRET"), "\(name) leaked")
+        }
+        #expect(try HTTPClient.send(port: apache.port, "GET", "/privacy.html").status == 200)
+        // The real database lives outside the document root, beside the config the program found itself.
+        #expect(FileManager.default.fileExists(atPath: apache.dataDirectory + "/weather.sqlite3"))
+        withExtendedLifetime(fake) {}
+    }
+}
+
+func utcDay(_ offset: Int) -> String {
+    let f = DateFormatter()
+    f.dateFormat = "yyyy-MM-dd"
+    f.timeZone = TimeZone(identifier: "UTC")
+    f.locale = Locale(identifier: "en_US_POSIX")
+    return f.string(from: Date().addingTimeInterval(Double(offset) * 86400))
+}
+
+/// A private Apache 2.4 with the shared-hosting layout: `~/public_html` = `htdocs/` plus
+/// `weather.fcgi`, and `~/closet-weather-data/weather.conf` beside it (no environment at all: the
+/// program finds its configuration relative to itself, as on a real shared host).
+final class ApacheSharedHost {
+    let root: URL
+    let port = freePort()
+    var dataDirectory: String { root.appendingPathComponent("home/closet-weather-data").path }
+    private var process: ChildProcess?
+
+    init(module: String, settings: [String: String]) throws {
+        root = FileManager.default.temporaryDirectory.appendingPathComponent("cw-apache-\(UUID().uuidString.prefix(8))")
+        let fm = FileManager.default
+        let docroot = root.appendingPathComponent("home/public_html")
+        try fm.createDirectory(at: root.appendingPathComponent("run/fcgid"), withIntermediateDirectories: true)
+        try fm.createDirectory(at: root.appendingPathComponent("logs"), withIntermediateDirectories: true)
+        try fm.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
+        try fm.copyItem(at: repositoryRoot.appendingPathComponent("htdocs"), to: docroot)
+        try fm.copyItem(atPath: "\(binDirectory)/weather-fcgi", toPath: docroot.appendingPathComponent("weather.fcgi").path)
+        for name in ["weather.conf", "hash.key", "weather.sqlite3", "weather.sqlite3-wal", "weather.sqlite3-shm", ".env"] {
+            try "SECRET misplaced\n".write(to: docroot.appendingPathComponent(name), atomically: true, encoding: .utf8)
+        }
+        var conf = "WEATHER_DB_PATH=\(dataDirectory)/weather.sqlite3\n"
+        for (k, v) in settings { conf += "\(k)=\(v)\n" }
+        try conf.write(toFile: dataDirectory + "/weather.conf", atomically: true, encoding: .utf8)
+        _ = ChildProcessOutput.run("/bin/chown", ["-R", "nobody:nogroup", root.path])
+        _ = ChildProcessOutput.run("/bin/chmod", ["700", dataDirectory])
+        _ = ChildProcessOutput.run("/bin/chmod", ["755", root.path, root.appendingPathComponent("home").path])
+
+        let mods = "/usr/lib/apache2/modules"
+        let handler = module == "fcgid"
+            ? "LoadModule fcgid_module \(mods)/mod_fcgid.so\nFcgidIPCDir \(root.path)/run/fcgid\nFcgidProcessTableFile \(root.path)/run/fcgid_shm\n"
+            : "LoadModule cgid_module \(mods)/mod_cgid.so\nScriptSock \(root.path)/run/cgisock\n"
+        let httpd = """
+            ServerRoot /etc/apache2
+            PidFile \(root.path)/run/httpd.pid
+            Listen 127.0.0.1:\(port)
+            ServerName localhost
+            User nobody
+            Group nogroup
+            ErrorLog \(root.path)/logs/error.log
+            LogLevel warn
+            LoadModule mpm_event_module \(mods)/mod_mpm_event.so
+            LoadModule authz_core_module \(mods)/mod_authz_core.so
+            LoadModule authz_host_module \(mods)/mod_authz_host.so
+            LoadModule mime_module \(mods)/mod_mime.so
+            LoadModule dir_module \(mods)/mod_dir.so
+            LoadModule rewrite_module \(mods)/mod_rewrite.so
+            LoadModule headers_module \(mods)/mod_headers.so
+            LoadModule env_module \(mods)/mod_env.so
+            \(handler)
+            TypesConfig /etc/mime.types
+            DocumentRoot \(docroot.path)
+            <Directory />
+                AllowOverride None
+                Require all denied
+            </Directory>
+            <Directory \(docroot.path)>
+                AllowOverride All
+                Require all granted
+            </Directory>
+            """
+        let confPath = root.appendingPathComponent("httpd.conf").path
+        try httpd.write(toFile: confPath, atomically: true, encoding: .utf8)
+        process = try ChildProcess("/usr/sbin/apache2", ["-f", confPath, "-DFOREGROUND"], environment: ["PATH": "/usr/sbin:/usr/bin:/bin"],
+                                   stderr: root.appendingPathComponent("logs/stderr.log").path)
+        guard waitUntil({ (try? HTTPClient.send(port: self.port, "GET", "/privacy.html", timeout: 2)) != nil }) else {
+            throw ClientError("apache did not start: \((try? String(contentsOfFile: root.path + "/logs/error.log", encoding: .utf8)) ?? "")")
+        }
+    }
+
+    deinit {
+        process?.stop()
+        try? FileManager.default.removeItem(at: root)
+    }
+}
