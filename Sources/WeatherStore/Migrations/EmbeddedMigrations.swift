@@ -75,4 +75,9 @@ CREATE TABLE IF NOT EXISTS weather_counters (
   PRIMARY KEY (hour, name)
 ) WITHOUT ROWID;
 """#),
+    Migration(name: "0003_drop_rate_limit_tat_index.sql", sql: #"""
+-- Every allowed request rewrites its bucket's tat_ms; the index on it doubled the pages each of
+-- those writes touches, for the benefit of the pruning job only, which can scan this small table.
+DROP INDEX IF EXISTS weather_rate_limits_tat;
+"""#),
 ]
