@@ -4,7 +4,7 @@
 set -euo pipefail
 packages=(
   pkg-config libfcgi-dev libsqlite3-dev libssl-dev libcurl4-openssl-dev  # build: C libraries
-  nginx spawn-fcgi libfcgi-bin sqlite3 python3 curl                      # run and end-to-end tests
+  nginx spawn-fcgi libfcgi-bin sqlite3 python3 python3-venv curl         # run and end-to-end tests (venv: schemathesis)
   apache2 libapache2-mod-fcgid                                           # shared-hosting tests
 )
 [ "${WITH_BENCH:-0}" = 1 ] && packages+=(wrk valgrind)

@@ -215,3 +215,8 @@ enum ChildProcessOutput {
         return (data, p.terminationStatus)
     }
 }
+
+extension GatewayHarness {
+    /// The supervisor is still up (no worker crash took it down).
+    var isAppRunning: Bool { app?.isRunning == true }
+}
