@@ -118,3 +118,34 @@ import Glibc
         #expect(String(decoding: out.stdout, as: UTF8.self).contains("WEATHER_CACHE_TTL"))
     }
 }
+
+extension FoundationEndToEndTests {
+    @Test func sigtermFinishesTheRequestInHandThenExits() throws {
+        let fake = try FakeProviders()
+        let h = try GatewayHarness(workers: 1, env: fake.environment(providers: "caiyun", timeout: "3"))
+        h.companions.append(fake)
+        let token = try h.createSession()["weatherAccessToken"] as! String
+        try fake.setMode("caiyun", "slow", delay: 1)
+        let answer = Collector<HTTPResponse>()
+        let port = h.port
+        let thread = Thread {
+            if let r = try? HTTPClient.send(port: port, "GET", "/v1/weather?lat=3&lon=3", headers: ["X-Weather-Session-Token": token]) { answer.append(r) }
+        }
+        thread.start()
+        usleep(400_000)  // the request is now waiting on the slow provider
+        let app = try #require(h.app)
+        kill(app.pid, SIGTERM)
+        #expect(waitUntil(timeout: 5) { !app.isRunning })
+        #expect(waitUntil(timeout: 2) { !answer.items.isEmpty })
+        #expect(answer.items.first?.status == 200, "the request in hand was answered")
+        #expect(app.terminationStatus == 0)
+    }
+
+    @Test func workerRecyclesAfterMaxRequests() throws {
+        let h = try GatewayHarness(workers: 2, env: ["WEATHER_MAX_REQUESTS": "3"])
+        for _ in 0..<20 { #expect(try h.request("GET", "/v1/health").status == 200) }
+        let workers = Set(h.log.split(separator: "\n").compactMap { $0.split(separator: " ").first { $0.hasPrefix("worker=") } })
+        #expect(workers.count >= 6, "20 requests at 3 per worker need at least 7 worker processes: \(workers.count)")
+        #expect(h.isAppRunning)
+    }
+}

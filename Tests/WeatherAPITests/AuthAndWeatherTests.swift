@@ -188,3 +188,22 @@ import WeatherCore
         #expect(a.json["current"] == nil)
     }
 }
+
+@Suite struct WeatherCounterTests {
+    @Test func cacheAndProviderCountersArePerHourAndBatched() throws {
+        let t = try TestGateway { $0.flushInterval = 60 }
+        let token = t.createSession()["weatherAccessToken"] as? String
+        _ = t.weather(token: token)                      // miss: one provider call
+        _ = t.weather(token: token)                      // hit
+        #expect(try t.store.db.scalarInt("SELECT count(*) FROM weather_counters WHERE name LIKE 'cache.%'") == 0, "nothing written before the flush interval")
+        t.clock.advance(601)
+        t.source.failure = .providerError
+        _ = t.weather(token: token)                      // stale: one failed call
+        t.clock.advance(60)
+        t.gateway.afterResponse()
+        let rows = try t.store.db.statement("SELECT name, sum(value) FROM weather_counters WHERE name LIKE 'cache.%' OR name LIKE 'provider.%' GROUP BY name ORDER BY name").rows { "\($0.text(0)!)=\($0.int(1))" }
+        #expect(rows == ["cache.hit=1", "cache.miss=1", "cache.stale=1", "provider.caiyun.calls=2", "provider.caiyun.errors=1"])
+        let hours = try t.store.db.statement("SELECT DISTINCT hour FROM weather_counters ORDER BY hour").rows { $0.text(0)! }
+        #expect(hours == ["2026-11-30T02"])
+    }
+}
