@@ -1,4 +1,7 @@
 import CCurl
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `HTTPTransport` over libcurl, owning one easy handle so consecutive calls to the same provider
 /// reuse the TLS connection (keep-alive) instead of paying a handshake per request.
@@ -19,6 +22,15 @@ public final class CurlTransport: HTTPTransport, @unchecked Sendable {
     private let maxBodyBytes: Int
     private let mutex = PthreadMutex()
 
+    /// The first CA bundle that exists among the usual distribution paths (nil: libcurl's default).
+    static let caBundle: String? = [
+        "/etc/ssl/certs/ca-certificates.crt",      // Debian, Ubuntu, Alpine
+        "/etc/pki/tls/certs/ca-bundle.crt",        // Fedora, RHEL, CentOS, CloudLinux
+        "/etc/ssl/ca-bundle.pem",                  // openSUSE
+        "/etc/pki/tls/cacert.pem",                 // OpenELEC
+        "/etc/ssl/cert.pem",                       // Alpine, macOS-style
+    ].first { access($0, R_OK) == 0 }
+
     /// Creates the transport and its easy handle; throws `.transport` if libcurl cannot start.
     public init(maxBodyBytes: Int = CurlTransport.defaultMaxBodyBytes, userAgent: String = "closet-weather-gateway/1") throws(ProviderFailure) {
         precondition(maxBodyBytes > 0, "body cap must be positive")
@@ -35,6 +47,9 @@ public final class CurlTransport: HTTPTransport, @unchecked Sendable {
         // Empty string: accept every encoding libcurl can decode; forecasts compress ~10x.
         _ = ccurl_setopt_string(h, CURLOPT_ACCEPT_ENCODING, "")
         _ = ccurl_setopt_string(h, CURLOPT_USERAGENT, userAgent)
+        // The release bundle ships Debian's libcurl, which looks for CA certificates only at
+        // Debian's path; on other distributions point it at theirs.
+        if let bundle = Self.caBundle { _ = ccurl_setopt_string(h, CURLOPT_CAINFO, bundle) }
         _ = ccurl_setopt_write_function(h) { data, size, count, context in
             guard let context else { return 0 }
             let sink = Unmanaged<ResponseSink>.fromOpaque(context).takeUnretainedValue()
