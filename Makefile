@@ -15,7 +15,7 @@ run: deps
 ## Every test: unit tests of each module and the end-to-end tests through nginx, Apache, CGI.
 test: deps
 	$(SWIFT) build
-	WEATHER_BIN_DIR=$$($(SWIFT) build --show-bin-path) $(SWIFT) test
+	CW_BIN_DIR=$$($(SWIFT) build --show-bin-path) $(SWIFT) test
 
 dist: deps
 	scripts/dist.sh

@@ -11,7 +11,7 @@ let repositoryRoot: URL = {
 }()
 
 /// Where `swift build` put the executables (`make test` passes it; else the debug folder).
-let binDirectory: String = ProcessInfo.processInfo.environment["WEATHER_BIN_DIR"]
+let binDirectory: String = ProcessInfo.processInfo.environment["CW_BIN_DIR"]
     ?? repositoryRoot.appendingPathComponent(".build/debug").path
 
 /// A free loopback TCP port (bound then released; good enough for tests on one machine).
