@@ -49,8 +49,6 @@ public final class Database {
             }
         }
         try execute("PRAGMA synchronous=NORMAL")
-        // Reads come from the page cache / mapped file instead of a pread per page.
-        try execute("PRAGMA mmap_size=268435456")
         try execute("PRAGMA foreign_keys=ON")
     }
 
