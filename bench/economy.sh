@@ -9,7 +9,7 @@
 #
 # usage: bench/economy.sh [--label TEXT]
 # Environment: USERS (10000), ECON_THREADS (4 threads, one connection each), WORKERS (2),
-# WEATHER_CACHE_TTL (600), WEATHER_FCGI, RESULTS. Exits non-zero when the assertion fails.
+# WEATHER_CACHE_TTL (600), GATEWAY_BIN, RESULTS. Exits non-zero when the assertion fails.
 source "$(dirname "$0")/lib.sh"
 
 label="" args=$(printf "%q " "$@"); args=${args% }

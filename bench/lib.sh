@@ -75,10 +75,10 @@ free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# The release weather-fcgi, built in its own scratch path (WEATHER_FCGI=path skips the build).
+# The release weather-fcgi, built in its own scratch path (GATEWAY_BIN=path skips the build).
 build_gateway() {
-  if [ -n "${WEATHER_FCGI:-}" ]; then
-    GATEWAY_BIN=$WEATHER_FCGI
+  if [ -n "${GATEWAY_BIN:-}" ]; then
+    GATEWAY_BIN=$GATEWAY_BIN
   else
     local scratch=${BENCH_SCRATCH:-$BENCH_ROOT/.build-bench}
     log "building weather-fcgi (release, $scratch)"

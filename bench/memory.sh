@@ -7,7 +7,7 @@
 # total reaches REQUESTS; RSS is sampled after every round, so a leak shows as a trend.
 #
 # usage: bench/memory.sh [--label TEXT]
-# Environment: REQUESTS (100000), ROUND (5s), CONNECTIONS (32), THREADS (2), WEATHER_FCGI, RESULTS.
+# Environment: REQUESTS (100000), ROUND (5s), CONNECTIONS (32), THREADS (2), GATEWAY_BIN, RESULTS.
 source "$(dirname "$0")/lib.sh"
 
 label="" args=$(printf "%q " "$@"); args=${args% }

@@ -9,7 +9,7 @@
 #
 # usage: bench/profile.sh [--label TEXT]
 # Environment: PROFILE_DURATION (20s), PATH_KIND (session | legacy | create), LIMITS (off | high),
-# WEATHER_FCGI, RESULTS.
+# GATEWAY_BIN, RESULTS.
 source "$(dirname "$0")/lib.sh"
 
 label="" args=$(printf "%q " "$@"); args=${args% }

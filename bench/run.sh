@@ -17,7 +17,7 @@
 # Environment: DURATION (10s), CONNECTIONS (32), THREADS (2), WORKERS (2: gateway workers,
 # spawn-fcgi children and uvicorn workers alike), NGINX_WORKERS (1), WARMUP (1s before each
 # path), REFRESH_HEADROOM (3: refresh pairs seeded = headroom x creation rate x duration),
-# WEATHER_FCGI (a built binary; default: build release into .build-bench), RESULTS (file).
+# GATEWAY_BIN (a built binary; default: build release into .build-bench), RESULTS (file).
 source "$(dirname "$0")/lib.sh"
 
 peer="" limits=1 label="" args=$(printf "%q " "$@"); args=${args% }

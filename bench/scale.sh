@@ -12,7 +12,7 @@
 # Environment: SESSIONS (1000000), ORDER ("empty big big empty": the phases in order, each
 # database's figures averaged, so a linear drift of the machine cancels), DURATION (10s),
 # CONNECTIONS (32), THREADS (2),
-# WORKERS (2), WARMUP (1s), KEEP_DB (0: the databases are deleted at the end), WEATHER_FCGI,
+# WORKERS (2), WARMUP (1s), KEEP_DB (0: the databases are deleted at the end), GATEWAY_BIN,
 # RESULTS.
 source "$(dirname "$0")/lib.sh"
 
