@@ -75,6 +75,9 @@ public final class Database {
         sqlite3_close_v2(handle)
     }
 
+    /// True when SQLite opened the file read-only because the file system refused writing.
+    public var isReadOnly: Bool { sqlite3_db_readonly(handle, "main") == 1 }
+
     /// Runs SQL without results (may hold several statements); not cached.
     public func execute(_ sql: String) throws(DatabaseError) {
         var err: UnsafeMutablePointer<CChar>?

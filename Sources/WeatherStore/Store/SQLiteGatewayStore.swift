@@ -2,16 +2,26 @@ import WeatherCore
 
 /// The gateway's storage on one SQLite connection (one per worker process).
 public final class SQLiteGatewayStore: GatewayStore {
-    public let db: Database
+    public private(set) var db: Database
+    /// Where to reopen from after a storage fault (nil for a wrapped connection).
+    private let path: String?
+    /// Set when the file system refused a write or read (read-only, I/O error): the connection may
+    /// have cached that state, so the next call opens a fresh one once the disk is back.
+    private var needsReopen = false
 
     /// Opens the database and applies pending migrations (safe when several workers start at once).
     public init(path: String) throws {
         db = try Database(path: path)
+        self.path = path
         try Migrator.apply(to: db)
+        needsReopen = db.isReadOnly
     }
 
     /// Wraps an open database without migrating (for tools that only read).
-    public init(database: Database) { db = database }
+    public init(database: Database) {
+        db = database
+        path = nil
+    }
 
     // MARK: Sessions and tokens
 
@@ -230,12 +240,32 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// A `BEGIN IMMEDIATE` transaction whose failures become `StoreError`.
     @discardableResult
     private func write<T>(_ body: () throws -> T) throws(StoreError) -> T {
-        do { return try db.transaction(body) } catch { throw Self.storeError(error) }
+        try reopenIfFaulted()
+        do { return try db.transaction(body) } catch { throw noteFault(error) }
     }
 
     /// Reads need no explicit transaction: each statement sees one WAL snapshot.
     private func read<T>(_ body: () throws -> T) throws(StoreError) -> T {
-        do { return try body() } catch { throw Self.storeError(error) }
+        try reopenIfFaulted()
+        do { return try body() } catch { throw noteFault(error) }
+    }
+
+    private func noteFault(_ error: any Error) -> StoreError {
+        let e = Self.storeError(error)
+        let primary = e.code & 0xff
+        if primary == 8 || primary == 10 || primary == 14 { needsReopen = true }  // READONLY, IOERR, CANTOPEN
+        return e
+    }
+
+    private func reopenIfFaulted() throws(StoreError) {
+        guard needsReopen, let path else { return }
+        do {
+            db = try Database(path: path)
+            // Opened read-only (disk still read-only): try again on the next call.
+            needsReopen = db.isReadOnly
+        } catch {
+            throw Self.storeError(error)
+        }
     }
 
     static func storeError(_ error: any Error) -> StoreError {
