@@ -1,0 +1,655 @@
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Reliability: mixed load, killed workers, provider faults, storage faults and hostile input, all
+/// through the real nginx + `weather-fcgi --workers N`. These are the short versions that run in
+/// `make test`; `bench/soak.sh` and `bench/crash.sh` are the long ones. docs/reliability.md lists
+/// what each test injects and asserts, with the last results.
+@Suite(.serialized) struct ReliabilityTests {
+    static let legacy = "reliability-legacy-token-0123456789"
+    static let hashKey = "reliability-hash-key-0123456789abcdef0123456789"
+    static let weatherPath = "/v1/weather?lat=31.2304&lon=121.4737&days=3"
+
+    /// Every limit off (load tests must measure the service, not the quotas), a fixed hash key,
+    /// the legacy token on, and a cache that stays fresh for the whole test.
+    static var baseEnv: [String: String] {
+        var env = ["CLOSET_WEATHER_PROXY_TOKEN": legacy, "WEATHER_HASH_KEY": hashKey,
+                   "WEATHER_CACHE_TTL": "86400", "WEATHER_CACHE_STALE_TTL": "86400"]
+        for name in ["WEATHER_SESSION_CREATE_PER_IP_PER_HOUR", "WEATHER_REFRESH_PER_SESSION_PER_HOUR", "WEATHER_REQUESTS_PER_SESSION_PER_HOUR",
+                     "WEATHER_REQUESTS_PER_IP_PER_HOUR", "WEATHER_GRID_CELLS_PER_SESSION_PER_DAY", "WEATHER_LEGACY_REQUESTS_PER_IP_PER_HOUR"] {
+            env[name] = "0"
+        }
+        return env
+    }
+
+    static func createBody() -> [UInt8] {
+        Array(#"{"platform":"ios","appVersion":"1.0","installationId":"\#(UUID().uuidString.lowercased())"}"#.utf8)
+    }
+
+    static func proofBody(_ sessionId: String, _ refreshToken: String) -> [UInt8] {
+        Array(#"{"anonymousSessionId":"\#(sessionId)","refreshToken":"\#(refreshToken)"}"#.utf8)
+    }
+
+    static let jsonHeaders = ["Content-Type": "application/json"]
+
+    // MARK: 1. Soak
+
+    /// 16 client threads for 5 s (RELIABILITY_SOAK_SECONDS) of mixed traffic over 4 workers:
+    /// session creation, refresh, cached weather with a session token and with the legacy token,
+    /// health. No 5xx, no busy database, every session still alive and usable, database intact.
+    @Test func soakMixedLoadKeepsEverySessionAndTheDatabaseIntact() throws {
+        let fake = try FakeProviders()
+        let h = try GatewayHarness(workers: 4, env: fake.environment().merging(Self.baseEnv) { $1 })
+        h.companions.append(fake)
+        let warmToken = try #require(try h.createSession()["weatherAccessToken"] as? String)
+        let warm = try h.request("GET", Self.weatherPath, headers: ["X-Weather-Session-Token": warmToken])
+        #expect(warm.status == 200, "\(warm.text)")
+
+        let seconds = Double(ProcessInfo.processInfo.environment["RELIABILITY_SOAK_SECONDS"] ?? "") ?? 5
+        let threads = 16
+        let port = h.port
+        let outcomes = Collector<(kind: String, status: Int)>()
+        let finals = Collector<SessionPair>()
+        let deadline = Date().addingTimeInterval(seconds)
+        parallel(threads) { _ in
+            var mine: [SessionPair] = []
+            while Date() < deadline {
+                let roll = Int.random(in: 0..<100)
+                var kind = "health"
+                do {
+                    if roll < 20 || mine.isEmpty && roll < 35 {
+                        kind = "create"
+                        let r = try HTTPClient.send(port: port, "POST", "/v1/weather/session", headers: Self.jsonHeaders, body: Self.createBody())
+                        outcomes.append((kind, r.status))
+                        if r.status == 201, let pair = SessionPair(r.json) { mine.append(pair) }
+                    } else if roll < 35 {
+                        kind = "refresh"
+                        let i = Int.random(in: 0..<mine.count)
+                        let r = try HTTPClient.send(port: port, "POST", "/v1/weather/session/refresh", headers: Self.jsonHeaders,
+                                                    body: Self.proofBody(mine[i].sessionId, mine[i].refreshToken))
+                        outcomes.append((kind, r.status))
+                        if r.status == 200, let pair = SessionPair(r.json) { mine[i] = pair }
+                    } else if roll < 70 {
+                        kind = "weather-session"
+                        let token = mine.randomElement()?.accessToken ?? warmToken
+                        let r = try HTTPClient.send(port: port, "GET", Self.weatherPath, headers: ["X-Weather-Session-Token": token])
+                        outcomes.append((kind, r.status))
+                    } else if roll < 90 {
+                        kind = "weather-legacy"
+                        let r = try HTTPClient.send(port: port, "GET", Self.weatherPath, headers: ["X-Weather-Token": Self.legacy])
+                        outcomes.append((kind, r.status))
+                    } else {
+                        let r = try HTTPClient.send(port: port, "GET", "/v1/health")
+                        outcomes.append((kind, r.status))
+                    }
+                } catch {
+                    outcomes.append((kind, -1))
+                }
+            }
+            for p in mine { finals.append(p) }
+        }
+
+        let all = outcomes.items
+        let byKind = Dictionary(grouping: all, by: \.kind).mapValues { Dictionary(grouping: $0, by: \.status).mapValues(\.count) }
+        print("soak: \(all.count) requests in \(seconds) s over \(threads) threads, \(finals.items.count) sessions: \(byKind)")
+        #expect(all.count > 100, "too little load to mean anything: \(all.count)")
+        #expect(all.allSatisfy { $0.status >= 200 && $0.status < 300 }, "non-2xx or transport errors: \(byKind)")
+        #expect(!all.contains { $0.status >= 500 })
+
+        let log = h.log
+        #expect(!log.contains("status=5"), "5xx in the worker log")
+        for needle in ["database is locked", "SQLITE_BUSY", "storage_unavailable", "busy"] {
+            #expect(!log.localizedCaseInsensitiveContains(needle), "\(needle) in the worker log")
+        }
+
+        // Every session created during the soak is active, its latest access token authenticates
+        // and its latest refresh token still rotates.
+        let sessions = finals.items
+        #expect(!sessions.isEmpty)
+        #expect(h.sql("SELECT count(*) FROM anonymous_weather_sessions WHERE status != 'active'") == "0")
+        let created = all.filter { $0.kind == "create" && $0.status == 201 }.count
+        #expect(Int(h.sql("SELECT count(*) FROM anonymous_weather_sessions")) == created + 1)
+        let broken = Collector<String>()
+        parallel(8) { c in
+            for (i, s) in sessions.enumerated() where i % 8 == c {
+                let w = try? HTTPClient.send(port: port, "GET", Self.weatherPath, headers: ["X-Weather-Session-Token": s.accessToken])
+                if w?.status != 200 || w?.json["authMode"] as? String != "weather_session" { broken.append("\(s.sessionId) access: \(w?.status ?? -1)") }
+                let r = try? HTTPClient.send(port: port, "POST", "/v1/weather/session/refresh", headers: Self.jsonHeaders, body: Self.proofBody(s.sessionId, s.refreshToken))
+                if r?.status != 200 { broken.append("\(s.sessionId) refresh: \(r?.status ?? -1) \(r?.text ?? "")") }
+            }
+        }
+        #expect(broken.items.isEmpty, "\(broken.items.count) of \(sessions.count) sessions broken: \(broken.items.prefix(5))")
+        h.stop()
+        #expect(integrityCheck(h.databasePath) == "ok")
+    }
+
+    // MARK: 2. Crash
+
+    /// Session creation from 8 threads while a worker is killed with SIGKILL every second (4 kills):
+    /// only the request in flight on the killed worker fails (nginx's 503 JSON), the supervisor
+    /// brings the worker count back, every acknowledged session is in the database.
+    @Test func killingWorkersLosesOnlyInFlightRequestsAndNothingCommitted() throws {
+        let h = try GatewayHarness(workers: 4, env: Self.baseEnv)
+        let supervisor = try #require(h.app?.pid)
+        #expect(waitUntil { workerPids(supervisor).count == 4 })
+        let port = h.port
+        let acknowledged = Collector<String>()
+        let failed = Collector<(status: Int, code: String?)>()
+        let kills = Collector<Int32>()
+        let deadline = Date().addingTimeInterval(4.5)
+        parallel(9) { t in
+            if t == 8 {
+                for _ in 0..<4 {
+                    usleep(1_000_000)
+                    if let victim = workerPids(supervisor).randomElement() {
+                        kill(victim, SIGKILL)
+                        kills.append(victim)
+                    }
+                }
+                return
+            }
+            while Date() < deadline {
+                do {
+                    let r = try HTTPClient.send(port: port, "POST", "/v1/weather/session", headers: Self.jsonHeaders, body: Self.createBody())
+                    if r.status == 201, let id = r.json["anonymousSessionId"] as? String {
+                        acknowledged.append(id)
+                    } else {
+                        failed.append((r.status, r.errorCode))
+                    }
+                } catch {
+                    failed.append((-1, "\(error)"))
+                }
+            }
+        }
+        let ids = acknowledged.items, failures = failed.items
+        print("crash: \(kills.items.count) kills, \(ids.count) sessions acknowledged, \(failures.count) failed: \(failures)")
+        #expect(kills.items.count == 4)
+        #expect(ids.count > 20)
+        #expect(failures.count <= kills.items.count, "more failures than killed in-flight requests: \(failures)")
+        #expect(failures.allSatisfy { [502, 503].contains($0.status) && $0.code != nil }, "\(failures)")
+        #expect(waitUntil(timeout: 10) { workerPids(supervisor).count == 4 }, "supervisor did not restore 4 workers: \(workerPids(supervisor))")
+        #expect(kills.items.allSatisfy { !workerPids(supervisor).contains($0) })
+        #expect(try h.request("GET", "/v1/health").status == 200)
+
+        // Thousands of ids: through stdin, not the command line.
+        let script = "CREATE TEMP TABLE acked(id TEXT PRIMARY KEY);\n"
+            + ids.map { "INSERT INTO acked VALUES ('\($0)');" }.joined(separator: "\n")
+            + "\nSELECT count(*) FROM acked JOIN anonymous_weather_sessions s ON s.id = acked.id AND s.status = 'active';"
+            + "\nSELECT count(*) FROM weather_session_tokens t JOIN acked ON acked.id = t.session_id AND t.revoked_at IS NULL;\n"
+        let counts = ChildProcessOutput.run("/usr/bin/sqlite3", [h.databasePath], stdin: Data(script.utf8)).split(separator: "\n")
+        #expect(counts == ["\(ids.count)", "\(ids.count * 2)"], "acknowledged sessions or tokens missing after the kills: \(counts) for \(ids.count)")
+        h.stop()
+        #expect(integrityCheck(h.databasePath) == "ok")
+    }
+
+    /// SIGTERM to the supervisor while it is slowing down restarts (more deaths than workers within
+    /// 5 s) must still stop everything at once. It used to spawn one more worker after the
+    /// interrupted sleep and that worker swallowed the SIGTERM, leaving the supervisor waiting.
+    @Test func supervisorStopsPromptlyDuringRestartBackoff() throws {
+        let h = try GatewayHarness(workers: 4, env: Self.baseEnv, startNginx: false)
+        let app = try #require(h.app)
+        #expect(waitUntil { workerPids(app.pid).count == 4 })
+        for _ in 0..<2 {
+            for pid in workerPids(app.pid) { kill(pid, SIGKILL) }
+            usleep(300_000)
+        }
+        usleep(300_000)  // the supervisor is now in its 1 s back-off sleep
+        kill(app.pid, SIGTERM)
+        let stopped = waitUntil(timeout: 5) { !app.isRunning }
+        #expect(stopped, "supervisor still running 5 s after SIGTERM; workers: \(workerPids(app.pid))")
+        if !stopped { for pid in workerPids(app.pid) { kill(pid, SIGTERM) } }
+        #expect(waitUntil(timeout: 3) { ChildProcessOutput.run("/usr/bin/pgrep", ["-f", h.socketPath]).isEmpty }, "a worker outlived the supervisor")
+    }
+
+    // MARK: 3. Provider faults
+
+    /// Storms of timeouts, resets, garbage, 429s and 5xx from both providers, 8 concurrent requests
+    /// for distinct cells each (2 of them cells with an expired cached copy). WEATHER_PROVIDER_TIMEOUT=1
+    /// and two providers: no request may hold a worker (or the client) longer than 1 × 2 + 1.5 s,
+    /// and every answer is 502 provider_error, 504 provider_timeout or 200 with cache "stale".
+    @Test func providerStormsNeverHoldAWorkerPastTheTimeoutAndGiveOnlyDocumentedErrors() throws {
+        let fake = try FakeProviders()
+        var env = fake.environment(timeout: "1").merging(Self.baseEnv) { $1 }
+        env["WEATHER_CACHE_TTL"] = "1"
+        let h = try GatewayHarness(workers: 8, env: env)
+        h.companions.append(fake)
+        let port = h.port
+        let bound = 1.0 * 2 + 1.5
+        let legacyAuth = ["X-Weather-Token": Self.legacy]
+
+        // Two cells with a cached copy that will be stale (TTL 1 s) during the storms.
+        let staleCells = [(-45.0, 100.0), (-45.5, 100.5)]
+        for (lat, lon) in staleCells {
+            #expect(try h.request("GET", "/v1/weather?lat=\(lat)&lon=\(lon)", headers: legacyAuth).status == 200)
+        }
+        usleep(1_200_000)
+
+        // Where the last provider fails fast, 502 is expected, but a 504 is also right when a
+        // connection to the fake could not even be made within the 1 s timeout (its listen
+        // backlog is Python's default of 5, and 8 workers connect at once): both are documented.
+        let either: Set<String> = ["provider_error", "provider_timeout"]
+        let storms: [(caiyun: String, vc: String, expected: Set<String>)] = [
+            ("slow", "slow", ["provider_timeout"]),
+            ("reset", "reset", either),
+            ("garbage", "garbage", either),
+            ("rate_limited", "rate_limited", either),
+            ("html_error", "html_error", either),
+            ("unauthorized", "error_body", either),
+            ("slow", "html_error", either),
+            ("reset", "slow", ["provider_timeout"]),
+        ]
+        var cell = 0
+        var summary: [String] = []
+        for storm in storms {
+            try fake.setMode("caiyun", storm.caiyun, delay: 3)
+            try fake.setMode("visualcrossing", storm.vc, delay: 3)
+            var planned: [(path: String, stale: Bool)] = staleCells.map { ("/v1/weather?lat=\($0.0)&lon=\($0.1)", true) }
+            for _ in 0..<6 {
+                cell += 1
+                planned.append(("/v1/weather?lat=\(-30.0 + Double(cell) * 0.5)&lon=\(10.0 + Double(cell) * 0.5)", false))
+            }
+            let paths = planned
+            let results = Collector<(stale: Bool, seconds: Double, response: HTTPResponse?)>()
+            parallel(paths.count) { i in
+                let started = Date()
+                let r = try? HTTPClient.send(port: port, "GET", paths[i].path, headers: legacyAuth)
+                results.append((paths[i].stale, Date().timeIntervalSince(started), r))
+            }
+            let label = "\(storm.caiyun)/\(storm.vc)"
+            var codes: [String: Int] = [:]
+            for r in results.items {
+                let response = try #require(r.response, "\(label): no answer")
+                #expect(r.seconds <= bound, "\(label): a request took \(r.seconds) s")
+                #expect(response.headers["content-type"]?.hasPrefix("application/json") == true, "\(label): \(response.text)")
+                if r.stale {
+                    #expect(response.status == 200 && response.json["cache"] as? String == "stale", "\(label) stale cell: \(response.status) \(response.text)")
+                    codes["200 stale", default: 0] += 1
+                } else {
+                    let code = response.errorCode ?? "none"
+                    #expect([502, 504].contains(response.status) && storm.expected.contains(code), "\(label): \(response.status) \(response.text)")
+                    #expect(response.status == (code == "provider_timeout" ? 504 : 502))
+                    codes["\(response.status) \(code)", default: 0] += 1
+                }
+            }
+            summary.append("\(label): \(codes) max \(String(format: "%.2f", results.items.map(\.seconds).max() ?? 0)) s")
+        }
+        print("provider storms:\n  " + summary.joined(separator: "\n  "))
+
+        // The worker's own view: no weather request held a worker longer than the bound.
+        let held = h.log.split(separator: "\n").filter { $0.contains("route=/v1/weather") }.compactMap { line -> Double? in
+            line.split(separator: " ").first { $0.hasPrefix("duration_ms=") }.flatMap { Double($0.dropFirst("duration_ms=".count)) }
+        }
+        #expect(!held.isEmpty)
+        #expect((held.max() ?? 0) <= bound * 1000, "a worker was held \(held.max() ?? 0) ms")
+        #expect(!h.log.contains("status=500"))
+
+        // Workers are free right away once the providers recover.
+        try fake.reset()
+        let started = Date()
+        let ok = try h.request("GET", "/v1/weather?lat=60&lon=60", headers: legacyAuth)
+        #expect(ok.status == 200 && ok.json["cache"] as? String == "miss")
+        #expect(Date().timeIntervalSince(started) < 1.5)
+    }
+
+    // MARK: 4. Storage faults
+
+    /// The database on a tmpfs reached through a bind mount. A read-only bind mount stacked on top
+    /// makes every connection opened afterwards read-only (the kernel refuses `remount,ro` while a
+    /// worker holds the file open for writing, so running connections keep writing: that is
+    /// documented, not tested). Workers restarted then answer session creation with 503
+    /// `storage_unavailable`; once the mount is writable again, restarted workers answer 201.
+    @Test(.enabled(if: mountsWork, "needs root and mount(2) (tmpfs, bind, remount); not available here"))
+    func readOnlyDatabaseIs503AndRecoversWhenWritable() throws {
+        let fs = try ScratchMount(size: "16m")
+        defer { fs.remove() }
+        let db = fs.dbDirectory + "/weather.sqlite3"
+        let h = try GatewayHarness(workers: 2, env: Self.baseEnv.merging(["WEATHER_DB_PATH": db]) { $1 })
+        defer { h.stop() }
+        let supervisor = try #require(h.app?.pid)
+        func create() throws -> HTTPResponse { try h.request("POST", "/v1/weather/session", json: ["platform": "ios", "installationId": UUID().uuidString]) }
+        func restartWorkers() {
+            let old = workerPids(supervisor)
+            for pid in old { kill(pid, SIGTERM) }
+            _ = waitUntil(timeout: 10) { let now = workerPids(supervisor); return now.count == 2 && Set(now).isDisjoint(with: old) }
+        }
+        #expect(try create().status == 201)
+
+        try fs.makeReadOnly()
+        #expect(try create().status == 201, "open connections keep their writable descriptors")
+        restartWorkers()
+        var answers: [HTTPResponse] = []
+        for _ in 0..<6 { answers.append(try create()) }
+        #expect(answers.allSatisfy { $0.status == 503 && $0.errorCode == "storage_unavailable" }, "\(answers.map { "\($0.status) \($0.text)" })")
+        let health = try h.request("GET", "/v1/health")
+        #expect(health.status == 200 || (health.status == 503 && health.errorCode == "unhealthy"), "\(health.status) \(health.text)")
+        print("read-only: create \(answers.map(\.status)), health \(health.status)")
+
+        try fs.makeWritable()
+        // Known gap: a connection SQLite opened read-only stays read-only; without a restart the
+        // worker keeps answering 503 (docs/reliability.md).
+        withKnownIssue("a worker that opened the database read-only does not reopen it when it becomes writable", isIntermittent: true) {
+            let again = try create()
+            #expect(again.status == 201, "without a worker restart: \(again.status) \(again.text)")
+        }
+        restartWorkers()
+        for _ in 0..<4 { #expect(try create().status == 201) }
+        #expect(try h.request("GET", "/v1/health").status == 200)
+        #expect(!h.log.contains("status=500"))
+        h.stop()
+        #expect(integrityCheck(db) == "ok")
+    }
+
+    /// The database on a 4 MiB tmpfs filled up with a dd file: session creation answers 503
+    /// `storage_unavailable` (never 500, no crash), health stays honest, and once the filler is
+    /// deleted the same workers answer 201 again without a restart.
+    @Test(.enabled(if: mountsWork, "needs root and mount(2) (tmpfs); not available here"))
+    func fullDiskIs503AndRecoversWhenSpaceIsFreed() throws {
+        let fs = try ScratchMount(size: "4m", bind: false)
+        defer { fs.remove() }
+        let db = fs.base + "/weather.sqlite3"
+        let h = try GatewayHarness(workers: 2, env: Self.baseEnv.merging(["WEATHER_DB_PATH": db]) { $1 })
+        defer { h.stop() }
+        let supervisor = try #require(h.app?.pid)
+        let workersBefore = Set(workerPids(supervisor))
+        func create() throws -> HTTPResponse { try h.request("POST", "/v1/weather/session", json: ["platform": "ios", "installationId": UUID().uuidString]) }
+        #expect(try create().status == 201)
+
+        let filler = fs.base + "/filler"
+        _ = ChildProcessOutput.runData("/bin/dd", ["if=/dev/zero", "of=\(filler)", "bs=64k", "status=none"])
+        _ = ChildProcessOutput.runData("/bin/dd", ["if=/dev/zero", "of=\(filler)-2", "bs=4k", "status=none"])
+        var answers: [HTTPResponse] = []
+        for _ in 0..<40 {
+            let r = try create()
+            answers.append(r)
+            if r.status != 201 && answers.filter({ $0.status != 201 }).count >= 4 { break }
+        }
+        let refused = answers.filter { $0.status != 201 }
+        #expect(!refused.isEmpty, "the full disk never refused a write: \(answers.map(\.status))")
+        #expect(refused.allSatisfy { $0.status == 503 && $0.errorCode == "storage_unavailable" }, "\(refused.map { "\($0.status) \($0.text)" })")
+        let health = try h.request("GET", "/v1/health")
+        #expect(health.status == 200 || (health.status == 503 && health.errorCode == "unhealthy"), "\(health.status) \(health.text)")
+        print("full disk: create \(answers.map(\.status)), health \(health.status)")
+
+        try FileManager.default.removeItem(atPath: filler)
+        try FileManager.default.removeItem(atPath: filler + "-2")
+        for _ in 0..<4 {
+            let r = try create()
+            #expect(r.status == 201, "after freeing space: \(r.status) \(r.text)")
+        }
+        #expect(Set(workerPids(supervisor)) == workersBefore, "a worker died on the full disk")
+        #expect(!h.log.contains("status=500"))
+        h.stop()
+        #expect(integrityCheck(db) == "ok")
+    }
+
+    /// Starting on read-only storage with no database yet is a clear start-up error naming
+    /// WEATHER_DB_PATH (like the missing directory: FoundationEndToEndTests.missingDatabaseDirectoryIsAClearStartupError).
+    @Test(.enabled(if: mountsWork, "needs root and mount(2) (tmpfs); not available here"))
+    func readOnlyStorageAtStartupIsAClearError() throws {
+        let fs = try ScratchMount(size: "1m", bind: false)
+        defer { fs.remove() }
+        try fs.run(["-o", "remount,ro", fs.base])
+        let out = ChildProcessOutput.runData("/bin/bash", ["-c", "WEATHER_DB_PATH=\(fs.base)/w.sqlite3 WEATHER_HASH_KEY=\(Self.hashKey) \(binDirectory)/weather-fcgi --listen /tmp/cw-never-\(getpid()).sock --workers 2 2>&1"])
+        let text = String(decoding: out.stdout, as: UTF8.self)
+        #expect(out.status == 78, "\(out.status) \(text)")
+        #expect(text.contains("WEATHER_DB_PATH") && text.contains(fs.base), "\(text)")
+    }
+
+    // MARK: 5. Hostile input
+
+    /// Through nginx: over-long and many headers, oversized bodies, invalid UTF-8, NUL, deep JSON,
+    /// duplicate parameters, a slow-loris body from 8 sockets. Every answer is a 4xx (a JSON
+    /// envelope whenever the gateway or the shipped nginx error pages answer), no worker answers
+    /// 5xx, and the workers keep serving throughout.
+    @Test func hostileInputGets4xxAndTheWorkersKeepServing() throws {
+        let h = try GatewayHarness(workers: 2, env: Self.baseEnv)
+        let port = h.port
+        func raw(_ text: String, body: [UInt8] = []) throws -> HTTPResponse {
+            try HTTPClient.send(port: port, "", "", rawRequest: Array(text.utf8) + body)
+        }
+        func rawBytes(_ bytes: [UInt8]) throws -> HTTPResponse { try HTTPClient.send(port: port, "", "", rawRequest: bytes) }
+        let create = "POST /v1/weather/session HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n"
+        let deepArray = [UInt8](repeating: UInt8(ascii: "["), count: 4000)
+        let deepObject = Array((String(repeating: #"{"a":"#, count: 600) + "1" + String(repeating: "}", count: 600)).utf8)
+        let badUTF8 = Array(#"{"platform":""#.utf8) + [0xFF, 0xFE] + Array(#"","installationId":"x"}"#.utf8)
+        let cases: [(name: String, json: Bool, send: () throws -> HTTPResponse)] = [
+            ("16 KB header", false, { try h.request("GET", "/v1/health", headers: ["X-Big": String(repeating: "a", count: 16 * 1024)]) }),
+            ("6 KB header", false, { try h.request("GET", "/v1/weather?lat=1&lon=1", headers: ["X-Weather-Session-Token": String(repeating: "a", count: 6 * 1024)]) }),
+            ("200 headers", false, { try h.request("GET", "/v1/weather?lat=1&lon=1", headers: Dictionary(uniqueKeysWithValues: (0..<200).map { ("X-H\($0)", String(repeating: "v", count: 100)) })) }),
+            ("5000-byte body", true, { try raw(create + "Content-Length: 5000\r\n\r\n", body: [UInt8](repeating: 32, count: 5000)) }),
+            // nginx answers 413 early and then lingers for more body; half-closing lets it finish.
+            ("100 KB body", true, { try rawExchange(port: port, head: Array((create + "Content-Length: 102400\r\n\r\n").utf8), body: [UInt8](repeating: 32, count: 102_400), halfClose: true) }),
+            ("Content-Length 10^12", true, { try raw(create + "Content-Length: 1000000000000\r\n\r\n") }),
+            ("negative Content-Length", false, { try raw(create + "Content-Length: -1\r\n\r\n") }),
+            ("invalid UTF-8 %FF in query", true, { try h.request("GET", "/v1/weather?lat=%FF&lon=1", headers: ["X-Weather-Token": Self.legacy]) }),
+            ("raw invalid UTF-8 in query", true, { try rawBytes(Array("GET /v1/weather?lat=".utf8) + [0xFF, 0xC3, 0x28] + Array("&lon=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Weather-Token: \(Self.legacy)\r\n\r\n".utf8)) }),
+            ("raw invalid UTF-8 in path", true, { try rawBytes(Array("GET /v1/weather".utf8) + [0xED, 0xA0, 0x80] + Array(" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8)) }),
+            ("invalid UTF-8 body", true, { try raw(create + "Content-Length: \(badUTF8.count)\r\n\r\n", body: badUTF8) }),
+            ("deep JSON array", true, { try raw(create + "Content-Length: \(deepArray.count)\r\n\r\n", body: deepArray) }),
+            ("deep JSON object", true, { try raw(create + "Content-Length: \(deepObject.count)\r\n\r\n", body: deepObject) }),
+            ("%00 in a parameter", true, { try h.request("GET", "/v1/weather?lat=1%00&lon=1", headers: ["X-Weather-Token": Self.legacy]) }),
+            ("%00 in the path", false, { try h.request("GET", "/v1/weather%00", headers: ["X-Weather-Token": Self.legacy]) }),
+            ("NUL in the body", true, { try raw(create + "Content-Length: 3\r\n\r\n", body: [0x7B, 0x00, 0x7D]) }),
+            ("raw NUL in the request line", false, { try rawBytes(Array("GET /v1/health?a=".utf8) + [0] + Array(" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8)) }),
+            ("duplicate lat", true, { try h.request("GET", "/v1/weather?lat=1&lat=2&lon=1", headers: ["X-Weather-Token": Self.legacy]) }),
+            ("duplicate days", true, { try h.request("GET", "/v1/weather?lat=1&lon=1&days=2&days=3", headers: ["X-Weather-Token": Self.legacy]) }),
+            ("malformed percent escape", true, { try h.request("GET", "/v1/weather?lat=%G1&lon=%", headers: ["X-Weather-Token": Self.legacy]) }),
+            ("exponent coordinates", true, { try h.request("GET", "/v1/weather?lat=1e1&lon=0x10", headers: ["X-Weather-Token": Self.legacy]) }),
+        ]
+        var table: [String] = []
+        for c in cases {
+            let r: HTTPResponse
+            do { r = try c.send() } catch {
+                Issue.record("\(c.name): \(error)")
+                continue
+            }
+            table.append("\(c.name): \(r.status) \(r.errorCode ?? String(r.text.prefix(40)).replacingOccurrences(of: "\n", with: " "))")
+            #expect((400..<500).contains(r.status), "\(c.name): \(r.status) \(r.text)")
+            if c.json {
+                #expect(r.errorCode != nil && r.headers["content-type"]?.hasPrefix("application/json") == true, "\(c.name): not a JSON envelope: \(r.text)")
+            }
+            let health = try h.request("GET", "/v1/health")
+            #expect(health.status == 200, "after \(c.name): health \(health.status)")
+        }
+        print("hostile input:\n  " + table.joined(separator: "\n  "))
+
+        // Slow loris: 8 sockets send their headers, then dribble a 100-byte body over ~3 s. nginx
+        // buffers bodies (fastcgi_request_buffering on), so the 2 workers stay free meanwhile.
+        let lorisAnswers = Collector<Int>()
+        let lorisDone = DispatchGroup()
+        for _ in 0..<8 {
+            lorisDone.enter()
+            Thread {
+                defer { lorisDone.leave() }
+                var body = Array(#"{"platform":"ios","installationId":"\#(UUID().uuidString)"}"#.utf8)
+                body += [UInt8](repeating: 32, count: 100 - body.count)
+                let head = Array("\(create)Content-Length: 100\r\n\r\n".utf8)
+                if let r = try? rawExchange(port: port, head: head, body: body, chunk: 10, pause: 0.3) { lorisAnswers.append(r.status) } else { lorisAnswers.append(-1) }
+            }.start()
+        }
+        usleep(300_000)
+        var slowest = 0.0
+        for _ in 0..<10 {
+            let started = Date()
+            let r = try h.request("GET", "/v1/health")
+            slowest = max(slowest, Date().timeIntervalSince(started))
+            #expect(r.status == 200)
+            usleep(200_000)
+        }
+        lorisDone.wait()
+        print("slow loris: answers \(lorisAnswers.items), slowest health meanwhile \(String(format: "%.3f", slowest)) s")
+        #expect(slowest < 1.0, "health waited \(slowest) s behind slow bodies")
+        #expect(lorisAnswers.items.count == 8 && lorisAnswers.items.allSatisfy { $0 == 201 }, "\(lorisAnswers.items)")
+        #expect(!h.log.contains("status=5"))
+    }
+
+    // MARK: 5b. Fuzzing
+
+    /// `fuzz/run.sh 20`: libFuzzer over Request.parse, JSONBody and WeatherParameters for 20 s from
+    /// the committed seed corpus. New inputs go to a scratch folder so the tree stays clean.
+    @Test(.enabled(if: fuzzerAvailable, "swiftc here has no libFuzzer runtime (libclang_rt.fuzzer); fuzz/run.sh cannot build"))
+    func fuzzRequestParsersForTwentySeconds() throws {
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("cw-fuzz-\(UUID().uuidString.prefix(8))").path
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let artifacts = scratch + "/artifacts"
+        let script = repositoryRoot.appendingPathComponent("fuzz/run.sh").path
+        let out = ChildProcessOutput.runData("/bin/bash", ["-c", "FUZZ_CORPUS_OUT=\(scratch)/corpus FUZZ_ARTIFACTS=\(artifacts) \(script) 20 2>&1"])
+        let text = String(decoding: out.stdout, as: UTF8.self)
+        let tail = text.split(separator: "\n").suffix(12).joined(separator: "\n")
+        print("fuzz:\n\(tail)")
+        #expect(out.status == 0, "fuzz/run.sh failed:\n\(tail)")
+        #expect(((try? FileManager.default.contentsOfDirectory(atPath: artifacts)) ?? []).isEmpty, "crash artifacts in \(artifacts)")
+        #expect(text.contains("Done "), "libFuzzer did not finish its run:\n\(tail)")
+    }
+}
+
+// MARK: - Helpers
+
+/// One session's latest tokens, as a client keeps them.
+struct SessionPair: Sendable {
+    var sessionId: String
+    var accessToken: String
+    var refreshToken: String
+
+    init?(_ json: [String: Any]) {
+        guard let s = json["anonymousSessionId"] as? String, let a = json["weatherAccessToken"] as? String, let r = json["refreshToken"] as? String else { return nil }
+        sessionId = s
+        accessToken = a
+        refreshToken = r
+    }
+}
+
+/// Runs `body(0..<n)` on n real threads (not a dispatch pool: requests block on sockets, and
+/// concurrentPerform would only run as many at once as there are cores) and waits for all.
+func parallel(_ n: Int, _ body: @escaping @Sendable (Int) -> Void) {
+    let group = DispatchGroup()
+    for i in 0..<n {
+        group.enter()
+        let t = Thread {
+            body(i)
+            group.leave()
+        }
+        t.stackSize = 1 << 20
+        t.start()
+    }
+    group.wait()
+}
+
+/// The worker processes of a `weather-fcgi --workers N` supervisor.
+func workerPids(_ supervisor: Int32) -> [Int32] {
+    ChildProcessOutput.run("/usr/bin/pgrep", ["-P", "\(supervisor)"]).split(separator: "\n").compactMap { Int32($0) }
+}
+
+func integrityCheck(_ path: String) -> String {
+    ChildProcessOutput.run("/usr/bin/sqlite3", [path, "PRAGMA integrity_check"]).trimmingCharacters(in: .whitespacesAndNewlines)
+}
+
+/// Sends `head`, then `body` (in `chunk`-byte pieces `pause` seconds apart when `pause` > 0),
+/// optionally half-closes the connection (nginx then drops a request it would still answer, but
+/// stops lingering after an early 413), and reads the answer.
+func rawExchange(port: Int, head: [UInt8], body: [UInt8], chunk: Int = 1 << 20, pause: Double = 0, halfClose: Bool = false) throws -> HTTPResponse {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw ClientError("socket") }
+    defer { close(fd) }
+    var tv = timeval(tv_sec: 20, tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_port = in_port_t(UInt16(port).bigEndian)
+    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+    guard rc == 0 else { throw ClientError("connect") }
+    func put(_ bytes: ArraySlice<UInt8>) throws {
+        let a = Array(bytes)
+        var sent = 0
+        while sent < a.count {
+            let n = a.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + sent, a.count - sent, Int32(MSG_NOSIGNAL)) }
+            guard n > 0 else { throw ClientError("send") }
+            sent += n
+        }
+    }
+    try put(head[...])
+    var i = 0
+    while i < body.count {
+        if pause > 0 { usleep(UInt32(pause * 1_000_000)) }
+        try? put(body[i..<min(body.count, i + chunk)])  // a server may answer (413) and stop reading
+        i += chunk
+    }
+    if halfClose { shutdown(fd, Int32(SHUT_WR)) }
+    var data: [UInt8] = []
+    var buf = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let n = buf.withUnsafeMutableBytes { recv(fd, $0.baseAddress, 65536, 0) }
+        if n < 0 { throw ClientError("recv") }
+        if n == 0 { break }
+        data += buf.prefix(n)
+    }
+    return try HTTPClient.parse(data)
+}
+
+/// True when this process may mount a tmpfs (root with CAP_SYS_ADMIN, as in the CI container).
+let mountsWork: Bool = {
+    guard geteuid() == 0 else { return false }
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-mount-probe-\(getpid())").path
+    try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: dir) }
+    guard ChildProcessOutput.runData("/bin/mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", dir]).status == 0 else { return false }
+    _ = ChildProcessOutput.runData("/bin/umount", [dir])
+    return true
+}()
+
+/// True when swiftc has the libFuzzer runtime that `-sanitize=fuzzer` links.
+let fuzzerAvailable: Bool = {
+    let out = ChildProcessOutput.run("/bin/bash", ["-c", "s=$(command -v swiftc || echo /opt/swift/usr/bin/swiftc); ls \"$(dirname \"$(readlink -f \"$s\")\")\"/../lib/clang/*/lib/linux/libclang_rt.fuzzer-*.a 2>/dev/null"],
+                                   environment: ["PATH": "/opt/swift/usr/bin:/usr/local/bin:/usr/bin:/bin"])
+    return !out.isEmpty
+}()
+
+/// A private tmpfs at `base`, optionally reached through a bind mount at `dbDirectory` so a
+/// read-only bind mount can be stacked on top while the service runs. Unmounted by `remove()`.
+final class ScratchMount {
+    let root: String
+    let base: String
+    let dbDirectory: String
+    private var readOnlyLayer = false
+    private let bind: Bool
+
+    init(size: String, bind: Bool = true) throws {
+        root = FileManager.default.temporaryDirectory.appendingPathComponent("cw-rel-\(UUID().uuidString.prefix(8))").path
+        base = root + "/base"
+        dbDirectory = root + "/db"
+        self.bind = bind
+        try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: dbDirectory, withIntermediateDirectories: true)
+        try run(["-t", "tmpfs", "-o", "size=\(size),mode=0755", "tmpfs", base])
+        if bind { try run(["--bind", base, dbDirectory]) }
+    }
+
+    func run(_ args: [String], _ tool: String = "/bin/mount") throws {
+        let r = ChildProcessOutput.runData(tool, args)
+        guard r.status == 0 else { throw ClientError("\(tool) \(args.joined(separator: " ")) failed (\(r.status))") }
+    }
+
+    /// Stacks a read-only bind mount of the tmpfs on the database folder.
+    func makeReadOnly() throws {
+        try run(["--bind", base, dbDirectory])
+        try run(["-o", "remount,bind,ro", dbDirectory])
+        readOnlyLayer = true
+    }
+
+    /// Removes the read-only layer (lazily: a read-only connection may still hold it).
+    func makeWritable() throws {
+        try run(["-l", dbDirectory], "/bin/umount")
+        readOnlyLayer = false
+    }
+
+    func remove() {
+        if readOnlyLayer { _ = ChildProcessOutput.runData("/bin/umount", ["-l", dbDirectory]) }
+        if bind { _ = ChildProcessOutput.runData("/bin/umount", ["-l", dbDirectory]) }
+        _ = ChildProcessOutput.runData("/bin/umount", ["-l", base])
+        try? FileManager.default.removeItem(atPath: root)
+    }
+}

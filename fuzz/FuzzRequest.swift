@@ -1,0 +1,207 @@
+// libFuzzer target for the gateway's request-facing parsers: Request.parse (CGI parameters and
+// body), JSONBody.decode of the session bodies, and WeatherParameters (coordinates, forecast,
+// trip). Built by fuzz/build.sh together with the production sources into one module, so the
+// code under test is the shipped code, not a copy.
+//
+// Input layout (every byte sequence is a valid input):
+//   byte 0   method selector      (GET, POST, lowercase, empty, missing, or the next 16 bytes raw)
+//   byte 1   flags                bits 0-2 Content-Length mode, bits 3-4 Content-Type,
+//                                 bit 5 path in SCRIPT_NAME+PATH_INFO too, bit 6 mount prefix /api,
+//                                 bit 7 short body (readBody returns fewer bytes than asked)
+//   rest     URI 0x1E QUERY_STRING 0x1E HEADERS 0x1E BODY
+//            HEADERS: entries separated by 0x1F, each NAME=VALUE, passed as HTTP_NAME.
+// Parameter values are decoded from bytes the way FastCGIServer does (UTF-8, repairing), except
+// that NUL bytes are kept: a strict superset of what a web server can send.
+//
+// Invariants (a violation traps, which libFuzzer reports as a crash):
+//   - no crash, no sanitizer report, no trap in any parser;
+//   - every thrown HTTPError is a 4xx, and its JSON envelope decodes back to the same code;
+//   - a parsed request has an A-Z method, a path without NUL or U+FFFD, a body exactly
+//     CONTENT_LENGTH long and at most 4096 bytes; readBody is never asked for more than 4096;
+//   - the session bodies only ever fail with 400 invalid_request or 415 unsupported_media_type;
+//   - validated weather parameters are finite and in range; days in 1...15; trips ordered and
+//     at most 15 days long.
+
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// CreateSessionHandler.Body (SessionHandlers.swift), reproduced: the handler file needs the store.
+struct FuzzCreateBody: Decodable {
+    var platform: String?
+    var appVersion: String?
+    var installationId: String?
+}
+
+/// SessionProof (SessionHandlers.swift), reproduced.
+struct FuzzSessionProof: Decodable {
+    var anonymousSessionId: String?
+    var refreshToken: String?
+}
+
+struct FuzzEnvelope: Decodable {
+    struct Inner: Decodable { var code: String; var message: String }
+    var error: Inner
+}
+
+@inline(never)
+func fuzzCheck(_ condition: Bool, _ what: @autoclosure () -> String) {
+    if !condition {
+        print("FUZZ INVARIANT VIOLATED: \(what())")
+        fatalError("invariant: \(what())")
+    }
+}
+
+func checkError(_ e: HTTPError, allowed: Set<Int>, _ stage: String) {
+    fuzzCheck(allowed.contains(e.status), "\(stage): status \(e.status) \(e.code)")
+    fuzzCheck(!e.code.isEmpty && e.code.utf8.allSatisfy { (97...122).contains($0) || $0 == 95 }, "\(stage): code \(e.code)")
+    let r = e.response
+    fuzzCheck(r.status == e.status, "\(stage): response status")
+    let decoded = try? JSONDecoder().decode(FuzzEnvelope.self, from: Data(r.body))
+    fuzzCheck(decoded?.error.code == e.code, "\(stage): envelope is not valid JSON: \(String(decoding: r.body, as: UTF8.self))")
+    _ = r.cgiBytes()
+}
+
+func split(_ bytes: ArraySlice<UInt8>, on sep: UInt8, max: Int) -> [ArraySlice<UInt8>] {
+    bytes.split(separator: sep, maxSplits: max, omittingEmptySubsequences: false)
+}
+
+func text(_ b: ArraySlice<UInt8>) -> String { String(decoding: b, as: UTF8.self) }
+
+func fuzzOne(_ input: [UInt8]) {
+    guard input.count >= 2 else { return }
+    let selector = input[0], flags = input[1]
+    var rest = input[2...]
+    var params: [String: String] = [:]
+
+    switch selector % 8 {
+    case 0, 1, 2: params["REQUEST_METHOD"] = "GET"
+    case 3, 4: params["REQUEST_METHOD"] = "POST"
+    case 5: params["REQUEST_METHOD"] = "post"
+    case 6: params["REQUEST_METHOD"] = selector & 8 == 0 ? "" : "DELETE"
+    default:
+        let n = Swift.min(rest.count, Int(selector >> 3) % 20)
+        params["REQUEST_METHOD"] = text(rest.prefix(n))
+        rest = rest.dropFirst(n)
+    }
+
+    let parts = split(rest, on: 0x1E, max: 3)
+    let uri = parts.count > 0 ? parts[0] : []
+    let qs = parts.count > 1 ? parts[1] : []
+    let hdrs = parts.count > 2 ? parts[2] : []
+    let body = Array(parts.count > 3 ? parts[3] : [])
+
+    if !uri.isEmpty { params["REQUEST_URI"] = text(uri) }
+    if !qs.isEmpty { params["QUERY_STRING"] = text(qs) }
+    if flags & 0x20 != 0 {
+        let path = text(uri).split(separator: "?", maxSplits: 1).first.map(String.init) ?? ""
+        params["SCRIPT_NAME"] = "/weather.fcgi"
+        params["PATH_INFO"] = path
+    }
+    for entry in split(hdrs, on: 0x1F, max: 64) where !entry.isEmpty {
+        let kv = split(entry, on: UInt8(ascii: "="), max: 1)
+        let name = text(kv[0]).uppercased().map { $0 == "-" ? "_" : $0 }
+        params["HTTP_" + String(name)] = kv.count > 1 ? text(kv[1]) : ""
+    }
+
+    switch flags & 7 {
+    case 0: break
+    case 1, 2: params["CONTENT_LENGTH"] = String(body.count)
+    case 3: params["CONTENT_LENGTH"] = String(body.count + 1 + Int(selector))
+    case 4: params["CONTENT_LENGTH"] = "99999999999999999999999"
+    case 5: params["CONTENT_LENGTH"] = "-\(body.count)"
+    case 6: params["CONTENT_LENGTH"] = String(4096 + Int(selector))
+    default: params["CONTENT_LENGTH"] = params["HTTP_CONTENT_LENGTH"] ?? " 12"
+    }
+    switch (flags >> 3) & 3 {
+    case 0: params["CONTENT_TYPE"] = "application/json"
+    case 1: params["CONTENT_TYPE"] = "Application/JSON; charset=utf-8"
+    case 2: params["CONTENT_TYPE"] = params["HTTP_CONTENT_TYPE"] ?? "text/plain"
+    default: break
+    }
+    params["REMOTE_ADDR"] = "127.0.0.1"
+    let prefix = flags & 0x40 != 0 ? "/api" : ""
+    let shortBody = flags & 0x80 != 0
+
+    var asked: [Int] = []
+    let request: Request
+    do {
+        request = try Request.parse(params: params, mountPrefix: prefix) { n in
+            asked.append(n)
+            let give = shortBody ? Swift.max(0, Swift.min(n, body.count) - 1) : Swift.min(n, body.count)
+            return Array(body.prefix(give))
+        }
+    } catch {
+        checkError(error, allowed: [400, 413], "Request.parse")
+        fuzzCheck(asked.allSatisfy { $0 <= Request.maxBodyBytes }, "readBody asked for \(asked)")
+        return
+    }
+    fuzzCheck(asked.count <= 1 && asked.allSatisfy { $0 > 0 && $0 <= Request.maxBodyBytes }, "readBody asked for \(asked)")
+    fuzzCheck(!request.method.isEmpty && request.method.utf8.allSatisfy { (65...90).contains($0) }, "method \(request.method)")
+    fuzzCheck(!request.path.contains("\0") && !request.path.contains("\u{FFFD}"), "path \(request.path.debugDescription)")
+    fuzzCheck(request.body.count <= Request.maxBodyBytes, "body \(request.body.count) bytes")
+    if let cl = params["CONTENT_LENGTH"], let n = Int(cl) { fuzzCheck(request.body.count == n, "body \(request.body.count) != CONTENT_LENGTH \(n)") }
+    for item in request.query { fuzzCheck(!item.name.contains("\0") && !item.value.contains("\0"), "NUL in query") }
+
+    // The session bodies (create, refresh/revoke), as the handlers decode them.
+    do {
+        let b = try JSONBody.decode(FuzzCreateBody.self, from: request)
+        if let id = b.installationId, TokenSyntax.isUUID(id) { fuzzCheck(id.utf8.count == 36, "uuid length") }
+    } catch {
+        checkError(error, allowed: [400, 415], "JSONBody create")
+    }
+    do {
+        let p = try JSONBody.decode(FuzzSessionProof.self, from: request)
+        if let id = p.anonymousSessionId, TokenSyntax.isSessionId(id) { fuzzCheck(id.hasPrefix("aws_"), "session id") }
+        if let t = p.refreshToken { _ = TokenSyntax.isWellFormed(t, kind: .refresh) }
+    } catch {
+        checkError(error, allowed: [400, 415], "JSONBody proof")
+    }
+
+    // The weather parameters.
+    do {
+        let (lat, lon) = try WeatherParameters.coordinates(request)
+        fuzzCheck(lat.isFinite && lon.isFinite && (-90...90).contains(lat) && (-180...180).contains(lon), "coordinates \(lat),\(lon)")
+    } catch {
+        checkError(error, allowed: [400], "coordinates")
+    }
+    do {
+        if case .forecast(let d) = try WeatherParameters.forecast(request) {
+            fuzzCheck((1...15).contains(d), "days \(d)")
+        } else {
+            fuzzCheck(false, "forecast returned a trip")
+        }
+    } catch {
+        checkError(error, allowed: [400], "forecast")
+    }
+    let today = LocalDate(year: 2026, month: 11, day: 30)!
+    do {
+        if case .trip(let s, let e) = try WeatherParameters.trip(request, today: today) {
+            fuzzCheck(s <= e && e.daysSinceEpoch - s.daysSinceEpoch < 15, "trip \(s)...\(e)")
+            fuzzCheck(s >= today.adding(days: -1) && e <= today.adding(days: 366), "trip window \(s)...\(e)")
+        } else {
+            fuzzCheck(false, "trip returned a forecast")
+        }
+    } catch {
+        checkError(error, allowed: [400], "trip")
+    }
+    // Duplicate parameters are refused, never resolved.
+    for name in ["lat", "lon", "days", "start", "end"] {
+        let n = request.query.filter { $0.name == name }.count
+        do {
+            let v = try request.queryValue(name)
+            fuzzCheck(n <= 1 && (v == nil) == (n == 0), "queryValue(\(name)) with \(n) copies")
+        } catch {
+            fuzzCheck(n > 1, "queryValue(\(name)) threw with \(n) copies")
+            checkError(error, allowed: [400], "queryValue")
+        }
+    }
+}
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+    fuzzOne(Array(UnsafeBufferPointer(start: data, count: size)))
+    return 0
+}
