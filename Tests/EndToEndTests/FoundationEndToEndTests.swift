@@ -63,8 +63,9 @@ import Glibc
     @Test func fourWorkersStartingAtOnceMigrateANewDatabaseOnce() throws {
         let h = try GatewayHarness(workers: 4)
         // Each worker opened the fresh file and ran the migrator; every file is recorded once.
-        #expect(h.sql("SELECT name FROM d1_migrations ORDER BY id").split(separator: "\n") == ["0001_anonymous_weather_sessions.sql", "0002_gateway_cache_limits_counters.sql", "0003_drop_rate_limit_tat_index.sql"])
-        #expect(h.sql("SELECT count(*) FROM d1_migrations") == "3")
+        #expect(migrationFileNames.count >= 3)
+        #expect(h.sql("SELECT name FROM d1_migrations ORDER BY id").split(separator: "\n").map(String.init) == migrationFileNames)
+        #expect(h.sql("SELECT count(*) FROM d1_migrations") == "\(migrationFileNames.count)")
         #expect(h.sql("PRAGMA journal_mode") == "wal")
         #expect(h.sql("SELECT group_concat(name, ',') FROM pragma_table_info('anonymous_weather_sessions')") == "id,installation_id_hash,platform,app_version,status,created_at,last_seen_at,revoked_at")
         #expect(h.sql("SELECT group_concat(name, ',') FROM pragma_table_info('weather_session_tokens')") == "id,session_id,token_hash,token_type,expires_at,created_at,revoked_at")

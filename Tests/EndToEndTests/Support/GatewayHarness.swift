@@ -226,3 +226,9 @@ extension GatewayHarness {
     /// The supervisor is still up (no worker crash took it down).
     var isAppRunning: Bool { app?.isRunning == true }
 }
+
+/// The migration files in the repository, in order: what a new database must record.
+var migrationFileNames: [String] {
+    ((try? FileManager.default.contentsOfDirectory(atPath: repositoryRoot.appendingPathComponent("migrations").path)) ?? [])
+        .filter { $0.hasSuffix(".sql") }.sorted()
+}
