@@ -323,6 +323,7 @@ class Handler(BaseHTTPRequestHandler):
 
 
 class Server(ThreadingHTTPServer):
+    request_queue_size = 64  # tests open many connections at once
     daemon_threads = True  # a sleeping `slow` handler must not block shutdown
     allow_reuse_address = True
 

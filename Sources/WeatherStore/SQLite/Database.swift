@@ -70,10 +70,18 @@ public final class Database {
         }, nil)
     }
 
-    deinit {
+    private var isClosed = false
+
+    /// Closes the connection now (before a replacement is opened: SQLite shares one `-shm` index per
+    /// file inside a process, so a new connection beside an old read-only one would be read-only too).
+    public func close() {
+        guard !isClosed else { return }
+        isClosed = true
         statements.removeAll()
         sqlite3_close_v2(handle)
     }
+
+    deinit { close() }
 
     /// True when SQLite opened the file read-only because the file system refused writing.
     public var isReadOnly: Bool { sqlite3_db_readonly(handle, "main") == 1 }

@@ -231,6 +231,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     public func isHealthy() -> Bool {
+        guard (try? reopenIfFaulted()) != nil else { return false }
         guard let pending = try? Migrator.pending(in: db) else { return false }
         return pending.isEmpty
     }
@@ -259,6 +260,7 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     private func reopenIfFaulted() throws(StoreError) {
         guard needsReopen, let path else { return }
+        db.close()
         do {
             db = try Database(path: path)
             // Opened read-only (disk still read-only): try again on the next call.
