@@ -31,6 +31,4 @@ public final class Metrics {
         }
         if !seen.isEmpty, (try? store.touchSessions(seen)) != nil { seen = [:] }
     }
-
-    var pendingCounters: [CounterKey: Int64] { counters.pending }
 }

@@ -38,7 +38,4 @@ public enum GCRA {
         let waitMs = next - burst - nowMs
         return Decision(allowed: false, newTAT: tat ?? nowMs, retryAfter: max(1, (waitMs + 999) / 1000))
     }
-
-    /// When a bucket with this TAT is full again (its row can be deleted after that).
-    public static func expiry(tat: Int64) -> Int64 { tat }
 }
