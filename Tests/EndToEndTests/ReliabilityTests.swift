@@ -569,26 +569,9 @@ func integrityCheck(_ path: String) -> String {
 /// optionally half-closes the connection (nginx then drops a request it would still answer, but
 /// stops lingering after an early 413), and reads the answer.
 func rawExchange(port: Int, head: [UInt8], body: [UInt8], chunk: Int = 1 << 20, pause: Double = 0, halfClose: Bool = false) throws -> HTTPResponse {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw ClientError("socket") }
+    let fd = try HTTPClient.connectLoopback(port: port, timeout: 20)
     defer { close(fd) }
-    var tv = timeval(tv_sec: 20, tv_usec: 0)
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-    var addr = sockaddr_in()
-    addr.sin_family = sa_family_t(AF_INET)
-    addr.sin_port = in_port_t(UInt16(port).bigEndian)
-    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-    guard rc == 0 else { throw ClientError("connect") }
-    func put(_ bytes: ArraySlice<UInt8>) throws {
-        let a = Array(bytes)
-        var sent = 0
-        while sent < a.count {
-            let n = a.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + sent, a.count - sent, Int32(MSG_NOSIGNAL)) }
-            guard n > 0 else { throw ClientError("send") }
-            sent += n
-        }
-    }
+    func put(_ bytes: ArraySlice<UInt8>) throws { try HTTPClient.sendAll(fd, bytes) }
     try put(head[...])
     var i = 0
     while i < body.count {
@@ -597,14 +580,7 @@ func rawExchange(port: Int, head: [UInt8], body: [UInt8], chunk: Int = 1 << 20, 
         i += chunk
     }
     if halfClose { shutdown(fd, Int32(SHUT_WR)) }
-    var data: [UInt8] = []
-    var buf = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let n = buf.withUnsafeMutableBytes { recv(fd, $0.baseAddress, 65536, 0) }
-        if n < 0 { throw ClientError("recv") }
-        if n == 0 { break }
-        data += buf.prefix(n)
-    }
+    let data = try HTTPClient.receiveAll(fd)
     return try HTTPClient.parse(data)
 }
 

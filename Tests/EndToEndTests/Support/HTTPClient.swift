@@ -20,17 +20,8 @@ enum HTTPClient {
         port: Int, _ method: String, _ path: String, headers: [String: String] = [:], body: [UInt8]? = nil,
         rawRequest: [UInt8]? = nil, timeout: Double = 20
     ) throws -> HTTPResponse {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw ClientError("socket") }
+        let fd = try connectLoopback(port: port, timeout: timeout)
         defer { close(fd) }
-        var tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - timeout.rounded(.down)) * 1_000_000))
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = in_port_t(UInt16(port).bigEndian)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        guard rc == 0 else { throw ClientError("connect to \(port)") }
 
         var request: [UInt8]
         if let rawRequest {
@@ -42,21 +33,50 @@ enum HTTPClient {
             head += "\r\n"
             request = Array(head.utf8) + (body ?? [])
         }
+        try sendAll(fd, request[...])
+        let data = try receiveAll(fd)
+        return try parse(data)
+    }
+
+    /// A TCP connection to 127.0.0.1:`port` whose reads time out after `timeout` seconds.
+    static func connectLoopback(port: Int, timeout: Double) throws -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw ClientError("socket") }
+        var tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - timeout.rounded(.down)) * 1_000_000))
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard rc == 0 else {
+            close(fd)
+            throw ClientError("connect to \(port)")
+        }
+        return fd
+    }
+
+    /// Writes every byte or throws.
+    static func sendAll(_ fd: Int32, _ bytes: ArraySlice<UInt8>) throws {
+        let a = Array(bytes)
         var sent = 0
-        while sent < request.count {
-            let n = request.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + sent, request.count - sent, Int32(MSG_NOSIGNAL)) }
+        while sent < a.count {
+            let n = a.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + sent, a.count - sent, Int32(MSG_NOSIGNAL)) }
             guard n > 0 else { throw ClientError("send") }
             sent += n
         }
+    }
+
+    /// Reads until the server closes the connection.
+    static func receiveAll(_ fd: Int32) throws -> [UInt8] {
         var data: [UInt8] = []
         var buf = [UInt8](repeating: 0, count: 65536)
         while true {
             let n = buf.withUnsafeMutableBytes { recv(fd, $0.baseAddress, 65536, 0) }
             if n < 0 { throw ClientError("recv timed out") }
-            if n == 0 { break }
+            if n == 0 { return data }
             data += buf.prefix(n)
         }
-        return try parse(data)
     }
 
     static func parse(_ data: [UInt8]) throws -> HTTPResponse {
