@@ -16,9 +16,10 @@ import FoundationNetworking
     static let lon = 121.4737
 
     /// Token lifetimes short enough for a test: access 4 s, refresh hint after 1 s.
-    /// 8 s tokens, refresh after 2 s: long enough that a loaded CI machine does not expire a token
-    /// between two steps of a test, short enough to wait for a real server-side expiry.
-    static let shortTTLs = ["WEATHER_ACCESS_TOKEN_TTL": "8", "WEATHER_REFRESH_AFTER": "2"]
+    /// 20 s tokens, refresh after 5 s: long enough that a loaded CI machine (every suite runs at
+    /// once on 2 cores) does not expire a token between two steps of a test, short enough to wait
+    /// for a real server-side expiry once.
+    static let shortTTLs = ["WEATHER_ACCESS_TOKEN_TTL": "20", "WEATHER_REFRESH_AFTER": "5"]
 
     // MARK: - (1) creation, then the session header only
 
@@ -61,8 +62,8 @@ import FoundationNetworking
         let sid = try #require(try g.store.loadSession()).anonymousSessionId
         #expect(g.h.sql("SELECT count(*) FROM weather_session_tokens WHERE session_id = '\(sid)' AND token_type = 'refresh'") == "1")
 
-        // Past refreshAfter (2 s of an 8 s token): the service refreshes; the server rotated.
-        g.clock.advance(by: 2.5)
+        // Past refreshAfter (5 s of a 20 s token): the service refreshes; the server rotated.
+        g.clock.advance(by: 6)
         let second = try await g.service.accessToken()
         #expect(second != first)
         #expect(g.transport.count(.refresh) == 1)
@@ -73,7 +74,7 @@ import FoundationNetworking
 
         // Refresh due but failing, token still valid: the old token is served and accepted.
         g.transport.failRefreshes = true
-        g.clock.advance(by: 2.5)
+        g.clock.advance(by: 6)
         #expect(try await g.service.accessToken() == second)
         #expect(g.transport.count(.refresh) == 2)
         #expect(g.transport.exchanges.last?.status == nil)  // the failed attempt never reached the server
@@ -83,7 +84,7 @@ import FoundationNetworking
         #expect(g.transport.count(.refresh) == 2)  // no new attempt during the pause
 
         // Expired by the local clock, and (really waited for) by the server's clock too.
-        g.clock.advance(by: 6)
+        g.clock.advance(by: 15)
         try await sleepUntilServerExpiry(of: second, g.h)
         #expect(try g.h.request("GET", "/v1/weather?lat=31.2304&lon=121.4737", headers: [WeatherClient.sessionTokenHeader: second]).status == 401)
         await #expect(throws: URLError.self) { try await g.service.accessToken() }  // must refresh; no stale token
@@ -163,7 +164,7 @@ import FoundationNetworking
         let g = try Gateway(env: Self.shortTTLs)
         let original = try await g.service.accessToken()
         let sid = try #require(try g.store.loadSession()).anonymousSessionId
-        g.clock.advance(by: 2.5)
+        g.clock.advance(by: 6)
 
         let service = g.service
         let tokens = try await withThrowingTaskGroup(of: String.self) { group in
@@ -192,7 +193,7 @@ import FoundationNetworking
         let sid = created.anonymousSessionId
 
         g.transport.loseNextRefreshResponse = true
-        g.clock.advance(by: 2.5)
+        g.clock.advance(by: 6)
         // The server rotated; the client never saw the answer and keeps its still-valid token.
         #expect(try await g.service.accessToken() == original)
         let lost = try #require(g.transport.lostResponses.first)
@@ -220,7 +221,7 @@ import FoundationNetworking
         #expect(g.h.sql("SELECT status FROM anonymous_weather_sessions WHERE id = '\(sid)'") == "active")
 
         // And the successor refreshes normally later on.
-        g.clock.advance(by: 2.5)
+        g.clock.advance(by: 6)
         let next = try await g.service.accessToken()
         #expect(next != renewed)
         #expect(g.h.sql("SELECT status FROM anonymous_weather_sessions WHERE id = '\(sid)'") == "active")
@@ -411,6 +412,6 @@ private func refreshTokenSent(in request: WeatherHTTPRequest) -> String? {
 private func sleepUntilServerExpiry(of accessToken: String, _ h: GatewayHarness) async throws {
     let epoch = try #require(Double(h.sql("SELECT strftime('%s', expires_at) FROM weather_session_tokens WHERE token_hash = '\(sha256Hex(accessToken))'")))
     let wait = Date(timeIntervalSince1970: epoch).timeIntervalSinceNow + 0.05
-    try #require(wait < 8.5, "the token should die within its 8 s lifetime")
+    try #require(wait < 20.5, "the token should die within its 20 s lifetime")
     if wait > 0 { try await Task.sleep(nanoseconds: UInt64(wait * 1_000_000_000)) }
 }
