@@ -32,7 +32,12 @@ public enum FastCGIServer {
 
     /// Serves requests on `listenFD` (0: the inherited socket) until SIGTERM or `maxRequests`.
     /// `after` runs once the response is fully handed to the web server (deferred work).
-    public static func serve(listenFD: Int32 = 0, maxRequests: Int = 0, handler: Handler, after: () -> Void) throws {
+    /// `parameterNames`, when given, are the only parameters the handler sees: the rest of what
+    /// the web server sends is skipped before any string is made of it.
+    public static func serve(
+        listenFD: Int32 = 0, maxRequests: Int = 0, parameterNames: [String]? = nil, handler: Handler, after: () -> Void
+    ) throws {
+        let wanted = parameterNames.map(ParameterFilter.init)
         guard FCGX_Init() == 0 else { throw FastCGIError("FCGX_Init failed") }
         installSignalHandlers()
         var request = FCGX_Request()
@@ -42,7 +47,7 @@ public enum FastCGIServer {
         var served = 0
         while shutdownRequested == 0 {
             guard FCGX_Accept_r(&request) >= 0 else { break }
-            let params = environment(request.envp)
+            let params = environment(request.envp, keeping: wanted)
             let input = request.in
             let response = handler(params) { count in readStream(input, count) }
             let bytes = response.cgiBytes(includeBody: params["REQUEST_METHOD"] != "HEAD")
@@ -84,12 +89,12 @@ public enum FastCGIServer {
         }
     }
 
-    static func environment(_ envp: FCGX_ParamArray?) -> [String: String] {
+    static func environment(_ envp: FCGX_ParamArray?, keeping wanted: ParameterFilter? = nil) -> [String: String] {
         var params: [String: String] = [:]
-        params.reserveCapacity(32)
+        params.reserveCapacity(wanted == nil ? 32 : 16)
         guard var p = envp else { return params }
         while let entry = p.pointee {
-            addParameter(entry, to: &params)
+            addParameter(entry, to: &params, keeping: wanted)
             p += 1
         }
         return params
@@ -98,11 +103,12 @@ public enum FastCGIServer {
     /// Splits one `NAME=value` C string at its first `=` on bytes (no Character walking: this runs
     /// for every parameter of every request). Invalid UTF-8 is repaired to U+FFFD here and refused
     /// by the request parser.
-    static func addParameter(_ entry: UnsafeMutablePointer<CChar>, to params: inout [String: String]) {
+    static func addParameter(_ entry: UnsafeMutablePointer<CChar>, to params: inout [String: String], keeping wanted: ParameterFilter? = nil) {
         let length = strlen(entry)
         entry.withMemoryRebound(to: UInt8.self, capacity: length) { bytes in
             let all = UnsafeBufferPointer(start: bytes, count: length)
             guard let eq = all.firstIndex(of: UInt8(ascii: "=")) else { return }
+            if let wanted, !wanted.contains(UnsafeBufferPointer(rebasing: all[..<eq])) { return }
             params[String(decoding: UnsafeBufferPointer(rebasing: all[..<eq]), as: UTF8.self)] =
                 String(decoding: UnsafeBufferPointer(rebasing: all[(eq + 1)...]), as: UTF8.self)
         }
@@ -141,6 +147,16 @@ public enum FastCGIServer {
         sigemptyset(&set)
         for s in [SIGTERM, SIGINT, SIGUSR1] { sigaddset(&set, s) }
         sigprocmask(SIG_UNBLOCK, &set, nil)
+    }
+}
+
+/// A short list of parameter names, matched on raw bytes.
+struct ParameterFilter {
+    let names: [[UInt8]]
+    init(_ names: [String]) { self.names = names.map { Array($0.utf8) } }
+
+    func contains(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
+        names.contains { $0.count == name.count && $0.elementsEqual(name) }
     }
 }
 

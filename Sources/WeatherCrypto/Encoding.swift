@@ -1,17 +1,20 @@
 /// Lowercase hexadecimal, the database's form of every hash.
 public enum Hex {
-    private static let digits = Array("0123456789abcdef".utf8)
-
     /// Two lowercase hex digits per byte.
-    public static func encode(_ bytes: some Sequence<UInt8>) -> String {
-        var out = [UInt8]()
-        out.reserveCapacity(64)
-        for b in bytes {
-            out.append(digits[Int(b >> 4)])
-            out.append(digits[Int(b & 0x0f)])
+    public static func encode(_ bytes: some Collection<UInt8>) -> String {
+        String(unsafeUninitializedCapacity: bytes.count * 2) { out in
+            var i = 0
+            for b in bytes {
+                out[i] = nibble(b >> 4)
+                out[i + 1] = nibble(b & 0x0f)
+                i += 2
+            }
+            return i
         }
-        return String(decoding: out, as: UTF8.self)
     }
+
+    @inline(__always)
+    private static func nibble(_ n: UInt8) -> UInt8 { n < 10 ? 48 + n : 87 + n }
 
     /// Bytes of a hex string (either case), or `nil` when it is not hex.
     public static func decode(_ text: String) -> [UInt8]? {

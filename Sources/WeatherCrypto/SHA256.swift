@@ -26,7 +26,10 @@ public enum SHA256 {
     }
 
     /// Lowercase hex digest of a string's UTF-8 bytes: the form `token_hash` stores.
-    public static func hex(_ text: String) -> String { Hex.encode(hash(Array(text.utf8))) }
+    public static func hex(_ text: String) -> String {
+        var text = text
+        return Hex.encode(text.withUTF8 { hash($0) })
+    }
 }
 
 /// HMAC-SHA256 (RFC 2104) with every libcrypto return code checked.

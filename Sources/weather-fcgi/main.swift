@@ -69,7 +69,7 @@ func serve(listenFD: Int32) -> Int32 {
     }
     do {
         try FastCGIServer.serve(listenFD: listenFD, maxRequests: gateway.config.maxRequestsPerWorker,
-                                handler: gateway.handle, after: { gateway.afterResponse() })
+                                parameterNames: Request.parameterNames, handler: gateway.handle, after: { gateway.afterResponse() })
     } catch {
         StandardErrorLog().write("weather-fcgi: \(error)")
         return 71

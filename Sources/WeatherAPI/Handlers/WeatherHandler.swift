@@ -14,6 +14,8 @@ final class WeatherHandler {
     let store: any GatewayStore
     let source: (any WeatherSource)?
     let owner: String
+    /// This worker's copies of fresh cache rows (see `FreshBodies`).
+    private var fresh = FreshBodies()
 
     init(config: GatewayConfig, auth: Authenticator, limiter: Limiter, metrics: Metrics, store: any GatewayStore, source: (any WeatherSource)?) {
         self.config = config
@@ -65,9 +67,13 @@ final class WeatherHandler {
     /// while the others serve the stale copy or wait for the fresh one.
     func weatherBody(point: GridPoint, query: WeatherQuery, now: Timestamp) throws(HTTPError) -> ([UInt8], String) {
         let key = "\(point.key)|\(query.cacheKind)"
+        if let body = fresh.body(for: key, now: now) { return (body, "hit") }
         let cached: CachedWeather?
         do { cached = try store.cachedWeather(key: key, now: now) } catch { throw .storageUnavailable }
-        if let cached, now < cached.freshUntil { return (cached.body, "hit") }
+        if let cached, now < cached.freshUntil {
+            fresh.keep(cached.body, for: key, until: cached.freshUntil, now: now)
+            return (cached.body, "hit")
+        }
 
         guard let source, source.isConfigured else {
             if let cached { return (cached.body, "stale") }
@@ -97,6 +103,7 @@ final class WeatherHandler {
             do {
                 try store.storeWeather(key: key, body: body, fetchedAt: now, freshUntil: now.adding(seconds: config.cacheTTL),
                                        staleUntil: now.adding(seconds: config.cacheTTL + config.cacheStaleTTL))
+                fresh.keep(body, for: key, until: now.adding(seconds: config.cacheTTL), now: now)
             } catch {
                 // The answer is good even if it could not be cached.
             }
@@ -141,3 +148,32 @@ final class WeatherHandler {
     }
 }
 
+
+/// A worker's own copies of cache rows while they are fresh, so a hit costs no SQLite read.
+///
+/// Safe without any cross-worker signal: a row is only ever replaced by a fetch, and a fetch only
+/// happens once the row is no longer fresh, so until `freshUntil` the shared row and this copy are
+/// the same bytes. Bounded: at most `capacity` entries; when full, expired ones go, and if none
+/// has expired the whole table is dropped (one SQLite read per cell refills it).
+struct FreshBodies {
+    private var entries: [String: (body: [UInt8], until: Timestamp)] = [:]
+    let capacity: Int
+
+    init(capacity: Int = 128) { self.capacity = capacity }
+
+    func body(for key: String, now: Timestamp) -> [UInt8]? {
+        guard let e = entries[key], now < e.until else { return nil }
+        return e.body
+    }
+
+    mutating func keep(_ body: [UInt8], for key: String, until: Timestamp, now: Timestamp) {
+        guard capacity > 0, now < until else { return }
+        if entries.count >= capacity, entries[key] == nil {
+            entries = entries.filter { now < $0.value.until }
+            if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
+        }
+        entries[key] = (body, until)
+    }
+
+    var count: Int { entries.count }
+}

@@ -4,11 +4,19 @@ import WeatherCore
 /// costs no write on the request path.
 public struct Counters {
     public private(set) var pending: [CounterKey: Int64] = [:]
+    /// The hour label of the last count: formatting it is most of what counting would cost.
+    private var hourIndex: Int64 = .min
+    private var hourLabel = ""
 
     public init() {}
 
     public mutating func add(_ name: String, at t: Timestamp, _ n: Int64 = 1) {
-        pending[CounterKey(hour: CounterKey.hour(of: t), name: name), default: 0] += n
+        let index = t.seconds >= 0 ? t.seconds / 3600 : (t.seconds - 3599) / 3600
+        if index != hourIndex {
+            hourIndex = index
+            hourLabel = CounterKey.hour(of: t)
+        }
+        pending[CounterKey(hour: hourLabel, name: name), default: 0] += n
     }
 
     public mutating func drain() -> [CounterKey: Int64] {
@@ -18,14 +26,26 @@ public struct Counters {
 
     /// Names used in `weather_counters.name` (and by `weatherctl stats`).
     public enum Name {
-        public static func auth(_ mode: AuthMode) -> String { "auth.\(mode.rawValue)" }
+        public static func auth(_ mode: AuthMode) -> String {
+            switch mode {  // literals: these run on every weather request
+            case .weatherSession: return "auth.weather_session"
+            case .weatherToken: return "auth.weather_token"
+            }
+        }
         public static func status(_ code: Int) -> String { "status.\(code)" }
         public static let sessionsCreated = "sessions.created"
         public static let refreshes = "sessions.refreshed"
         public static let refreshRetries = "sessions.refresh_retried"
         public static let refreshReuse = "sessions.refresh_reused"
         public static let revokes = "sessions.revoked"
-        public static func cache(_ state: String) -> String { "cache.\(state)" }
+        public static func cache(_ state: String) -> String {
+            switch state {
+            case "hit": return "cache.hit"
+            case "miss": return "cache.miss"
+            case "stale": return "cache.stale"
+            default: return "cache.\(state)"
+            }
+        }
         public static func providerCall(_ p: String) -> String { "provider.\(p).calls" }
         public static func providerError(_ p: String) -> String { "provider.\(p).errors" }
         public static func limited(_ limit: String) -> String { "limited.\(limit)" }

@@ -10,27 +10,37 @@ public final class MemoryLog: LogSink {
     public func write(_ line: String) { lines.append(line) }
 }
 
-/// `key=value` formatting for one log line; values with spaces or quotes are quoted.
+/// `key=value` formatting for one log line; values with spaces or quotes are quoted. Built in one
+/// byte buffer: a line is written for every request.
 public struct LogLine {
-    private var parts: [String] = []
-    public init() {}
+    private var bytes: [UInt8] = []
+    public init() { bytes.reserveCapacity(256) }
 
     public mutating func add(_ key: String, _ value: String?) {
         guard let value else { return }
+        if !bytes.isEmpty { bytes.append(UInt8(ascii: " ")) }
+        bytes.appendUTF8(key)
+        bytes.append(UInt8(ascii: "="))
         // Fast path: plain values (ids, routes, numbers) go in as they are.
-        let bytes = value.utf8
-        if !bytes.isEmpty, bytes.count <= 120,
-           bytes.allSatisfy({ $0 > 32 && $0 < 127 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "=") && $0 != UInt8(ascii: "\\") }) {
-            parts.append(key + "=" + value)
+        let plain = value.utf8
+        if !plain.isEmpty, plain.count <= 120,
+           plain.allSatisfy({ $0 > 32 && $0 < 127 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "=") && $0 != UInt8(ascii: "\\") }) {
+            bytes.appendUTF8(value)
             return
         }
-        let escaped = value.prefix(120).unicodeScalars.map { s -> String in
-            if s == "\"" || s == "\\" { return "\\" + String(s) }
-            if s.value < 32 || s.value == 127 { return "?" }
-            return String(s)
-        }.joined()
-        parts.append("\(key)=\"\(escaped)\"")
+        bytes.append(UInt8(ascii: "\""))
+        for s in value.prefix(120).unicodeScalars {
+            if s == "\"" || s == "\\" {
+                bytes.append(UInt8(ascii: "\\"))
+                bytes.append(UInt8(s.value))
+            } else if s.value < 32 || s.value == 127 {
+                bytes.append(UInt8(ascii: "?"))
+            } else {
+                bytes.appendUTF8(String(s))
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
     }
 
-    public var text: String { parts.joined(separator: " ") }
+    public var text: String { String(decoding: bytes, as: UTF8.self) }
 }

@@ -51,9 +51,12 @@ public struct Request: Sendable {
         var candidates: [String] = []
         var rawQuery = params["QUERY_STRING"] ?? ""
         if let uri = params["REQUEST_URI"], !uri.isEmpty {
-            let parts = uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
-            candidates.append(String(parts[0]))
-            if rawQuery.isEmpty, parts.count == 2 { rawQuery = String(parts[1]) }
+            if let q = uri.utf8.firstIndex(of: UInt8(ascii: "?")) {
+                candidates.append(String(uri[..<q]))
+                if rawQuery.isEmpty { rawQuery = String(uri[uri.utf8.index(after: q)...]) }
+            } else {
+                candidates.append(uri)
+            }
         }
         let scriptName = params["SCRIPT_NAME"] ?? ""
         let pathInfo = params["PATH_INFO"] ?? ""
@@ -68,19 +71,12 @@ public struct Request: Sendable {
             }
             paths.append(strip(prefix: mountPrefix, from: decoded))
         }
-        guard !paths[0].contains("\u{FFFD}"), !paths[0].contains("\0") else {
+        guard !hasNULOrReplacement(paths[0]) else {
             throw HTTPError.invalidRequest("the path is not valid UTF-8")
         }
 
-        var query: [(name: String, value: String)] = []
-        for pair in rawQuery.split(separator: "&") where !pair.isEmpty {
-            let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            guard let name = percentDecode(kv[0], plusIsSpace: true),
-                  let value = percentDecode(kv.count == 2 ? kv[1] : "", plusIsSpace: true),
-                  !name.contains("\0"), !value.contains("\0") else {
-                throw HTTPError.invalidRequest("the query string is not valid UTF-8")
-            }
-            query.append((name, value))
+        guard let query = parseQuery(rawQuery) else {
+            throw HTTPError.invalidRequest("the query string is not valid UTF-8")
         }
 
         var headers: [String: String] = [:]
@@ -108,16 +104,69 @@ public struct Request: Sendable {
         return request
     }
 
+    /// The parameters `parse` and `Gateway.handle` read. A FastCGI server may drop every other
+    /// one before building the dictionary (web servers send thirty or so per request).
+    public static let parameterNames = [
+        "REQUEST_METHOD", "REQUEST_URI", "QUERY_STRING", "SCRIPT_NAME", "PATH_INFO", "CONTENT_TYPE",
+        "CONTENT_LENGTH", "REMOTE_ADDR", "HTTP_X_REQUEST_ID", "HTTP_X_FORWARDED_FOR",
+        "HTTP_X_WEATHER_SESSION_TOKEN", "HTTP_X_WEATHER_TOKEN",
+    ]
+
+    /// A NUL byte, or (with `replacementToo`) U+FFFD, which marks bytes that were not UTF-8.
+    static func hasNULOrReplacement(_ text: String, replacementToo: Bool = true) -> Bool {
+        var run = 0  // how much of EF BF BD has just been seen
+        for c in text.utf8 {
+            if c == 0 { return true }
+            guard replacementToo else { continue }
+            switch (run, c) {
+            case (_, 0xEF): run = 1
+            case (1, 0xBF): run = 2
+            case (2, 0xBD): return true
+            default: run = 0
+            }
+        }
+        return false
+    }
+
     static func strip(prefix: String, from path: String) -> String {
         guard !prefix.isEmpty, path.hasPrefix(prefix) else { return path }
         let rest = String(path.dropFirst(prefix.count))
         return rest.isEmpty ? "/" : (rest.hasPrefix("/") ? rest : path)
     }
 
+    /// `a=1&b=2` into decoded pairs, in order, on bytes; empty pairs are skipped. `nil` when an
+    /// escape is malformed, or a name or value is not UTF-8 or holds a NUL.
+    static func parseQuery(_ raw: String) -> [(name: String, value: String)]? {
+        var raw = raw
+        return raw.withUTF8 { all -> [(name: String, value: String)]? in
+            var out: [(name: String, value: String)] = []
+            var start = 0
+            while start <= all.count {
+                var end = start
+                while end < all.count, all[end] != UInt8(ascii: "&") { end += 1 }
+                if end > start {
+                    var eq = start
+                    while eq < end, all[eq] != UInt8(ascii: "=") { eq += 1 }
+                    let name = UnsafeBufferPointer(rebasing: all[start..<eq])
+                    let value = eq < end ? UnsafeBufferPointer(rebasing: all[(eq + 1)..<end]) : UnsafeBufferPointer(start: nil, count: 0)
+                    guard let n = percentDecode(bytes: name, plusIsSpace: true), let v = percentDecode(bytes: value, plusIsSpace: true),
+                          !hasNULOrReplacement(n, replacementToo: false), !hasNULOrReplacement(v, replacementToo: false) else { return nil }
+                    out.append((n, v))
+                }
+                start = end + 1
+            }
+            return out
+        }
+    }
+
     /// `%XX` decoding; `nil` when the escapes are malformed or the result is not UTF-8.
     static func percentDecode(_ text: some StringProtocol, plusIsSpace: Bool) -> String? {
-        let u = Array(text.utf8)
-        guard u.contains(37) || (plusIsSpace && u.contains(43)) else { return String(text) }
+        var s = String(text)
+        return s.withUTF8 { percentDecode(bytes: $0, plusIsSpace: plusIsSpace) }
+    }
+
+    static func percentDecode(bytes u: UnsafeBufferPointer<UInt8>, plusIsSpace: Bool) -> String? {
+        guard u.contains(37) || (plusIsSpace && u.contains(43)) else { return String(validating: u, as: UTF8.self) }
         var out: [UInt8] = []
         out.reserveCapacity(u.count)
         var i = 0

@@ -21,14 +21,29 @@ public struct Response: Sendable {
     public static let noStore: [(name: String, value: String)] = [("Cache-Control", "no-store"), ("Pragma", "no-cache")]
 
     /// The bytes a CGI/FastCGI responder writes: `Status:` line, headers, blank line, body.
+    /// Appended byte by byte into one buffer sized up front: this runs for every response.
     public func cgiBytes(includeBody: Bool = true) -> [UInt8] {
-        var head = "Status: \(status) \(Response.reason(status))\r\n"
-        for h in headers { head += "\(h.name): \(h.value)\r\n" }
-        head += "Content-Length: \(body.count)\r\n\r\n"
-        var out = Array(head.utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(128 + headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 } + (includeBody ? body.count : 0))
+        out.appendUTF8("Status: ")
+        appendDecimal(status, to: &out)
+        out.append(UInt8(ascii: " "))
+        out.appendUTF8(Response.reason(status))
+        out.appendUTF8("\r\n")
+        for h in headers {
+            out.appendUTF8(h.name)
+            out.appendUTF8(": ")
+            out.appendUTF8(h.value)
+            out.appendUTF8("\r\n")
+        }
+        out.appendUTF8("Content-Length: ")
+        appendDecimal(body.count, to: &out)
+        out.appendUTF8("\r\n\r\n")
         if includeBody { out += body }
         return out
     }
+
+    private func appendDecimal(_ n: Int, to out: inout [UInt8]) { out.appendUTF8(String(n)) }
 
     static func reason(_ status: Int) -> String {
         switch status {
@@ -92,5 +107,13 @@ public struct HTTPError: Error, Sendable, Equatable {
             }
         }
         return .json(status, w.bytes, headers: headers.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
+    }
+}
+
+extension Array where Element == UInt8 {
+    /// Appends a string's UTF-8 bytes with one copy (`+= s.utf8` walks an iterator).
+    mutating func appendUTF8(_ s: String) {
+        var s = s
+        s.withUTF8 { append(contentsOf: $0) }
     }
 }

@@ -16,14 +16,28 @@ public struct IPAddress: Sendable, Hashable, CustomStringConvertible {
         isV4 = v6[0..<12].elementsEqual([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff])
     }
 
+    /// Dotted decimal, on bytes (this runs for every request's `REMOTE_ADDR`): four parts of one
+    /// to three digits, each at most 255.
     static func parseV4(_ s: Substring) -> [UInt8]? {
-        let parts = s.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 4 else { return nil }
         var out: [UInt8] = []
-        for p in parts {
-            guard !p.isEmpty, p.count <= 3, p.allSatisfy({ $0.isASCII && $0.isNumber }), let n = UInt8(p) else { return nil }
-            out.append(n)
+        out.reserveCapacity(4)
+        var value = 0, digits = 0
+        for c in s.utf8 {
+            if c >= 48 && c <= 57 {
+                value = value * 10 + Int(c - 48)
+                digits += 1
+                guard digits <= 3, value <= 255 else { return nil }
+            } else if c == UInt8(ascii: ".") {
+                guard digits > 0, out.count < 3 else { return nil }
+                out.append(UInt8(value))
+                value = 0
+                digits = 0
+            } else {
+                return nil
+            }
         }
+        guard digits > 0, out.count == 3 else { return nil }
+        out.append(UInt8(value))
         return out
     }
 
@@ -54,7 +68,19 @@ public struct IPAddress: Sendable, Hashable, CustomStringConvertible {
 
     /// Canonical text: dotted quad for IPv4, full lowercase groups for IPv6 (stable as a limit key).
     public var description: String {
-        if isV4 { return bytes[12...].map(String.init).joined(separator: ".") }
+        if isV4 {
+            return String(unsafeUninitializedCapacity: 15) { buf in
+                var n = 0
+                for (i, b) in bytes[12...].enumerated() {
+                    if i > 0 { buf[n] = UInt8(ascii: "."); n += 1 }
+                    if b >= 100 { buf[n] = 48 + b / 100; n += 1 }
+                    if b >= 10 { buf[n] = 48 + b / 10 % 10; n += 1 }
+                    buf[n] = 48 + b % 10
+                    n += 1
+                }
+                return n
+            }
+        }
         return stride(from: 0, to: 16, by: 2).map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }.joined(separator: ":")
     }
 }

@@ -45,11 +45,24 @@ public struct LocalDate: Sendable, Hashable, Comparable, CustomStringConvertible
     }
 
     public var description: String {
-        func pad(_ n: Int, _ w: Int) -> String {
-            let s = String(n)
-            return String(repeating: "0", count: max(0, w - s.count)) + s
+        guard hasFourDigitYear else { return "\(year)-\(month < 10 ? "0" : "")\(month)-\(day < 10 ? "0" : "")\(day)" }
+        return String(unsafeUninitializedCapacity: 10) { buf in
+            writeDigits(into: buf)
+            return 10
         }
-        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))"
+    }
+
+    /// Years 0...9999 print as exactly four digits; only those take the byte-level path.
+    var hasFourDigitYear: Bool { (0...9999).contains(year) }
+
+    /// `YYYY-MM-DD` into the first 10 bytes of `buf`; only when `hasFourDigitYear`.
+    func writeDigits(into buf: UnsafeMutableBufferPointer<UInt8>) {
+        writeTwoDigits(year / 100, into: buf, at: 0)
+        writeTwoDigits(year % 100, into: buf, at: 2)
+        buf[4] = UInt8(ascii: "-")
+        writeTwoDigits(month, into: buf, at: 5)
+        buf[7] = UInt8(ascii: "-")
+        writeTwoDigits(day, into: buf, at: 8)
     }
 
     /// Days since 1970-01-01 (proleptic Gregorian), for date arithmetic without Foundation.
