@@ -8,20 +8,27 @@ public struct CryptoError: Error, CustomStringConvertible {
 
 /// SHA-256 digests (FIPS 180-4), CryptoKit-shaped.
 public enum SHA256 {
+    /// The implementation, fetched from the provider once: OpenSSL 3's one-shot `SHA256()`
+    /// fetches it again on every call, which was a third of hashing a token. Read-only after
+    /// start, so sharing it between threads is safe (OpenSSL's fetched objects are).
+    nonisolated(unsafe) private static let fetched: OpaquePointer? = EVP_MD_fetch(nil, "SHA256", nil)
+
     /// The 32-byte digest of `data`.
     public static func hash(_ data: some Collection<UInt8>) -> [UInt8] {
+        if let buf = data as? UnsafeBufferPointer<UInt8> { return hash(buffer: buf) }
+        return data.withContiguousStorageIfAvailable { hash(buffer: $0) } ?? Array(data).withUnsafeBufferPointer { hash(buffer: $0) }
+    }
+
+    private static func hash(buffer: UnsafeBufferPointer<UInt8>) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: 32)
-        let ok = data.withContiguousStorageIfAvailable { buf in
-            out.withUnsafeMutableBufferPointer { o in
-                CCrypto.SHA256(buf.baseAddress, buf.count, o.baseAddress) != nil
+        let ok = out.withUnsafeMutableBufferPointer { o in
+            if let md = fetched {
+                return EVP_Digest(buffer.baseAddress, buffer.count, o.baseAddress, nil, md, nil) == 1
             }
-        } ?? Array(data).withUnsafeBufferPointer { buf in
-            out.withUnsafeMutableBufferPointer { o in
-                CCrypto.SHA256(buf.baseAddress, buf.count, o.baseAddress) != nil
-            }
+            return CCrypto.SHA256(buffer.baseAddress, buffer.count, o.baseAddress) != nil
         }
-        // SHA256() only fails on a NULL output buffer, which cannot happen here.
-        precondition(ok, "SHA256 returned NULL")
+        // Fails only on allocation failure inside libcrypto: nothing sensible is left to do.
+        precondition(ok, "SHA-256 failed")
         return out
     }
 

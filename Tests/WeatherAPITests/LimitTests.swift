@@ -86,6 +86,48 @@ import WeatherCore
         #expect(t.weather(token: nil, legacy: "legacy-token-0123456789").status == 200)
     }
 
+    /// A busy bucket is leased to the worker that uses it, yet two workers together still serve
+    /// exactly the quota: never more, and the leftovers of a lease come back once it ends.
+    @Test func leasedUnitsKeepTheQuotaExactAcrossWorkers() throws {
+        let a = try TestGateway {
+            $0.limits.legacyRequestsPerIPPerHour = 1000
+            $0.limits.requestsPerIPPerHour = 0
+        }
+        let b = try TestGateway(workerBeside: a)
+        let legacy = "legacy-token-0123456789"
+        #expect(a.weather(token: nil, legacy: legacy).status == 200)
+        #expect(a.weather(token: nil, legacy: legacy).status == 200)
+        #expect(a.gateway.limiter.leasedUnits("legacy_ip:198.51.100.7") == Limiter.leaseUnits, "the second take within a second leases")
+        let tat = try a.store.db.scalarInt("SELECT tat_ms FROM weather_rate_limits WHERE bucket_key = 'legacy_ip:198.51.100.7'")
+        #expect(tat == a.clock.now().seconds * 1000 + Int64(2 + Limiter.leaseUnits) * 3600, "the lease is charged to the shared bucket up front")
+
+        func drain() -> Int {
+            var served = 0
+            while true {
+                let ra = a.weather(token: nil, legacy: legacy), rb = b.weather(token: nil, legacy: legacy)
+                served += (ra.status == 200 ? 1 : 0) + (rb.status == 200 ? 1 : 0)
+                if ra.status == 429 && rb.status == 429 {
+                    #expect(Int(ra.headers["retry-after"] ?? "") ?? 0 >= 1)
+                    return served
+                }
+            }
+        }
+        var served = 2 + drain()
+        #expect(served <= 1000, "leases never let the workers together exceed the quota")
+        a.clock.advance(1)  // the leases end; the next afterResponse gives their leftovers back
+        a.gateway.afterResponse()
+        b.gateway.afterResponse()
+        #expect(a.gateway.limiter.leasedUnits("legacy_ip:198.51.100.7") == 0)
+        served += drain()
+        #expect(served == 1000, "every unit of the hour is served exactly once")
+    }
+
+    @Test func aBucketWithLittleRoomIsNeverLeased() throws {
+        let t = try TestGateway { $0.limits.legacyRequestsPerIPPerHour = 100 }
+        for _ in 0..<5 { #expect(t.weather(token: nil, legacy: "legacy-token-0123456789").status == 200) }
+        #expect(t.gateway.limiter.leasedUnits("legacy_ip:198.51.100.7") == 0)
+    }
+
     @Test func zeroTurnsEveryLimitOff() throws {
         let t = try TestGateway {
             $0.limits = LimitSettings()

@@ -35,12 +35,26 @@ final class FakeWeatherSource: WeatherSource {
 /// An in-process gateway on a real SQLite file with an injected clock.
 final class TestGateway {
     let directory: URL
-    let clock = ManualClock()
+    let clock: ManualClock
     let store: SQLiteGatewayStore
     let gateway: Gateway
     let log = MemoryLog()
     let source = FakeWeatherSource()
+    let config: GatewayConfig
+    /// False for a second worker: the first one owns (and deletes) the directory.
+    private let ownsDirectory: Bool
     static let hashKey = Array("0123456789abcdef0123456789abcdef".utf8)
+
+    /// Another worker process on the same database, configuration and clock (its own connection,
+    /// limiter and caches), as `--workers 2` would run it.
+    init(workerBeside first: TestGateway) throws {
+        directory = first.directory
+        clock = first.clock
+        config = first.config
+        ownsDirectory = false
+        store = try SQLiteGatewayStore(path: config.databasePath)
+        gateway = Gateway(config: config, store: store, hashKey: Self.hashKey, clock: clock, log: log, weather: source, requestIdPrefix: "t2")
+    }
 
     init(configure: (inout GatewayConfig) -> Void = { _ in }) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("cw-api-\(UUID().uuidString.prefix(8))")
@@ -49,11 +63,14 @@ final class TestGateway {
         config.legacyToken = "legacy-token-0123456789"
         config.flushInterval = 0
         configure(&config)
+        self.config = config
+        clock = ManualClock()
+        ownsDirectory = true
         store = try SQLiteGatewayStore(path: config.databasePath)
         gateway = Gateway(config: config, store: store, hashKey: Self.hashKey, clock: clock, log: log, weather: source, requestIdPrefix: "t")
     }
 
-    deinit { try? FileManager.default.removeItem(at: directory) }
+    deinit { if ownsDirectory { try? FileManager.default.removeItem(at: directory) } }
 
     struct Answer {
         var status: Int

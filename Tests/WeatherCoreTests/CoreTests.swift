@@ -1,5 +1,5 @@
 import Testing
-import WeatherCore
+@testable import WeatherCore
 
 @Suite struct ConfigLoaderTests {
     @Test func defaultsMatchTheContract() throws {
@@ -71,6 +71,24 @@ import WeatherCore
         #expect(refused.retryAfter == 900)
         #expect(!GCRA.decide(tat: tat, nowMs: now + 899_000, quota: quota).allowed)
         #expect(GCRA.decide(tat: tat, nowMs: now + 900_000, quota: quota).allowed)
+    }
+
+    @Test func leasesOnlyFromABucketWithRoomForManyAndGiveBackRestoresIt() {
+        let big = Quota(limit: 1000, window: 3600)  // one unit per 3600 ms
+        let lease = GCRA.take(tat: nil, nowMs: 0, quota: big, upTo: 65)
+        #expect(lease == GCRA.Take(granted: 65, newTAT: 65 * 3600, retryAfter: 0))
+        // 1000 - 65 = 935 free: less than 8 x 65 = 520? No, more: still leases.
+        #expect(GCRA.take(tat: lease.newTAT, nowMs: 0, quota: big, upTo: 65).granted == 65)
+        // With 515 free (< 520) only the one unit the request needs.
+        #expect(GCRA.take(tat: 485 * 3600, nowMs: 0, quota: big, upTo: 65).granted == 1)
+        // Asking for a lease never refuses what a single request would get.
+        #expect(GCRA.take(tat: 999 * 3600, nowMs: 0, quota: big, upTo: 65).granted == 1)
+        let empty = GCRA.take(tat: 1000 * 3600, nowMs: 0, quota: big, upTo: 65)
+        #expect(empty.granted == 0 && empty.retryAfter == 4)
+        // Giving 64 back is as if they had never been taken; never fuller than full.
+        #expect(GCRA.giveBack(tat: lease.newTAT, units: 64, nowMs: 0, quota: big) == 3600)
+        #expect(GCRA.giveBack(tat: lease.newTAT, units: 64, nowMs: 100_000, quota: big) == 100_000)
+        #expect(GCRA.decide(tat: nil, nowMs: 5, quota: big) == GCRA.Decision(allowed: true, newTAT: 3605, retryAfter: 0))
     }
 
     @Test func noDoubleBurstAtAnyBoundary() {

@@ -102,11 +102,11 @@ import WeatherCore
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = try SQLiteGatewayStore(path: dir.appendingPathComponent("w.sqlite3").path)
         let q = Quota(limit: 2, window: 86_400)
-        #expect(try store.admitCell("1,1", sessionId: "s", quota: q, nowMs: 0) == .allowed)
-        #expect(try store.admitCell("1,2", sessionId: "s", quota: q, nowMs: 1_000_000) == .allowed)
-        #expect(try store.admitCell("1,1", sessionId: "s", quota: q, nowMs: 2_000_000) == .allowed)
-        #expect(try store.admitCell("1,3", sessionId: "s", quota: q, nowMs: 2_000_000) == .refused(retryAfter: 84_400, bucket: "cells:s"))
-        #expect(try store.admitCell("1,3", sessionId: "other", quota: q, nowMs: 2_000_000) == .allowed)
-        #expect(try store.admitCell("1,3", sessionId: "s", quota: q, nowMs: 86_400_001) == .allowed)
+        #expect(try store.admitCell("1,1", sessionId: "s", quota: q, nowMs: 0).verdict == .allowed)
+        #expect(try store.admitCell("1,2", sessionId: "s", quota: q, nowMs: 1_000_000).verdict == .allowed)
+        #expect(try store.admitCell("1,1", sessionId: "s", quota: q, nowMs: 2_000_000).verdict == .allowed)
+        #expect(try store.admitCell("1,3", sessionId: "s", quota: q, nowMs: 2_000_000).verdict == .refused(retryAfter: 84_400, bucket: "cells:s"))
+        #expect(try store.admitCell("1,3", sessionId: "other", quota: q, nowMs: 2_000_000).verdict == .allowed)
+        #expect(try store.admitCell("1,3", sessionId: "s", quota: q, nowMs: 86_400_001).verdict == .allowed)
     }
 }

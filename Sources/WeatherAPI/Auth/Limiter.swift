@@ -1,10 +1,42 @@
 import WeatherCore
 
 /// The six quotas of API.md as named buckets, checked against state shared by every worker.
-struct Limiter {
+///
+/// One per worker process. A bucket this worker draws from again within `leaseMs` is busy here,
+/// so it takes `leaseUnits` more units in the same transaction (a lease, granted only when the
+/// bucket has `GCRA.leaseHeadroom` times that much room) and spends them without touching the
+/// database; whatever is left when the lease ends goes back (`returnLeases`). Totals stay exact:
+/// a lease is taken from the shared bucket before any of it is spent, so N allowed is still N
+/// served across all workers. The cost is that units leased here are not available to other
+/// workers for up to a second, which only matters for a bucket with little room, and such a bucket
+/// grants no leases. Cells a session was admitted to are remembered until they stop counting.
+final class Limiter {
     let store: any GatewayStore
     let limits: LimitSettings
     let metrics: Metrics
+
+    /// Units a lease asks for, and how long it is kept before its leftovers go back.
+    static let leaseUnits = 64
+    static let leaseMs: Int64 = 1000
+    /// Bound on the per-worker tables below; reaching it empties the table (it only saves work).
+    static let tableLimit = 4096
+
+    private struct Lease {
+        var units: Int
+        let bucket: LimitBucket
+        let endsMs: Int64
+    }
+    private var leases: [String: Lease] = [:]
+    /// When this worker last took each bucket from the store (the sign that a bucket is busy here).
+    private var lastTaken: [String: Int64] = [:]
+    /// `session|cell` → until when that cell counts for that session.
+    private var countedCells: [String: Int64] = [:]
+
+    init(store: any GatewayStore, limits: LimitSettings, metrics: Metrics) {
+        self.store = store
+        self.limits = limits
+        self.metrics = metrics
+    }
 
     private func hourly(_ limit: Int) -> Quota { Quota(limit: limit, window: limits.hourWindow) }
 
@@ -17,22 +49,61 @@ struct Limiter {
 
     /// Takes one request from each bucket or throws 429 with the wait of the bucket that refused.
     func check(_ buckets: [LimitBucket], context: Context) throws(HTTPError) {
-        let verdict: LimitVerdict
-        do { verdict = try store.consume(buckets, nowMs: context.now.seconds * 1000) } catch { throw .storageUnavailable }
-        try enforce(verdict, context: context)
+        let active = buckets.filter(\.quota.isEnabled)
+        guard !active.isEmpty else { return }
+        let nowMs = context.now.seconds * 1000
+        let fromStore = active.filter { (leases[$0.key]?.units ?? 0) == 0 }
+        if !fromStore.isEmpty {
+            let extra = fromStore.map { b in nowMs - (lastTaken[b.key] ?? .min / 2) < Self.leaseMs ? Self.leaseUnits : 0 }
+            let grant: LimitGrant
+            do { grant = try store.take(fromStore, extra: extra, nowMs: nowMs) } catch { throw .storageUnavailable }
+            switch grant {
+            case .refused(let retryAfter, let bucket):
+                metrics.count(Counters.Name.limited(String(bucket.prefix { $0 != ":" })), at: context.now)
+                throw .rateLimited(retryAfter: retryAfter)
+            case .granted(let units):
+                if lastTaken.count >= Self.tableLimit { lastTaken.removeAll(keepingCapacity: true) }
+                for (b, n) in zip(fromStore, units) {
+                    lastTaken[b.key] = nowMs
+                    if n > 1 { leases[b.key] = Lease(units: n - 1, bucket: b, endsMs: nowMs + Self.leaseMs) }
+                }
+            }
+        }
+        // Only now that nothing refused: spend one leased unit of every bucket the store skipped.
+        for b in active where !fromStore.contains(where: { $0.key == b.key }) { leases[b.key]?.units -= 1 }
     }
 
     /// The distinct-cell quota of a session.
     func checkCell(_ cell: String, sessionId: String, context: Context) throws(HTTPError) {
-        let verdict: LimitVerdict
-        do { verdict = try store.admitCell(cell, sessionId: sessionId, quota: cellQuota, nowMs: context.now.seconds * 1000) } catch { throw .storageUnavailable }
-        try enforce(verdict, context: context)
-    }
-
-    private func enforce(_ verdict: LimitVerdict, context: Context) throws(HTTPError) {
-        if case .refused(let retryAfter, let bucket) = verdict {
+        let nowMs = context.now.seconds * 1000
+        let key = sessionId + "|" + cell
+        if let until = countedCells[key], nowMs < until { return }
+        let admission: CellAdmission
+        do { admission = try store.admitCell(cell, sessionId: sessionId, quota: cellQuota, nowMs: nowMs) } catch { throw .storageUnavailable }
+        switch admission {
+        case .admitted(let until):
+            if countedCells.count >= Self.tableLimit { countedCells.removeAll(keepingCapacity: true) }
+            countedCells[key] = until
+        case .refused(let retryAfter, let bucket):
             metrics.count(Counters.Name.limited(String(bucket.prefix { $0 != ":" })), at: context.now)
             throw .rateLimited(retryAfter: retryAfter)
         }
     }
+
+    /// Gives back the unused units of leases that have ended (all of them with `all`, when the
+    /// worker stops). Runs after the response; a storage error keeps them for the next try.
+    func returnLeases(nowMs: Int64, all: Bool = false) {
+        guard !leases.isEmpty else { return }
+        let ended = leases.values.filter { all || $0.endsMs <= nowMs }
+        guard !ended.isEmpty else { return }
+        do {
+            try store.giveBack(ended.map { ($0.bucket, $0.units) }, nowMs: nowMs)
+            for l in ended { leases[l.bucket.key] = nil }
+        } catch {
+            // Kept: they are still this worker's to spend or to give back later.
+        }
+    }
+
+    /// Units this worker holds ahead (tests).
+    func leasedUnits(_ key: String) -> Int { leases[key]?.units ?? 0 }
 }

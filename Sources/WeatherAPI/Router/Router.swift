@@ -47,12 +47,21 @@ public struct Router {
 
     /// The route name for logs (the matched path, or `-`), and the responder or the 404/405 error.
     public func resolve(_ request: Request) -> (route: String, result: Result<any Responder, HTTPError>) {
-        for path in [request.path] + request.alternatePaths {
-            let matching = routes.filter { $0.path == path }
-            guard !matching.isEmpty else { continue }
-            if let r = matching.first(where: { $0.method == request.method }) { return (path, .success(r.responder)) }
-            return (path, .failure(.methodNotAllowed(matching.map(\.method))))
+        if let found = resolve(path: request.path, method: request.method) { return found }
+        for path in request.alternatePaths {
+            if let found = resolve(path: path, method: request.method) { return found }
         }
         return ("-", .failure(.notFound))
+    }
+
+    /// The answer for one spelling of the path; nil when no route has that path.
+    private func resolve(path: String, method: String) -> (route: String, result: Result<any Responder, HTTPError>)? {
+        var pathKnown = false
+        for r in routes where r.path == path {
+            if r.method == method { return (r.path, .success(r.responder)) }
+            pathKnown = true
+        }
+        guard pathKnown else { return nil }
+        return (path, .failure(.methodNotAllowed(routes.filter { $0.path == path }.map(\.method))))
     }
 }

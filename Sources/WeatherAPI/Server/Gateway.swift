@@ -9,6 +9,7 @@ public final class Gateway {
     let log: any LogSink
     public let metrics: Metrics
     private let router: Router
+    let limiter: Limiter
     private var requestCounter: UInt64 = 0
     private let requestIdPrefix: String
 
@@ -27,6 +28,7 @@ public final class Gateway {
         self.metrics = metrics
         let minter = TokenMinter(hashKey: hashKey)
         let limiter = Limiter(store: store, limits: config.limits, metrics: metrics)
+        self.limiter = limiter
         let sessions = SessionServices(store: store, minter: minter, config: config, limiter: limiter, metrics: metrics)
         let auth = Authenticator(store: store, minter: minter, legacyToken: config.legacyToken)
         let weatherHandler = WeatherHandler(config: config, auth: auth, limiter: limiter, metrics: metrics, store: store, source: weather)
@@ -70,22 +72,25 @@ public final class Gateway {
 
         if response.status == 401 || response.status == 429 { metrics.count(Counters.Name.status(response.status), at: now) }
         var line = LogLine()
-        line.add("ts", now.iso8601)
-        line.add("request_id", requestId)
-        line.add("worker", requestIdPrefix)
-        line.add("method", method)
-        line.add("route", route)
-        line.add("status", String(response.status))
-        line.add("duration_ms", MonotonicTime.milliseconds(since: started))
-        line.add("auth", context.authMode?.rawValue)
-        line.add("cache", context.cache)
+        line.addPlain("ts", now.iso8601)
+        line.addPlain("request_id", requestId)  // checked by acceptableRequestId, or ours
+        line.addPlain("worker", requestIdPrefix)
+        line.add("method", method)  // may be whatever the client sent
+        line.addPlain("route", route)  // a route of the router, or "-"
+        line.addPlain("status", String(response.status))
+        line.addPlain("duration_ms", MonotonicTime.milliseconds(since: started))
+        line.addPlain("auth", context.authMode?.rawValue)
+        line.addPlain("cache", context.cache)
         log.write(line.text)
         return response
     }
 
-    /// Work that must not delay a response: flushing counters and session touches.
+    /// Work that must not delay a response: flushing counters and session touches, and giving
+    /// back the unused part of ended limit leases (all of them with `force`, when stopping).
     public func afterResponse(force: Bool = false) {
-        metrics.flushIfDue(to: store, now: clock.now(), force: force)
+        let now = clock.now()
+        metrics.flushIfDue(to: store, now: now, force: force)
+        limiter.returnLeases(nowMs: now.seconds * 1000, all: force)
     }
 
     /// A request id from the web server is echoed only when it is short and plain, so it cannot

@@ -16,6 +16,16 @@ public struct LogLine {
     private var bytes: [UInt8] = []
     public init() { bytes.reserveCapacity(256) }
 
+    /// A value the caller built from known-plain parts (timestamps, numbers, route names, ids
+    /// already checked): no scan, no quoting.
+    mutating func addPlain(_ key: String, _ value: String?) {
+        guard let value else { return }
+        if !bytes.isEmpty { bytes.append(UInt8(ascii: " ")) }
+        bytes.appendUTF8(key)
+        bytes.append(UInt8(ascii: "="))
+        bytes.appendUTF8(value)
+    }
+
     public mutating func add(_ key: String, _ value: String?) {
         guard let value else { return }
         if !bytes.isEmpty { bytes.append(UInt8(ascii: " ")) }

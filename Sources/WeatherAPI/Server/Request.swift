@@ -194,10 +194,14 @@ public struct Request: Sendable {
 
 /// `HTTP_X_WEATHER_TOKEN` → `x-weather-token`, on bytes.
 func headerName(cgiName key: String) -> String {
-    var bytes = Array(key.utf8.dropFirst(5))
-    for i in bytes.indices {
-        let c = bytes[i]
-        if c == UInt8(ascii: "_") { bytes[i] = UInt8(ascii: "-") } else if c >= 65 && c <= 90 { bytes[i] = c + 32 }
+    var key = key
+    return key.withUTF8 { all in
+        let name = UnsafeBufferPointer(rebasing: all[min(5, all.count)...])
+        return String(unsafeUninitializedCapacity: name.count) { out in
+            for (i, c) in name.enumerated() {
+                out[i] = c == UInt8(ascii: "_") ? UInt8(ascii: "-") : (c >= 65 && c <= 90 ? c + 32 : c)
+            }
+            return name.count
+        }
     }
-    return String(decoding: bytes, as: UTF8.self)
 }

@@ -30,12 +30,42 @@ public enum GCRA {
 
     /// Decides one request at `nowMs` against the stored `tat` (nil: fresh bucket).
     public static func decide(tat: Int64?, nowMs: Int64, quota: Quota) -> Decision {
+        let t = take(tat: tat, nowMs: nowMs, quota: quota, upTo: 1)
+        return Decision(allowed: t.granted > 0, newTAT: t.newTAT, retryAfter: t.retryAfter)
+    }
+
+    /// What taking units ahead of time does to the bucket.
+    public struct Take: Sendable, Equatable {
+        /// Units taken: 0 (refused), 1, or `upTo` when the bucket had room for it many times over.
+        public var granted: Int
+        public var newTAT: Int64
+        public var retryAfter: Int64
+    }
+
+    /// How many times over a bucket must be able to give a lease before it does: a lease is only
+    /// taken from a bucket so far from empty that no other worker can be refused meanwhile.
+    public static let leaseHeadroom: Int64 = 8
+
+    /// Takes one unit, or `upTo` units when at least `leaseHeadroom × upTo` are free (a worker's
+    /// lease for requests it will serve in the next moment). Refuses, with the truthful wait, only
+    /// when not even one unit is free, so asking for a lease never refuses a request.
+    public static func take(tat: Int64?, nowMs: Int64, quota: Quota, upTo wanted: Int) -> Take {
         let interval = max(1, quota.window * 1000 / Int64(quota.limit))
         let burst = quota.window * 1000
         let base = max(tat ?? nowMs, nowMs)
-        let next = base + interval
-        if next - nowMs <= burst { return Decision(allowed: true, newTAT: next, retryAfter: 0) }
-        let waitMs = next - burst - nowMs
-        return Decision(allowed: false, newTAT: tat ?? nowMs, retryAfter: max(1, (waitMs + 999) / 1000))
+        let room = burst - (base - nowMs)
+        guard room >= interval else {
+            let waitMs = base + interval - burst - nowMs
+            return Take(granted: 0, newTAT: tat ?? nowMs, retryAfter: max(1, (waitMs + 999) / 1000))
+        }
+        let n: Int64 = wanted > 1 && room / interval >= leaseHeadroom * Int64(wanted) ? Int64(wanted) : 1
+        return Take(granted: Int(n), newTAT: base + n * interval, retryAfter: 0)
+    }
+
+    /// The state after `units` taken ahead were not used after all: as if they had never been
+    /// taken, except that a bucket never becomes fuller than full.
+    public static func giveBack(tat: Int64, units: Int, nowMs: Int64, quota: Quota) -> Int64 {
+        let interval = max(1, quota.window * 1000 / Int64(quota.limit))
+        return max(nowMs, tat - Int64(units) * interval)
     }
 }

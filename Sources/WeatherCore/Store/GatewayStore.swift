@@ -27,12 +27,17 @@ public protocol GatewayStore: AnyObject {
 
     // MARK: Limits
 
-    /// Takes one request from every bucket, or from none when any refuses. Buckets are shared by
-    /// every worker process.
-    func consume(_ buckets: [LimitBucket], nowMs: Int64) throws(StoreError) -> LimitVerdict
+    /// Takes one unit from every bucket, or none when any refuses (GCRA, `GCRA.take`). Where
+    /// `extra[i]` > 0 it takes 1 + `extra[i]` units from bucket i if that bucket has plenty of room
+    /// (a lease, spent by the calling worker over the next moment). Buckets are shared by every
+    /// worker process; one transaction.
+    func take(_ buckets: [LimitBucket], extra: [Int], nowMs: Int64) throws(StoreError) -> LimitGrant
+
+    /// Returns leased units a worker did not use (`GCRA.giveBack`); one transaction.
+    func giveBack(_ leftovers: [(bucket: LimitBucket, units: Int)], nowMs: Int64) throws(StoreError)
 
     /// Admits a request for grid `cell` by `sessionId` under a rolling-window distinct-cell quota.
-    func admitCell(_ cell: String, sessionId: String, quota: Quota, nowMs: Int64) throws(StoreError) -> LimitVerdict
+    func admitCell(_ cell: String, sessionId: String, quota: Quota, nowMs: Int64) throws(StoreError) -> CellAdmission
 
     // MARK: Weather cache
 
@@ -150,6 +155,36 @@ public struct LimitBucket: Sendable, Equatable {
 public enum LimitVerdict: Sendable, Equatable {
     case allowed
     case refused(retryAfter: Int64, bucket: String)
+}
+
+/// Units taken from each bucket (in the order asked, each ≥ 1), or the refusal.
+public enum LimitGrant: Sendable, Equatable {
+    case granted([Int])
+    case refused(retryAfter: Int64, bucket: String)
+}
+
+/// The distinct-cell quota's answer. An admitted cell stays counted for the session until
+/// `countedUntilMs`; until then asking for it again changes nothing, so a worker may remember it.
+public enum CellAdmission: Sendable, Equatable {
+    case admitted(countedUntilMs: Int64)
+    case refused(retryAfter: Int64, bucket: String)
+
+    public var verdict: LimitVerdict {
+        switch self {
+        case .admitted: return .allowed
+        case .refused(let r, let b): return .refused(retryAfter: r, bucket: b)
+        }
+    }
+}
+
+extension GatewayStore {
+    /// Takes exactly one unit from every bucket, or none when any refuses.
+    public func consume(_ buckets: [LimitBucket], nowMs: Int64) throws(StoreError) -> LimitVerdict {
+        switch try take(buckets, extra: Array(repeating: 0, count: buckets.count), nowMs: nowMs) {
+        case .granted: return .allowed
+        case .refused(let r, let b): return .refused(retryAfter: r, bucket: b)
+        }
+    }
 }
 
 /// A cached weather body and how old it is.

@@ -139,37 +139,51 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     // MARK: Limits
 
-    public func consume(_ buckets: [LimitBucket], nowMs: Int64) throws(StoreError) -> LimitVerdict {
-        let active = buckets.filter(\.quota.isEnabled)
-        guard !active.isEmpty else { return .allowed }
-        return try write { () throws -> LimitVerdict in
-            var updates: [(String, Int64)] = []
-            for b in active {
+    public func take(_ buckets: [LimitBucket], extra: [Int], nowMs: Int64) throws(StoreError) -> LimitGrant {
+        guard buckets.contains(where: \.quota.isEnabled) else { return .granted(buckets.map { _ in 1 }) }
+        return try write { () throws -> LimitGrant in
+            var taken: [(key: String, units: Int, tat: Int64)] = []
+            for (i, b) in buckets.enumerated() {
+                guard b.quota.isEnabled else { taken.append((b.key, 1, 0)); continue }
                 let tat = try db.scalarInt("SELECT tat_ms FROM weather_rate_limits WHERE bucket_key = ?1", [.text(b.key)])
-                let d = GCRA.decide(tat: tat, nowMs: nowMs, quota: b.quota)
-                guard d.allowed else { return .refused(retryAfter: d.retryAfter, bucket: b.key) }
-                updates.append((b.key, d.newTAT))
+                let t = GCRA.take(tat: tat, nowMs: nowMs, quota: b.quota, upTo: 1 + (i < extra.count ? max(0, extra[i]) : 0))
+                guard t.granted > 0 else { return .refused(retryAfter: t.retryAfter, bucket: b.key) }
+                taken.append((b.key, t.granted, t.newTAT))
             }
-            for (key, tat) in updates {
+            for (b, t) in zip(buckets, taken) where b.quota.isEnabled {
                 try db.run(
                     "INSERT INTO weather_rate_limits(bucket_key, tat_ms) VALUES (?1, ?2) ON CONFLICT(bucket_key) DO UPDATE SET tat_ms = excluded.tat_ms",
-                    [.text(key), .int(tat)])
+                    [.text(t.key), .int(t.tat)])
             }
-            return .allowed
+            return .granted(taken.map(\.units))
         }
     }
 
-    public func admitCell(_ cell: String, sessionId: String, quota: Quota, nowMs: Int64) throws(StoreError) -> LimitVerdict {
-        guard quota.isEnabled else { return .allowed }
-        let windowStart = nowMs - quota.window * 1000
+    public func giveBack(_ leftovers: [(bucket: LimitBucket, units: Int)], nowMs: Int64) throws(StoreError) {
+        let returns = leftovers.filter { $0.units > 0 && $0.bucket.quota.isEnabled }
+        guard !returns.isEmpty else { return }
+        try write {
+            for r in returns {
+                guard let tat = try db.scalarInt("SELECT tat_ms FROM weather_rate_limits WHERE bucket_key = ?1", [.text(r.bucket.key)]) else { continue }
+                try db.run(
+                    "UPDATE weather_rate_limits SET tat_ms = ?2 WHERE bucket_key = ?1",
+                    [.text(r.bucket.key), .int(GCRA.giveBack(tat: tat, units: r.units, nowMs: nowMs, quota: r.bucket.quota))])
+            }
+        }
+    }
+
+    public func admitCell(_ cell: String, sessionId: String, quota: Quota, nowMs: Int64) throws(StoreError) -> CellAdmission {
+        guard quota.isEnabled else { return .admitted(countedUntilMs: .max) }
+        let windowMs = quota.window * 1000
+        let windowStart = nowMs - windowMs
         // The common case, a cell already seen today, is one read and no write.
         let seen = try read {
             try db.scalarInt(
                 "SELECT first_seen_ms FROM weather_session_cells WHERE session_id = ?1 AND cell = ?2",
                 [.text(sessionId), .text(cell)])
         }
-        if let seen, seen > windowStart { return .allowed }
-        return try write { () throws -> LimitVerdict in
+        if let seen, seen > windowStart { return .admitted(countedUntilMs: seen + windowMs) }
+        return try write { () throws -> CellAdmission in
             let s = try db.statement(
                 "SELECT count(*), min(first_seen_ms) FROM weather_session_cells WHERE session_id = ?1 AND first_seen_ms > ?2")
             let (count, oldest) = try s.rows([.text(sessionId), .int(windowStart)]) { ($0.int(0), $0.int(1)) }.first ?? (0, 0)
@@ -180,7 +194,7 @@ public final class SQLiteGatewayStore: GatewayStore {
             try db.run(
                 "INSERT INTO weather_session_cells(session_id, cell, first_seen_ms) VALUES (?1, ?2, ?3) ON CONFLICT(session_id, cell) DO UPDATE SET first_seen_ms = excluded.first_seen_ms",
                 [.text(sessionId), .text(cell), .int(nowMs)])
-            return .allowed
+            return .admitted(countedUntilMs: nowMs + windowMs)
         }
     }
 
