@@ -5,4 +5,5 @@
 #include <openssl/rand.h>
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
+#include <sys/random.h>
 #endif

@@ -1,4 +1,7 @@
 import CCrypto
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A failed libcrypto call. Carries the function name only: never key or message bytes.
 public struct CryptoError: Error, CustomStringConvertible {
@@ -41,20 +44,17 @@ public enum SHA256 {
 
 /// HMAC-SHA256 (RFC 2104) with every libcrypto return code checked.
 public enum HMACSHA256 {
-    /// The 32-byte MAC of `message` under `key`.
+    /// The 32-byte MAC of `message` under `key`: RFC 2104 spelled out over `SHA256.hash`, whose
+    /// implementation is fetched once (OpenSSL 3's `HMAC()` fetches SHA-256 on every call).
     public static func authenticationCode(for message: some Collection<UInt8>, key: [UInt8]) throws -> [UInt8] {
-        let msg = Array(message)
-        var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
-        var len: UInt32 = 0
-        let result = key.withUnsafeBufferPointer { k in
-            msg.withUnsafeBufferPointer { m in
-                out.withUnsafeMutableBufferPointer { o in
-                    HMAC(EVP_sha256(), k.baseAddress, Int32(k.count), m.baseAddress, m.count, o.baseAddress, &len)
-                }
-            }
-        }
-        guard result != nil, len == 32 else { throw CryptoError(function: "HMAC") }
-        return Array(out.prefix(32))
+        let blockSize = 64
+        var block = key.count > blockSize ? SHA256.hash(key) : key
+        block += [UInt8](repeating: 0, count: blockSize - block.count)
+        var inner = block.map { $0 ^ 0x36 }
+        inner.append(contentsOf: message)
+        var outer = block.map { $0 ^ 0x5c }
+        outer += SHA256.hash(inner)
+        return SHA256.hash(outer)
     }
 
     /// Lowercase hex MAC of a string's UTF-8 bytes.
@@ -63,13 +63,20 @@ public enum HMACSHA256 {
     }
 }
 
-/// Randomness from the OS CSPRNG through OpenSSL's `RAND_bytes`.
+/// Randomness straight from the kernel's CSPRNG (`getrandom(2)`, blocking only until the pool
+/// is first seeded at boot). OpenSSL's `RAND_bytes` was a tenth of creating a session: its DRBG
+/// layers cost more than the system call they end in.
 public enum SecureRandom {
     /// `count` unpredictable bytes; throws rather than return weak ones.
     public static func bytes(_ count: Int) throws -> [UInt8] {
         var out = [UInt8](repeating: 0, count: count)
-        let rc = out.withUnsafeMutableBufferPointer { RAND_bytes($0.baseAddress, Int32(count)) }
-        guard rc == 1 else { throw CryptoError(function: "RAND_bytes") }
+        var filled = 0
+        while filled < count {
+            let n = out.withUnsafeMutableBytes { getrandom($0.baseAddress! + filled, count - filled, 0) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { throw CryptoError(function: "getrandom") }
+            filled += n
+        }
         return out
     }
 }

@@ -1,5 +1,8 @@
 import WeatherCore
 import WeatherCrypto
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Makes tokens and hashes with the server's key. The only holder of plaintext tokens, and only
 /// for the moment between minting and writing the response.
@@ -43,10 +46,28 @@ public struct TokenMinter: Sendable {
             lifetimes: lifetimes))
     }
 
-    /// `aws_` + 128 random bits.
-    public func sessionId() throws -> String { IdentifierPrefix.session + Base64URL.encode(try SecureRandom.bytes(16)) }
+    /// `aws_` + 22 base64url characters: the time in milliseconds (11 hex digits, good until the
+    /// year 2527) and 66 random bits (11 base64url characters).
+    ///
+    /// Time first, so that new rows land at the right-hand end of the primary-key indexes instead
+    /// of on a random page: a random page is one more page each commit writes to the WAL and
+    /// each checkpoint copies back, and creation is write-bound (docs/decisions.md). The id was
+    /// never a secret (tokens are); the random part keeps ids unique across workers.
+    public func sessionId() throws -> String {
+        IdentifierPrefix.session + Self.millisecondsHex(digits: 11) + String(Base64URL.encode(try SecureRandom.bytes(9)).prefix(11))
+    }
 
-    func rowId() throws -> String { IdentifierPrefix.tokenRow + Hex.encode(try SecureRandom.bytes(12)) }
+    /// `wst_` + the time in milliseconds (12 hex digits) + 64 random bits (hex), for the same reason.
+    func rowId() throws -> String { IdentifierPrefix.tokenRow + Self.millisecondsHex(digits: 12) + Hex.encode(try SecureRandom.bytes(8)) }
+
+    /// Wall-clock milliseconds as `digits` lowercase hex digits: sorts as text in time order.
+    static func millisecondsHex(digits: Int) -> String {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        let ms = UInt64(max(0, ts.tv_sec)) * 1000 + UInt64(max(0, ts.tv_nsec)) / 1_000_000
+        let hex = String(ms & (1 << (4 * UInt64(digits)) - 1), radix: 16)
+        return String(repeating: "0", count: digits - hex.utf8.count) + hex
+    }
 
     /// `token_hash`: lowercase hex SHA-256 of the whole token string.
     public func tokenHash(_ token: String) -> String { SHA256.hex(token) }

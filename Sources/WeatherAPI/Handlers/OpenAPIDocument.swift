@@ -1023,7 +1023,7 @@ let openAPIDocument = ##"""
           "anonymousSessionId": {
             "type": "string",
             "pattern": "^aws_[A-Za-z0-9_-]{22}$",
-            "description": "`aws_` + 128 random bits, base64url without padding."
+            "description": "`aws_` + 22 characters: the creation time in milliseconds as 11 hex digits, then 66 random bits in base64url (time first, so new sessions append to the index). Not a secret: the tokens are."
           },
           "weatherAccessToken": {
             "type": "string",

@@ -91,6 +91,7 @@ public final class Gateway {
         let now = clock.now()
         metrics.flushIfDue(to: store, now: now, force: force)
         limiter.returnLeases(nowMs: now.seconds * 1000, all: force)
+        store.afterResponse()
     }
 
     /// A request id from the web server is echoed only when it is short and plain, so it cannot

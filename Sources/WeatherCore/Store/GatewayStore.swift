@@ -60,6 +60,10 @@ public protocol GatewayStore: AnyObject {
 
     /// True when the database answers and every migration is applied.
     func isHealthy() -> Bool
+
+    /// Housekeeping a store may do once a response is sent, off the request's clock (SQLite:
+    /// checkpoint a WAL that has grown).
+    func afterResponse()
 }
 
 /// A storage failure. `isUnavailable` separates "the disk or database is not usable" (503) from bugs.

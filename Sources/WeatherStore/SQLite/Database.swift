@@ -77,6 +77,7 @@ public final class Database {
     public func close() {
         guard !isClosed else { return }
         isClosed = true
+        sqlite3_wal_hook(handle, nil, nil)
         statements.removeAll()
         sqlite3_close_v2(handle)
     }
@@ -136,16 +137,58 @@ public final class Database {
 
     /// Runs `body` in a `BEGIN IMMEDIATE` transaction: the write lock is taken up front, so two
     /// workers never both read then both write. Rolls back when `body` throws.
+    /// With a `WriterLock`, waits for it first (see there), and holds it until the end.
     public func transaction<T>(_ body: () throws -> T) throws -> T {
-        try execute("BEGIN IMMEDIATE")
+        let queued = writerLock?.lock() ?? false
+        defer { if queued { writerLock?.unlock() } }
+        try runControl("BEGIN IMMEDIATE")
         do {
             let value = try body()
-            try execute("COMMIT")
+            try runControl("COMMIT")
             return value
         } catch {
-            try? execute("ROLLBACK")  // the original error is the one worth reporting
+            try? runControl("ROLLBACK")  // the original error is the one worth reporting
             throw error
         }
+    }
+
+    /// BEGIN, COMMIT and ROLLBACK as cached statements (`execute` would parse them every time).
+    private func runControl(_ sql: String) throws(DatabaseError) {
+        let s = try statement(sql)
+        defer { s.reset() }
+        while try s.step() {}
+    }
+
+    // MARK: Writer queue and checkpoints
+
+    /// Set by `queueWriters(databasePath:)`.
+    private var writerLock: WriterLock?
+    /// Pages in the WAL after this connection's last commit (from the WAL hook).
+    fileprivate(set) var walPages: Int32 = 0
+    /// The WAL size at which `checkpointIfDue` copies it back (SQLite's default autocheckpoint).
+    public static let checkpointPages: Int32 = 1000
+
+    /// For a worker: writers wait in a kernel queue instead of polling (`WriterLock`), and the
+    /// WAL is checkpointed by `checkpointIfDue` after a response rather than inside the commit
+    /// of whichever request crossed the threshold (while that request, and every other writer,
+    /// waited for it).
+    public func queueWritersAndDeferCheckpoints(databasePath: String) {
+        writerLock = WriterLock(databasePath: databasePath)
+        try? execute("PRAGMA wal_autocheckpoint=0")
+        sqlite3_wal_hook(handle, { context, _, _, pages in
+            guard let context else { return SQLITE_OK }
+            Unmanaged<Database>.fromOpaque(context).takeUnretainedValue().walPages = pages
+            return SQLITE_OK
+        }, Unmanaged.passUnretained(self).toOpaque())
+    }
+
+    /// A passive checkpoint once this connection's commits have grown the WAL past
+    /// `checkpointPages`. Passive: it never waits for readers or writers; what it cannot copy now
+    /// is copied next time.
+    public func checkpointIfDue() {
+        guard walPages >= Self.checkpointPages else { return }
+        walPages = 0
+        sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
     }
 
     func error(_ rc: Int32, sql: String?) -> DatabaseError {

@@ -10,11 +10,14 @@ public final class SQLiteGatewayStore: GatewayStore {
     private var needsReopen = false
 
     /// Opens the database and applies pending migrations (safe when several workers start at once).
+    /// Writers queue for each other and checkpoints wait for `afterResponse`
+    /// (`Database.queueWritersAndDeferCheckpoints`).
     public init(path: String) throws {
         db = try Database(path: path)
         self.path = path
         try Migrator.apply(to: db)
         needsReopen = db.isReadOnly
+        db.queueWritersAndDeferCheckpoints(databasePath: path)
     }
 
     /// Wraps an open database without migrating (for tools that only read).
@@ -244,6 +247,8 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
+    public func afterResponse() { db.checkpointIfDue() }
+
     public func isHealthy() -> Bool {
         guard (try? reopenIfFaulted()) != nil else { return false }
         guard let pending = try? Migrator.pending(in: db) else { return false }
@@ -277,6 +282,7 @@ public final class SQLiteGatewayStore: GatewayStore {
         db.close()
         do {
             db = try Database(path: path)
+            db.queueWritersAndDeferCheckpoints(databasePath: path)
             // Opened read-only (disk still read-only): try again on the next call.
             needsReopen = db.isReadOnly
         } catch {

@@ -1,0 +1,93 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A queue for SQLite's single writer, shared by every worker on the machine: a process-shared,
+/// robust pthread mutex in a one-page file beside the database (`<db>-writer`).
+///
+/// SQLite's own write lock cannot be waited for: a second writer gets SQLITE_BUSY and its busy
+/// handler polls (yields, then naps). Under a burst of writes (session creation, refresh) the
+/// two workers of this machine spent half their CPU polling, and a nap often outlasted the
+/// transaction it waited for. Taking this mutex first makes the kernel queue the writers and wake
+/// the next one the moment the lock is free. It is only an optimisation: SQLite's lock still
+/// decides, so a process that does not use it (weatherctl, the sqlite3 shell) is merely polled
+/// for as before. A worker killed while holding it leaves it "owner dead"; the next one takes it
+/// over (robust mutex). The file records the boot it was set up in: after a reboot (when a mutex
+/// left locked would otherwise look held forever) it is set up afresh. Waiting gives up after
+/// `timeout` seconds and the transaction goes on to SQLite's busy handler, so a stuck holder
+/// costs a 503, never a hang.
+final class WriterLock {
+    private let page: UnsafeMutableRawPointer
+    private var mutex: UnsafeMutablePointer<pthread_mutex_t> { (page + 64).assumingMemoryBound(to: pthread_mutex_t.self) }
+    private static let size = 4096
+    private static let magic: UInt64 = 0x636C_6F73_6574_5731  // "closetW1"
+    let timeout: Int
+
+    /// The lock of the database at `databasePath`, or nil when there is none to be had (a
+    /// read-only directory, say): the database works without it.
+    convenience init?(databasePath: String, timeout: Int = 5) {
+        self.init(path: databasePath + "-writer", timeout: timeout)
+    }
+
+    /// Opens or creates the lock file at `path`; nil when it cannot.
+    init?(path: String, timeout: Int = 5) {
+        self.timeout = timeout
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }  // the mapping stays valid after close
+        // Only one process sets the mutex up: the others wait on flock, then find it ready.
+        guard flock(fd, LOCK_EX) == 0 else { return nil }
+        defer { flock(fd, LOCK_UN) }
+        var st = stat()
+        guard fstat(fd, &st) == 0, st.st_size >= Self.size || ftruncate(fd, off_t(Self.size)) == 0 else { return nil }
+        guard let p = mmap(nil, Self.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), p != MAP_FAILED else { return nil }
+        page = p
+        let boot = Self.bootId()
+        let recorded = UnsafeRawBufferPointer(start: page + 8, count: 40)
+        if page.load(as: UInt64.self) != Self.magic || !recorded.starts(with: boot) {
+            var attr = pthread_mutexattr_t()
+            pthread_mutexattr_init(&attr)
+            pthread_mutexattr_setpshared(&attr, Int32(PTHREAD_PROCESS_SHARED))
+            pthread_mutexattr_setrobust(&attr, Int32(PTHREAD_MUTEX_ROBUST))
+            let rc = pthread_mutex_init(mutex, &attr)
+            pthread_mutexattr_destroy(&attr)
+            guard rc == 0 else {
+                munmap(page, Self.size)
+                return nil
+            }
+            UnsafeMutableRawBufferPointer(start: page + 8, count: 40).copyBytes(from: boot + [UInt8](repeating: 0, count: 40 - boot.count))
+            page.storeBytes(of: Self.magic, as: UInt64.self)
+        }
+    }
+
+    /// This boot's id (36 bytes from the kernel), or nothing where there is none.
+    private static func bootId() -> [UInt8] {
+        let fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return [] }
+        defer { close(fd) }
+        var buf = [UInt8](repeating: 0, count: 36)
+        let n = buf.withUnsafeMutableBytes { read(fd, $0.baseAddress, 36) }
+        return n == 36 ? buf : []
+    }
+
+    deinit { munmap(page, Self.size) }
+
+    /// Waits for the writer's turn; false when it timed out (go on without it).
+    func lock() -> Bool {
+        var rc = pthread_mutex_trylock(mutex)
+        if rc == EBUSY {
+            var deadline = timespec()
+            clock_gettime(CLOCK_REALTIME, &deadline)
+            deadline.tv_sec += timeout
+            rc = pthread_mutex_timedlock(mutex, &deadline)
+        }
+        if rc == EOWNERDEAD {
+            // The previous holder died mid-transaction; SQLite rolls its transaction back itself.
+            pthread_mutex_consistent(mutex)
+            rc = 0
+        }
+        return rc == 0
+    }
+
+    func unlock() { pthread_mutex_unlock(mutex) }
+}

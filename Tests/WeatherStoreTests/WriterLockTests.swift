@@ -1,0 +1,99 @@
+import Foundation
+import Testing
+import WeatherCore
+@testable import WeatherStore
+
+/// The writers' queue: exclusive, gives up at its deadline, survives a holder that died, and is
+/// set up afresh after a reboot.
+@Suite struct WriterLockTests {
+    func lockFile() throws -> String {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-lock-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        return dir.appendingPathComponent("w.sqlite3-writer").path
+    }
+
+    @Test func oneHolderAtATimeAndWaitingEndsAtTheDeadline() throws {
+        let path = try lockFile()
+        let a = try #require(WriterLock(path: path, timeout: 0))
+        let b = try #require(WriterLock(path: path, timeout: 0))
+        #expect(a.lock())
+        #expect(!b.lock(), "held by a: b gives up at its deadline instead of waiting forever")
+        a.unlock()
+        #expect(b.lock())
+        b.unlock()
+    }
+
+    @Test func aHolderThatDiedIsTakenOver() throws {
+        let path = try lockFile()
+        let lock = try #require(WriterLock(path: path, timeout: 2))
+        let done = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) let shared = lock
+        let holder = Thread {
+            _ = shared.lock()  // and exit without unlocking, as a killed worker would
+            done.signal()
+        }
+        holder.start()
+        done.wait()
+        while !holder.isFinished { usleep(1000) }
+        #expect(lock.lock(), "owner dead: the next writer takes the lock over")
+        lock.unlock()
+    }
+
+    @Test func aLockFileFromAnotherBootIsSetUpAfresh() throws {
+        let path = try lockFile()
+        let lock = try #require(WriterLock(path: path, timeout: 0))
+        // The bytes of a mutex held when the machine went down: locked by a thread that is gone,
+        // with no kernel left to mark it "owner dead". Taken while another thread holds it.
+        let fd = open(path, O_RDWR)
+        defer { close(fd) }
+        var lockedImage = [UInt8](repeating: 0, count: 4096)
+        let taken = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0), finished = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) let shared = lock
+        Thread {
+            _ = shared.lock()
+            taken.signal()
+            release.wait()
+            shared.unlock()
+            finished.signal()
+        }.start()
+        taken.wait()
+        #expect(lockedImage.withUnsafeMutableBytes { pread(fd, $0.baseAddress, 4096, 0) } == 4096)
+        release.signal()
+        finished.wait()
+        #expect(lockedImage.withUnsafeBytes { pwrite(fd, $0.baseAddress, 4096, 0) } == 4096)
+
+        let sameBoot = try #require(WriterLock(path: path, timeout: 0))
+        #expect(!sameBoot.lock(), "within one boot such a mutex counts as held (until its deadline)")
+        // The same file seen after a reboot: another boot id.
+        #expect(pwrite(fd, "00000000-0000-0000-0000-000000000000", 36, 8) == 36)
+        let afterReboot = try #require(WriterLock(path: path, timeout: 0))
+        #expect(afterReboot.lock(), "set up afresh, so free")
+        afterReboot.unlock()
+    }
+
+    @Test func aStoreQueuesItsWritesBesideTheDatabase() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-lock-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let store = try SQLiteGatewayStore(path: dir.appendingPathComponent("w.sqlite3").path)
+        #expect(try store.consume([LimitBucket(key: "k", quota: Quota(limit: 2, window: 60))], nowMs: 0) == .allowed)
+        #expect(FileManager.default.fileExists(atPath: dir.appendingPathComponent("w.sqlite3-writer").path))
+    }
+
+    @Test func checkpointsWaitForAfterResponse() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-ckpt-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let path = dir.appendingPathComponent("w.sqlite3").path
+        let store = try SQLiteGatewayStore(path: path)
+        func fileSize() throws -> Int { try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int ?? 0 }
+        let before = try fileSize()
+        var i = 0
+        while store.db.walPages < Database.checkpointPages {
+            _ = try store.consume([LimitBucket(key: "bucket-\(i)-" + String(repeating: "x", count: 200), quota: Quota(limit: 5, window: 60))], nowMs: 0)
+            i += 1
+        }
+        #expect(try fileSize() == before, "no commit copied the WAL back by itself")
+        store.afterResponse()
+        #expect(store.db.walPages == 0)
+        #expect(try fileSize() > before, "the checkpoint after the response did")
+    }
+}
