@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import WeatherAPI
 import WeatherCore
+import WeatherStore
 
 @Suite struct AuthenticationTests {
     @Test func accessTokenAuthenticatesWithSessionMode() throws {
@@ -205,5 +206,57 @@ import WeatherCore
         #expect(rows == ["cache.hit=1", "cache.miss=1", "cache.stale=1", "provider.caiyun.calls=2", "provider.caiyun.errors=1"])
         let hours = try t.store.db.statement("SELECT DISTINCT hour FROM weather_counters ORDER BY hour").rows { $0.text(0)! }
         #expect(hours == ["2026-11-30T02"])
+    }
+}
+
+/// Workers keep the grants they looked up until any process revokes something (the revocation
+/// generation on the shared `-writer` page), so revocation still takes effect at once everywhere.
+@Suite struct GrantCacheTests {
+    func access(_ s: [String: Any]) -> String? { s["weatherAccessToken"] as? String }
+
+    @Test func aRevokeThroughOneWorkerStopsTheTokenOnAnotherAtOnce() throws {
+        let a = try TestGateway()
+        let b = try TestGateway(workerBeside: a)
+        let s = a.createSession()
+        #expect(b.weather(token: access(s)).status == 200, "b now holds the grant")
+        #expect(a.send("POST", "/v1/weather/session/revoke", body: ["anonymousSessionId": s["anonymousSessionId"]!, "refreshToken": s["refreshToken"]!]).status == 204)
+        #expect(b.weather(token: access(s)).status == 401)
+    }
+
+    @Test func anOperatorRevokeStopsTheTokenOnEveryWorkerAtOnce() throws {
+        let a = try TestGateway()
+        let s = a.createSession()
+        #expect(a.weather(token: access(s)).status == 200)
+        // weatherctl's way in: its own connection, wrapped without a worker's set-up.
+        let ctl = SQLiteGatewayStore(database: try Database(path: a.config.databasePath))
+        #expect(try ctl.revokeSession(id: s["anonymousSessionId"] as! String, now: a.clock.now()))
+        #expect(a.weather(token: access(s)).status == 401)
+        let other = a.createSession(installationId: "0b6f1c4e-6f5a-4c0e-9d2b-2c1e8f3a7d11")
+        #expect(a.weather(token: access(other)).status == 200)
+        let hash = try a.store.db.scalarText("SELECT installation_id_hash FROM anonymous_weather_sessions WHERE id = ?1", [.text(other["anonymousSessionId"] as! String)])
+        #expect(try ctl.revokeInstallation(hash: hash!, now: a.clock.now()).count == 1)
+        #expect(a.weather(token: access(other)).status == 401)
+    }
+
+    @Test func aGrantIsReusedUntilTheGenerationMoves() throws {
+        let t = try TestGateway()
+        let s = t.createSession()
+        #expect(t.weather(token: access(s)).status == 200)
+        // Behind the gateway's back (no generation move): the worker keeps answering from its copy,
+        // which is what saves the lookup, and why operators revoke through weatherctl.
+        try t.store.db.execute("UPDATE weather_session_tokens SET revoked_at = '2026-01-01T00:00:00Z'")
+        #expect(t.weather(token: access(s)).status == 200)
+        t.store.db.noteRevocation()
+        #expect(t.weather(token: access(s)).status == 401)
+    }
+
+    @Test func aCachedGrantStillExpiresOnTime() throws {
+        let t = try TestGateway { $0.tokenPolicy.accessTTL = 600 }
+        let s = t.createSession()
+        #expect(t.weather(token: access(s)).status == 200)
+        t.clock.advance(599)
+        #expect(t.weather(token: access(s)).status == 200)
+        t.clock.advance(1)
+        #expect(t.weather(token: access(s)).status == 401)
     }
 }

@@ -59,8 +59,8 @@ extension SQLiteGatewayStore: OperatorStore {
     }
 
     public func revokeInstallation(hash: String, now: Timestamp) throws(StoreError) -> [String] {
-        try operate {
-            try db.transaction {
+        let revoked: [String] = try operate {
+            try db.transaction { () throws -> [String] in
                 let ids = try db.statement(
                     "SELECT id FROM anonymous_weather_sessions WHERE installation_id_hash = ?1 AND status = 'active' ORDER BY created_at, id"
                 ).rows([.text(hash)]) { $0.text(0) ?? "" }
@@ -76,6 +76,8 @@ extension SQLiteGatewayStore: OperatorStore {
                 return ids
             }
         }
+        if !revoked.isEmpty { db.noteRevocation() }
+        return revoked
     }
 
     // MARK: Counters

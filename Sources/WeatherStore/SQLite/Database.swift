@@ -161,7 +161,7 @@ public final class Database {
 
     // MARK: Writer queue and checkpoints
 
-    /// Set by `queueWriters(databasePath:)`.
+    /// Set by `attachWriterPage`.
     private var writerLock: WriterLock?
     /// Pages in the WAL after this connection's last commit (from the WAL hook).
     fileprivate(set) var walPages: Int32 = 0
@@ -172,8 +172,8 @@ public final class Database {
     /// WAL is checkpointed by `checkpointIfDue` after a response rather than inside the commit
     /// of whichever request crossed the threshold (while that request, and every other writer,
     /// waited for it).
-    public func queueWritersAndDeferCheckpoints(databasePath: String) {
-        writerLock = WriterLock(databasePath: databasePath)
+    public func queueWritersAndDeferCheckpoints() {
+        attachWriterPage()
         try? execute("PRAGMA wal_autocheckpoint=0")
         sqlite3_wal_hook(handle, { context, _, _, pages in
             guard let context else { return SQLITE_OK }
@@ -181,6 +181,19 @@ public final class Database {
             return SQLITE_OK
         }, Unmanaged.passUnretained(self).toOpaque())
     }
+
+    /// Opens the database's `-writer` page (`WriterLock`) if it is not open yet: its writers'
+    /// queue and its revocation generation. Without one (read-only directory) both are skipped.
+    public func attachWriterPage() {
+        guard writerLock == nil, let name = sqlite3_db_filename(handle, "main"), name.pointee != 0 else { return }
+        writerLock = WriterLock(databasePath: String(cString: name))
+    }
+
+    /// The revocation generation of the `-writer` page; nil without one.
+    public var revocationGeneration: UInt64? { writerLock?.revocationGeneration }
+
+    /// Tells every process a revocation was committed (call after the commit).
+    public func noteRevocation() { writerLock?.noteRevocation() }
 
     /// A passive checkpoint once this connection's commits have grown the WAL past
     /// `checkpointPages`. Passive: it never waits for readers or writers; what it cannot copy now

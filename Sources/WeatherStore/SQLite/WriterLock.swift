@@ -1,3 +1,4 @@
+import CSQLite
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -16,9 +17,19 @@ import Glibc
 /// left locked would otherwise look held forever) it is set up afresh. Waiting gives up after
 /// `timeout` seconds and the transaction goes on to SQLite's busy handler, so a stuck holder
 /// costs a 503, never a hang.
+///
+/// The same page carries the revocation generation: a counter every revocation moves on (after
+/// its commit), so that a worker may keep access grants it looked up for as long as the counter
+/// has not moved (`SQLiteGatewayStore.accessGrant`). Page layout: magic (0..<8), boot id (8..<48),
+/// revocation generation (56..<64), mutex (64...).
 final class WriterLock {
     private let page: UnsafeMutableRawPointer
     private var mutex: UnsafeMutablePointer<pthread_mutex_t> { (page + 64).assumingMemoryBound(to: pthread_mutex_t.self) }
+    private var generation: UnsafeMutablePointer<UInt64> { (page + 56).assumingMemoryBound(to: UInt64.self) }
+
+    /// Moves whenever any process revokes a session or token.
+    var revocationGeneration: UInt64 { csqlite_atomic_load(generation) }
+    func noteRevocation() { csqlite_atomic_increment(generation) }
     private static let size = 4096
     private static let magic: UInt64 = 0x636C_6F73_6574_5731  // "closetW1"
     let timeout: Int

@@ -17,14 +17,22 @@ public final class SQLiteGatewayStore: GatewayStore {
         self.path = path
         try Migrator.apply(to: db)
         needsReopen = db.isReadOnly
-        db.queueWritersAndDeferCheckpoints(databasePath: path)
+        db.queueWritersAndDeferCheckpoints()
     }
 
-    /// Wraps an open database without migrating (for tools that only read).
+    /// Wraps an open database without migrating (weatherctl). Its revocations still reach the
+    /// workers' grant caches through the `-writer` page.
     public init(database: Database) {
         db = database
         path = nil
+        db.attachWriterPage()
     }
+
+    /// Access grants this worker looked up, by token hash, valid while the revocation generation
+    /// they were read under has not moved (see `accessGrant`).
+    private var grants: [String: AccessGrant] = [:]
+    private var grantsGeneration: UInt64 = 0
+    static let grantCacheLimit = 1024
 
     // MARK: Sessions and tokens
 
@@ -45,7 +53,31 @@ public final class SQLiteGatewayStore: GatewayStore {
         try db.run(sql, [.text(p.refreshRowId), .text(sessionId), .text(p.refreshHash), "refresh", .text(p.lifetimes.refreshExpiresAt.iso8601), .text(created)])
     }
 
+    /// A grant changes in only two ways: it expires (the caller checks `expiresAt`) or it is
+    /// revoked, and every revocation moves the shared revocation generation after its commit. So
+    /// a grant read here is kept and reused until that counter moves, and a cached weather
+    /// request costs no SQLite statement at all. A request that races a revocation may still see
+    /// the grant, as if it had arrived a moment earlier. Revocations made behind the gateway's
+    /// back (the sqlite3 shell) are not seen until a worker restarts: use weatherctl.
     public func accessGrant(tokenHash: String) throws(StoreError) -> AccessGrant? {
+        let generation = db.revocationGeneration
+        if let generation {
+            if generation != grantsGeneration {
+                grants.removeAll(keepingCapacity: true)
+                grantsGeneration = generation
+            } else if let grant = grants[tokenHash] {
+                return grant
+            }
+        }
+        let grant = try lookUpGrant(tokenHash: tokenHash)
+        if let grant, generation != nil {
+            if grants.count >= Self.grantCacheLimit { grants.removeAll(keepingCapacity: true) }
+            grants[tokenHash] = grant
+        }
+        return grant
+    }
+
+    private func lookUpGrant(tokenHash: String) throws(StoreError) -> AccessGrant? {
         try read {
             let s = try db.statement("""
                 SELECT t.session_id, t.token_type, t.expires_at, t.revoked_at IS NOT NULL, s.status = 'active', s.last_seen_at
@@ -68,7 +100,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     public func rotate(
         refreshTokenHash: String, sessionId: String, successor: IssuedPair, retryWindow: Int64, now: Timestamp
     ) throws(StoreError) -> RotationOutcome {
-        try write { () throws -> RotationOutcome in
+        let outcome = try write { () throws -> RotationOutcome in
             let s = try db.statement("""
                 SELECT t.id, t.session_id, t.token_type, t.expires_at, t.revoked_at, s.status
                 FROM weather_session_tokens t JOIN anonymous_weather_sessions s ON s.id = t.session_id
@@ -99,10 +131,12 @@ public final class SQLiteGatewayStore: GatewayStore {
             try revokeAll(sessionId: sessionId, now: now)
             return .reused
         }
+        if outcome == .reused { db.noteRevocation() }
+        return outcome
     }
 
     public func revokeSession(sessionId: String, presentingRefreshTokenHash: String, now: Timestamp) throws(StoreError) -> Bool {
-        try write {
+        let revoked = try write {
             let owner = try db.scalarText(
                 "SELECT session_id FROM weather_session_tokens WHERE token_hash = ?1 AND token_type = 'refresh'",
                 [.text(presentingRefreshTokenHash)])
@@ -110,16 +144,21 @@ public final class SQLiteGatewayStore: GatewayStore {
             try revokeAll(sessionId: sessionId, now: now)
             return true
         }
+        if revoked { db.noteRevocation() }
+        return revoked
     }
 
     public func revokeSession(id: String, now: Timestamp) throws(StoreError) -> Bool {
-        try write {
+        let revoked = try write {
             guard try db.scalarInt("SELECT 1 FROM anonymous_weather_sessions WHERE id = ?1", [.text(id)]) != nil else { return false }
             try revokeAll(sessionId: id, now: now)
             return true
         }
+        if revoked { db.noteRevocation() }
+        return revoked
     }
 
+    /// Every caller notes the revocation (`Database.noteRevocation`) once its transaction commits.
     private func revokeAll(sessionId: String, now: Timestamp) throws {
         try db.run(
             "UPDATE anonymous_weather_sessions SET status = 'revoked', revoked_at = coalesce(revoked_at, ?2) WHERE id = ?1",
@@ -137,6 +176,10 @@ public final class SQLiteGatewayStore: GatewayStore {
                     "UPDATE anonymous_weather_sessions SET last_seen_at = ?2 WHERE id = ?1 AND last_seen_at < ?2",
                     [.text(id), .text(t.iso8601)])
             }
+        }
+        // Cached grants carry last_seen_at; keep them as new as the row.
+        for (hash, grant) in grants {
+            if let t = seen[grant.sessionId], grant.lastSeenAt < t { grants[hash]?.lastSeenAt = t }
         }
     }
 
@@ -282,7 +325,7 @@ public final class SQLiteGatewayStore: GatewayStore {
         db.close()
         do {
             db = try Database(path: path)
-            db.queueWritersAndDeferCheckpoints(databasePath: path)
+            db.queueWritersAndDeferCheckpoints()
             // Opened read-only (disk still read-only): try again on the next call.
             needsReopen = db.isReadOnly
         } catch {
