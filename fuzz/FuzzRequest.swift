@@ -128,7 +128,7 @@ func fuzzOne(_ input: [UInt8]) {
     var asked: [Int] = []
     let request: Request
     do {
-        request = try Request.parse(params: params, mountPrefix: prefix) { n in
+        request = try Request.parse(params: CGIParameters(params), mountPrefix: prefix) { n in
             asked.append(n)
             let give = shortBody ? Swift.max(0, Swift.min(n, body.count) - 1) : Swift.min(n, body.count)
             return Array(body.prefix(give))

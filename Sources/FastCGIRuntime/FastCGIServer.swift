@@ -15,7 +15,7 @@ nonisolated(unsafe) var shutdownRequested: sig_atomic_t = 0
 /// On SIGTERM it finishes the request in hand and returns.
 public enum FastCGIServer {
     /// One request's parameters and body reader, and the place its response goes.
-    public typealias Handler = (_ params: [String: String], _ readBody: (Int) -> [UInt8]) -> Response
+    public typealias Handler = (_ params: CGIParameters, _ readBody: (Int) -> [UInt8]) -> Response
 
     /// True when fd 0 is not a FastCGI listening socket (started by a web server as CGI, or by hand).
     public static var isCGI: Bool { FCGX_IsCGI() != 0 }
@@ -50,10 +50,8 @@ public enum FastCGIServer {
             let params = environment(request.envp, keeping: wanted)
             let input = request.in
             let response = handler(params) { count in readStream(input, count) }
-            let bytes = response.cgiBytes(includeBody: params["REQUEST_METHOD"] != "HEAD")
-            _ = bytes.withUnsafeBufferPointer { buf in
-                buf.withMemoryRebound(to: CChar.self) { FCGX_PutStr($0.baseAddress, Int32($0.count), request.out) }
-            }
+            put(response.cgiHead(), to: request.out)
+            if params["REQUEST_METHOD"] != "HEAD" { put(response.body, to: request.out) }
             FCGX_Finish_r(&request)
             after()
             served += 1
@@ -62,9 +60,16 @@ public enum FastCGIServer {
         FCGX_Free(&request, 1)
     }
 
+    static func put(_ bytes: [UInt8], to stream: UnsafeMutablePointer<FCGX_Stream>?) {
+        guard !bytes.isEmpty else { return }
+        _ = bytes.withUnsafeBufferPointer { buf in
+            buf.withMemoryRebound(to: CChar.self) { FCGX_PutStr($0.baseAddress, Int32($0.count), stream) }
+        }
+    }
+
     /// Plain CGI: the request is the process environment and stdin; the response goes to stdout.
     public static func serveCGI(handler: Handler) {
-        var params: [String: String] = [:]
+        var params = CGIParameters()
         var p = environ
         while let entry = p.pointee {
             addParameter(entry, to: &params)
@@ -89,9 +94,8 @@ public enum FastCGIServer {
         }
     }
 
-    static func environment(_ envp: FCGX_ParamArray?, keeping wanted: ParameterFilter? = nil) -> [String: String] {
-        var params: [String: String] = [:]
-        params.reserveCapacity(wanted == nil ? 32 : 16)
+    static func environment(_ envp: FCGX_ParamArray?, keeping wanted: ParameterFilter? = nil) -> CGIParameters {
+        var params = CGIParameters()
         guard var p = envp else { return params }
         while let entry = p.pointee {
             addParameter(entry, to: &params, keeping: wanted)
@@ -103,14 +107,14 @@ public enum FastCGIServer {
     /// Splits one `NAME=value` C string at its first `=` on bytes (no Character walking: this runs
     /// for every parameter of every request). Invalid UTF-8 is repaired to U+FFFD here and refused
     /// by the request parser.
-    static func addParameter(_ entry: UnsafeMutablePointer<CChar>, to params: inout [String: String], keeping wanted: ParameterFilter? = nil) {
+    static func addParameter(_ entry: UnsafeMutablePointer<CChar>, to params: inout CGIParameters, keeping wanted: ParameterFilter? = nil) {
         let length = strlen(entry)
         entry.withMemoryRebound(to: UInt8.self, capacity: length) { bytes in
             let all = UnsafeBufferPointer(start: bytes, count: length)
             guard let eq = all.firstIndex(of: UInt8(ascii: "=")) else { return }
             if let wanted, !wanted.contains(UnsafeBufferPointer(rebasing: all[..<eq])) { return }
-            params[String(decoding: UnsafeBufferPointer(rebasing: all[..<eq]), as: UTF8.self)] =
-                String(decoding: UnsafeBufferPointer(rebasing: all[(eq + 1)...]), as: UTF8.self)
+            params.append(String(decoding: UnsafeBufferPointer(rebasing: all[..<eq]), as: UTF8.self),
+                          String(decoding: UnsafeBufferPointer(rebasing: all[(eq + 1)...]), as: UTF8.self))
         }
     }
 

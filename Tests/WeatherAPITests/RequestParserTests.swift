@@ -4,7 +4,7 @@ import Testing
 
 @Suite struct RequestParserTests {
     func parse(_ params: [String: String], prefix: String = "", body: [UInt8] = []) throws(HTTPError) -> Request {
-        try Request.parse(params: params, mountPrefix: prefix) { n in Array(body.prefix(n)) }
+        try Request.parse(params: CGIParameters(params), mountPrefix: prefix) { n in Array(body.prefix(n)) }
     }
 
     @Test func nginxStylePathAndQueryFromRequestURI() throws {

@@ -89,7 +89,7 @@ final class TestGateway {
             params["CONTENT_TYPE"] = contentType
         }
         for (k, v) in headers { params["HTTP_" + k.uppercased().replacingOccurrences(of: "-", with: "_")] = v }
-        let r = gateway.handle(params: params) { n in Array(bytes.prefix(n)) }
+        let r = gateway.handle(params: CGIParameters(params)) { n in Array(bytes.prefix(n)) }
         gateway.afterResponse()
         return Answer(status: r.status, headers: Dictionary(r.headers.map { ($0.name.lowercased(), $0.value) }, uniquingKeysWith: { $1 }), body: r.body)
     }

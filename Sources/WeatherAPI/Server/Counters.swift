@@ -3,24 +3,38 @@ import WeatherCore
 /// Per-hour counters kept in memory and flushed in one transaction every few seconds, so counting
 /// costs no write on the request path.
 public struct Counters {
-    public private(set) var pending: [CounterKey: Int64] = [:]
-    /// The hour label of the last count: formatting it is most of what counting would cost.
+    /// Counts of hours before the current one (rare: only across an hour boundary).
+    private var earlier: [CounterKey: Int64] = [:]
+    /// Counts of the current hour, by name: one short string hashed per count.
+    private var current: [String: Int64] = [:]
     private var hourIndex: Int64 = .min
     private var hourLabel = ""
 
     public init() {}
 
+    /// Everything not yet drained.
+    public var pending: [CounterKey: Int64] {
+        var all = earlier
+        for (name, n) in current { all[CounterKey(hour: hourLabel, name: name), default: 0] += n }
+        return all
+    }
+
     public mutating func add(_ name: String, at t: Timestamp, _ n: Int64 = 1) {
         let index = t.seconds >= 0 ? t.seconds / 3600 : (t.seconds - 3599) / 3600
         if index != hourIndex {
+            for (old, count) in current { earlier[CounterKey(hour: hourLabel, name: old), default: 0] += count }
+            current.removeAll(keepingCapacity: true)
             hourIndex = index
             hourLabel = CounterKey.hour(of: t)
         }
-        pending[CounterKey(hour: hourLabel, name: name), default: 0] += n
+        current[name, default: 0] += n
     }
 
     public mutating func drain() -> [CounterKey: Int64] {
-        defer { pending = [:] }
+        defer {
+            earlier = [:]
+            current.removeAll(keepingCapacity: true)
+        }
         return pending
     }
 

@@ -46,7 +46,7 @@ public final class Gateway {
 
     /// Answers one request described by CGI/FastCGI parameters. Never throws: every failure is a
     /// JSON error response.
-    public func handle(params: [String: String], readBody: (Int) -> [UInt8]) -> Response {
+    public func handle(params: CGIParameters, readBody: (Int) -> [UInt8]) -> Response {
         let started = MonotonicTime.now()
         let now = clock.now()
         requestCounter &+= 1

@@ -42,7 +42,7 @@ public struct Request: Sendable {
     /// The path comes from `REQUEST_URI` (nginx, Apache) or else `SCRIPT_NAME` + `PATH_INFO`
     /// (CGI, Apache rewrites), minus `mountPrefix`. Errors are the 4xx answers API.md asks for.
     public static func parse(
-        params: [String: String], mountPrefix: String, readBody: (Int) -> [UInt8]
+        params: CGIParameters, mountPrefix: String, readBody: (Int) -> [UInt8]
     ) throws(HTTPError) -> Request {
         guard let method = params["REQUEST_METHOD"], !method.isEmpty, method.utf8.count <= 16,
               method.utf8.allSatisfy({ (65...90).contains($0) }) else {

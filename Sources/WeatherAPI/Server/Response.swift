@@ -21,10 +21,17 @@ public struct Response: Sendable {
     public static let noStore: [(name: String, value: String)] = [("Cache-Control", "no-store"), ("Pragma", "no-cache")]
 
     /// The bytes a CGI/FastCGI responder writes: `Status:` line, headers, blank line, body.
-    /// Appended byte by byte into one buffer sized up front: this runs for every response.
     public func cgiBytes(includeBody: Bool = true) -> [UInt8] {
+        var out = cgiHead(reserving: includeBody ? body.count : 0)
+        if includeBody { out += body }
+        return out
+    }
+
+    /// The `Status:` line, headers and blank line, in one buffer sized up front (this runs for
+    /// every response; a FastCGI server writes the body after it without copying it in here).
+    public func cgiHead(reserving extra: Int = 0) -> [UInt8] {
         var out: [UInt8] = []
-        out.reserveCapacity(128 + headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 } + (includeBody ? body.count : 0))
+        out.reserveCapacity(128 + headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 } + extra)
         out.appendUTF8("Status: ")
         appendDecimal(status, to: &out)
         out.append(UInt8(ascii: " "))
@@ -39,7 +46,6 @@ public struct Response: Sendable {
         out.appendUTF8("Content-Length: ")
         appendDecimal(body.count, to: &out)
         out.appendUTF8("\r\n\r\n")
-        if includeBody { out += body }
         return out
     }
 

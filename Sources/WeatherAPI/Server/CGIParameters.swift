@@ -1,0 +1,50 @@
+/// The parameters of one request (CGI/FastCGI `NAME=value`). A request has a dozen that matter,
+/// so a linear search of short names beats hashing every name on insert and on every lookup.
+/// A name given twice: the last one wins, as in a dictionary.
+public struct CGIParameters: Sendable, ExpressibleByDictionaryLiteral, Sequence {
+    private var names: [String] = []
+    private var values: [String] = []
+
+    public init() {
+        names.reserveCapacity(16)
+        values.reserveCapacity(16)
+    }
+
+    public init(dictionaryLiteral elements: (String, String)...) {
+        self.init()
+        for (n, v) in elements { self[n] = v }
+    }
+
+    public init(_ dictionary: [String: String]) {
+        self.init()
+        for (n, v) in dictionary { append(n, v) }
+    }
+
+    public var count: Int { names.count }
+
+    public subscript(name: String) -> String? {
+        get {
+            var i = names.count - 1
+            while i >= 0 {
+                if names[i] == name { return values[i] }
+                i -= 1
+            }
+            return nil
+        }
+        set {
+            if let i = names.lastIndex(of: name) {
+                if let newValue { values[i] = newValue } else { names.remove(at: i); values.remove(at: i) }
+            } else if let newValue {
+                append(name, newValue)
+            }
+        }
+    }
+
+    /// Adds a parameter without looking for an earlier one of that name (the reader's way in).
+    public mutating func append(_ name: String, _ value: String) {
+        names.append(name)
+        values.append(value)
+    }
+
+    public func makeIterator() -> Zip2Sequence<[String], [String]>.Iterator { zip(names, values).makeIterator() }
+}
