@@ -19,7 +19,7 @@ final class Limiter {
     static let leaseUnits = 64
     static let leaseMs: Int64 = 1000
     /// Bound on the per-worker tables below; reaching it empties the table (it only saves work).
-    static let tableLimit = 4096
+    static let tableLimit = 1024
 
     private struct Lease {
         var units: Int

@@ -165,6 +165,8 @@ public final class Database {
     private var writerLock: WriterLock?
     /// Pages in the WAL after this connection's last commit (from the WAL hook).
     fileprivate(set) var walPages: Int32 = 0
+    /// A worker connection's page cache in KiB (see `queueWritersAndDeferCheckpoints`).
+    public static let workerCacheKiB = 512
     /// The WAL size at which `checkpointIfDue` copies it back (SQLite's default autocheckpoint).
     public static let checkpointPages: Int32 = 1000
 
@@ -175,6 +177,10 @@ public final class Database {
     public func queueWritersAndDeferCheckpoints() {
         attachWriterPage()
         try? execute("PRAGMA wal_autocheckpoint=0")
+        // A worker's page cache: 512 KiB instead of SQLite's 2 MiB. The hot reads (grants, fresh
+        // cache rows) no longer reach SQLite, writes touch random index pages that no cache of
+        // this size would keep, and the kernel's page cache is shared by every worker anyway.
+        try? execute("PRAGMA cache_size=-\(Self.workerCacheKiB)")
         sqlite3_wal_hook(handle, { context, _, _, pages in
             guard let context else { return SQLITE_OK }
             Unmanaged<Database>.fromOpaque(context).takeUnretainedValue().walPages = pages

@@ -32,7 +32,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// they were read under has not moved (see `accessGrant`).
     private var grants: [String: AccessGrant] = [:]
     private var grantsGeneration: UInt64 = 0
-    static let grantCacheLimit = 1024
+    static let grantCacheLimit = 512
 
     // MARK: Sessions and tokens
 
