@@ -181,6 +181,8 @@ public final class Database {
         // cache rows) no longer reach SQLite, writes touch random index pages that no cache of
         // this size would keep, and the kernel's page cache is shared by every worker anyway.
         try? execute("PRAGMA cache_size=-\(Self.workerCacheKiB)")
+        // After a checkpoint lets the WAL restart, cut the file back to 64 MiB at most.
+        try? execute("PRAGMA journal_size_limit=67108864")
         sqlite3_wal_hook(handle, { context, _, _, pages in
             guard let context else { return SQLITE_OK }
             Unmanaged<Database>.fromOpaque(context).takeUnretainedValue().walPages = pages
@@ -204,11 +206,21 @@ public final class Database {
     /// A passive checkpoint once this connection's commits have grown the WAL past
     /// `checkpointPages`. Passive: it never waits for readers or writers; what it cannot copy now
     /// is copied next time.
+    ///
+    /// Counted from the WAL's size at this connection's last checkpoint, not from zero: while
+    /// other workers keep reading and writing, the WAL may not restart for a while, and counting
+    /// from zero would checkpoint after every request once it had grown past the threshold.
     public func checkpointIfDue() {
-        guard walPages >= Self.checkpointPages else { return }
-        walPages = 0
-        sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
+        let grown = walPages >= walAtLastCheckpoint ? walPages - walAtLastCheckpoint : walPages
+        guard grown >= Self.checkpointPages else { return }
+        var log: Int32 = 0, copied: Int32 = 0
+        sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_PASSIVE, &log, &copied)
+        walAtLastCheckpoint = max(0, log)
+        walPages = walAtLastCheckpoint
     }
+
+    /// The WAL's length in frames when this connection last checkpointed.
+    private var walAtLastCheckpoint: Int32 = 0
 
     func error(_ rc: Int32, sql: String?) -> DatabaseError {
         DatabaseError(resultCode: rc, message: String(cString: sqlite3_errmsg(handle)), sql: sql)
