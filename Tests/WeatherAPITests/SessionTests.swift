@@ -100,6 +100,14 @@ import WeatherCrypto
         #expect(t.refresh(s).errorCode == "invalid_refresh_token")
     }
 
+    @Test func refreshMovesLastSeenWithTheNextBatch() throws {
+        let t = try TestGateway()
+        let s = t.createSession()
+        t.clock.advance(100)
+        #expect(t.refresh(s).status == 200)  // TestGateway flushes after every response
+        #expect(try t.store.db.scalarText("SELECT last_seen_at FROM anonymous_weather_sessions") == "2026-11-30T02:01:40Z")
+    }
+
     @Test func revokeStopsEveryTokenAtOnce() throws {
         let t = try TestGateway()
         let s = t.createSession()

@@ -128,6 +128,7 @@ struct RefreshSessionHandler: Responder {
         switch outcome {
         case .rotated:
             services.metrics.count(Counters.Name.refreshes, at: now)
+            services.metrics.touched(sessionId, at: now)  // last_seen_at, in the next batch
             return services.tokenResponse(status: 200, sessionId: sessionId, access: pair.accessToken, refresh: pair.refreshToken, lifetimes: pair.stored.lifetimes, now: now)
         case .retried(let lifetimes):
             services.metrics.count(Counters.Name.refreshRetries, at: now)

@@ -17,6 +17,9 @@ public final class Metrics {
         if now.seconds - lastSeenAt.seconds >= max(flushInterval, 60) { seen[id] = now }
     }
 
+    /// Notes that a session was used just now, whatever its stored `last_seen_at` (a refresh).
+    func touched(_ id: String, at now: Timestamp) { seen[id] = now }
+
     /// Writes what is pending when the interval has passed (or `force`). Storage errors keep the
     /// batch for the next try: counts are never dropped for a momentary lock.
     public func flushIfDue(to store: any GatewayStore, now: Timestamp, force: Bool = false) {
