@@ -1,6 +1,7 @@
 #ifndef CFASTCGI_SHIM_H
 #define CFASTCGI_SHIM_H
 #include <fcgiapp.h>
+#include <malloc.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/prctl.h>

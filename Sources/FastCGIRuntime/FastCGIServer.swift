@@ -141,6 +141,14 @@ public enum FastCGIServer {
         unblockStopSignals()
     }
 
+    /// One malloc arena: a worker serves one request at a time, and every extra arena (libcurl's
+    /// resolver thread would get one) keeps free pages of its own.
+    public static func useOneMallocArena() { mallopt(M_ARENA_MAX, 1) }
+
+    /// Hands freed heap pages back to the kernel, so that a burst of large bodies does not stay
+    /// in the worker's RSS for good. A few microseconds; call it now and then, not per request.
+    public static func trimHeap() { malloc_trim(0) }
+
     /// True once a stop signal has arrived.
     public static var stopRequested: Bool { shutdownRequested != 0 }
 

@@ -67,9 +67,15 @@ func serve(listenFD: Int32) -> Int32 {
         StandardErrorLog().write("weather-fcgi: \(error)")
         return 78  // EX_CONFIG
     }
+    FastCGIServer.useOneMallocArena()
+    var served = 0
     do {
         try FastCGIServer.serve(listenFD: listenFD, maxRequests: gateway.config.maxRequestsPerWorker,
-                                parameterNames: Request.parameterNames, handler: gateway.handle, after: { gateway.afterResponse() })
+                                parameterNames: Request.parameterNames, handler: gateway.handle, after: {
+            gateway.afterResponse()
+            served &+= 1
+            if served % 4096 == 0 { FastCGIServer.trimHeap() }
+        })
     } catch {
         StandardErrorLog().write("weather-fcgi: \(error)")
         return 71

@@ -108,6 +108,26 @@ import WeatherCrypto
         #expect(try t.store.db.scalarText("SELECT last_seen_at FROM anonymous_weather_sessions") == "2026-11-30T02:01:40Z")
     }
 
+    @Test func lastSeenTouchesGoInShortChunksUntilNoneAreLeft() throws {
+        let t = try TestGateway {
+            $0.flushInterval = 3600
+            $0.limits.sessionCreatePerIPPerHour = 0
+        }
+        let ids = (0..<150).map { _ in t.createSession()["anonymousSessionId"] as! String }
+        t.clock.advance(60)
+        for id in ids { t.gateway.metrics.touched(id, at: t.clock.now()) }
+        func touchedRows() throws -> Int64? {
+            try t.store.db.scalarInt("SELECT count(*) FROM anonymous_weather_sessions WHERE last_seen_at = '2026-11-30T02:01:00Z'")
+        }
+        t.clock.advance(3600)
+        t.gateway.metrics.flushIfDue(to: t.store, now: t.clock.now())
+        #expect(try touchedRows() == Int64(Metrics.touchesPerFlush), "one short transaction, not 150 updates at once")
+        t.gateway.metrics.flushIfDue(to: t.store, now: t.clock.now())
+        #expect(try touchedRows() == Int64(2 * Metrics.touchesPerFlush), "the rest follows the next responses, interval or not")
+        t.gateway.metrics.flushIfDue(to: t.store, now: t.clock.now())
+        #expect(try touchedRows() == 150)
+    }
+
     @Test func revokeStopsEveryTokenAtOnce() throws {
         let t = try TestGateway()
         let s = t.createSession()

@@ -1,7 +1,8 @@
 import WeatherCore
 
-/// In-memory counters and `last_seen_at` touches of one worker, written in one batch at most every
-/// `flushInterval` seconds (after the response is sent) and when the worker exits.
+/// In-memory counters and `last_seen_at` touches of one worker, written at most every
+/// `flushInterval` seconds (after the response is sent) and when the worker exits. Touches go in
+/// chunks of `touchesPerFlush`, one chunk after each response until none are left.
 public final class Metrics {
     private var counters = Counters()
     private var seen: [String: Timestamp] = [:]
@@ -24,7 +25,10 @@ public final class Metrics {
     /// batch for the next try: counts are never dropped for a momentary lock.
     public func flushIfDue(to store: any GatewayStore, now: Timestamp, force: Bool = false) {
         if lastFlush == nil { lastFlush = now }
-        guard force || now.seconds - (lastFlush?.seconds ?? 0) >= flushInterval else { return }
+        guard force || now.seconds - (lastFlush?.seconds ?? 0) >= flushInterval else {
+            if touchBacklog { touchSomeSessions(store) }
+            return
+        }
         lastFlush = now
         let batch = counters.drain()
         do {
@@ -32,6 +36,25 @@ public final class Metrics {
         } catch {
             for (k, v) in batch { counters.add(k.name, at: Timestamp(iso8601: k.hour + ":00:00Z") ?? now, v) }
         }
-        if !seen.isEmpty, (try? store.touchSessions(seen)) != nil { seen = [:] }
+        touchSomeSessions(store)
+        // Stopping: everything, chunk by chunk, unless the database refuses.
+        while force, touchBacklog, touchSomeSessions(store) {}
+    }
+
+    /// At most this many `last_seen_at` updates per flush: one transaction of them must stay short,
+    /// because every other writer waits for it (thousands of random rows took a quarter second).
+    static let touchesPerFlush = 64
+    /// True while touches are left over from a flush: the next responses go on with them.
+    private var touchBacklog = false
+
+    /// Writes one chunk; false when the store refused it (kept for the next try).
+    @discardableResult
+    private func touchSomeSessions(_ store: any GatewayStore) -> Bool {
+        guard !seen.isEmpty else { touchBacklog = false; return true }
+        let chunk = Dictionary(uniqueKeysWithValues: seen.prefix(Self.touchesPerFlush).map { ($0.key, $0.value) })
+        guard (try? store.touchSessions(chunk)) != nil else { return false }
+        for id in chunk.keys { seen[id] = nil }
+        touchBacklog = !seen.isEmpty
+        return true
     }
 }
