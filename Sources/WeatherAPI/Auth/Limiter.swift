@@ -70,7 +70,10 @@ final class Limiter {
                 if lastTaken.count >= Self.tableLimit { lastTaken.removeAll(keepingCapacity: true) }
                 for (b, n) in zip(fromStore, units) {
                     lastTaken[b.key] = nowMs
-                    if n > 1 { leases[b.key] = Lease(units: n - 1, bucket: b, endsMs: nowMs + Self.leaseMs) }
+                    if n > 1 {
+                        leases[b.key] = Lease(units: n - 1, bucket: b, endsMs: nowMs + Self.leaseMs)
+                        firstEndMs = min(firstEndMs, nowMs + Self.leaseMs)
+                    }
                 }
             }
         }
@@ -98,16 +101,19 @@ final class Limiter {
     /// Gives back the unused units of leases that have ended (all of them with `all`, when the
     /// worker stops). Runs after the response; a storage error keeps them for the next try.
     func returnLeases(nowMs: Int64, all: Bool = false) {
-        guard !leases.isEmpty else { return }
+        guard !leases.isEmpty, all || nowMs >= firstEndMs else { return }
         let ended = leases.values.filter { all || $0.endsMs <= nowMs }
-        guard !ended.isEmpty else { return }
         do {
             try store.giveBack(ended.map { ($0.bucket, $0.units) }, nowMs: nowMs)
             for l in ended { leases[l.bucket.key] = nil }
         } catch {
             // Kept: they are still this worker's to spend or to give back later.
         }
+        firstEndMs = leases.values.map(\.endsMs).min() ?? .max
     }
+
+    /// The earliest end of a lease held, so that most responses skip `returnLeases` at once.
+    private var firstEndMs: Int64 = .max
 
     /// Units this worker holds ahead (tests).
     func leasedUnits(_ key: String) -> Int { leases[key]?.units ?? 0 }
