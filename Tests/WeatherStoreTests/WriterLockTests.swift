@@ -77,6 +77,12 @@ import WeatherCore
         let store = try SQLiteGatewayStore(path: dir.appendingPathComponent("w.sqlite3").path)
         #expect(try store.consume([LimitBucket(key: "k", quota: Quota(limit: 2, window: 60))], nowMs: 0) == .allowed)
         #expect(FileManager.default.fileExists(atPath: dir.appendingPathComponent("w.sqlite3-writer").path))
+        // Whoever may write the database may use its queue: the page gets the database's mode.
+        let modes = try ["w.sqlite3", "w.sqlite3-writer"].map {
+            (try FileManager.default.attributesOfItem(atPath: dir.appendingPathComponent($0).path)[.posixPermissions] as? Int ?? -1) & 0o666
+        }
+        #expect(modes[0] == modes[1])
+        #expect(store.revocationsReachWorkers)
     }
 
     @Test func checkpointsWaitForAfterResponse() throws {

@@ -11,6 +11,10 @@ public protocol OperatorStore: GatewayStore {
     /// of those sessions, in one transaction. Returns the ids revoked, oldest first.
     func revokeInstallation(hash: String, now: Timestamp) throws(StoreError) -> [String]
 
+    /// False when this process cannot tell running workers about a revocation (they may keep
+    /// serving grants they already hold until they restart): say so to the operator.
+    var revocationsReachWorkers: Bool { get }
+
     /// Counter rows whose hour bucket lies in `fromHour...toHour` (both `2026-11-30T02` style).
     func counters(fromHour: String, toHour: String) throws(StoreError) -> [CounterRow]
 

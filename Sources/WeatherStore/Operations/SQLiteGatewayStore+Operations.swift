@@ -58,6 +58,8 @@ extension SQLiteGatewayStore: OperatorStore {
         }
     }
 
+    public var revocationsReachWorkers: Bool { db.revocationGeneration != nil }
+
     public func revokeInstallation(hash: String, now: Timestamp) throws(StoreError) -> [String] {
         let revoked: [String] = try operate {
             try db.transaction { () throws -> [String] in

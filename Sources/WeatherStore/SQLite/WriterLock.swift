@@ -36,14 +36,19 @@ final class WriterLock {
 
     /// The lock of the database at `databasePath`, or nil when there is none to be had (a
     /// read-only directory, say): the database works without it.
+    /// Created with the database file's permissions, as SQLite creates `-wal` and `-shm`, so that
+    /// whoever may write the database may also use its queue.
     convenience init?(databasePath: String, timeout: Int = 5) {
-        self.init(path: databasePath + "-writer", timeout: timeout)
+        var st = stat()
+        let mode = stat(databasePath, &st) == 0 ? st.st_mode & 0o666 : 0o600
+        self.init(path: databasePath + "-writer", timeout: timeout, mode: mode)
     }
 
     /// Opens or creates the lock file at `path`; nil when it cannot.
-    init?(path: String, timeout: Int = 5) {
+    init?(path: String, timeout: Int = 5, mode: mode_t = 0o600) {
         self.timeout = timeout
-        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, mode)
+        if fd >= 0 { fchmod(fd, mode) }  // the umask may have taken bits away
         guard fd >= 0 else { return nil }
         defer { close(fd) }  // the mapping stays valid after close
         // Only one process sets the mutex up: the others wait on flock, then find it ready.

@@ -29,6 +29,13 @@ enum RevokeCommand {
         }
     }
 
+    /// Workers keep the grants they hold until a revocation moves the generation on the database's
+    /// `-writer` page; a weatherctl that cannot open that page must say what that means.
+    static func warnIfWorkersCannotHear(_ store: any OperatorStore) {
+        guard !store.revocationsReachWorkers else { return }
+        Terminal.error("warning: cannot open the database's -writer file; running workers may accept the revoked tokens until they restart (run weatherctl as the service's user)")
+    }
+
     static func revokeSession(_ id: String, _ context: Context) throws(CLIError) -> Int32 {
         guard TokenSyntax.isSessionId(id) else { throw .usage("\"\(id.prefix(40))\" is not a session id (aws_...)") }
         let store = try context.openStore(try context.config())
@@ -39,6 +46,7 @@ enum RevokeCommand {
         guard try context.storeCall({ () throws(StoreError) in try store.revokeSession(id: id, now: context.now) }) else {
             throw .failure("no session \(id)")
         }
+        warnIfWorkersCannotHear(store)
         context.emit(
             human: wasRevoked ? "session \(id) was already revoked\n" : "revoked session \(id)\n",
             json: .object([
@@ -55,6 +63,7 @@ enum RevokeCommand {
         let hash = try context.installationHash(uuid, config)
         let store = try context.openStore(config)
         let ids = try context.storeCall { () throws(StoreError) in try store.revokeInstallation(hash: hash, now: context.now) }
+        if !ids.isEmpty { warnIfWorkersCannotHear(store) }
         let human = ids.isEmpty
             ? "no active session of that installation\n"
             : ids.map { "revoked session \($0)\n" }.joined() + "\(ids.count) session(s) revoked\n"
