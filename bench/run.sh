@@ -18,7 +18,7 @@
 # spawn-fcgi children and uvicorn workers alike), NGINX_WORKERS (1), WARMUP (1s before each
 # path), REFRESH_HEADROOM (3: refresh pairs seeded = headroom x creation rate x duration),
 # GATEWAY_BIN (a built binary; default: build release into .build-bench), RESULTS (file),
-# ROUNDS (3: interleaved floor / cached-weather rounds after the main pass; 0 skips them),
+# ROUNDS (5: interleaved floor / cached-weather rounds after the main pass; 0 skips them),
 # ROUND_DURATION (5s each).
 source "$(dirname "$0")/lib.sh"
 
@@ -36,7 +36,7 @@ done
 
 export DURATION=${DURATION:-10s} CONNECTIONS=${CONNECTIONS:-32} THREADS=${THREADS:-2}
 export WORKERS=${WORKERS:-2} NGINX_WORKERS=${NGINX_WORKERS:-1} WARMUP=${WARMUP:-1s}
-ROUNDS=${ROUNDS:-3} ROUND_DURATION=${ROUND_DURATION:-5s}
+ROUNDS=${ROUNDS:-5} ROUND_DURATION=${ROUND_DURATION:-5s}
 
 bench_init run
 build_gateway
