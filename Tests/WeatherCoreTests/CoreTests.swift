@@ -79,7 +79,10 @@ import Testing
         #expect(lease == GCRA.Take(granted: 65, newTAT: 65 * 3600, retryAfter: 0))
         // 1000 - 65 = 935 free: less than 8 x 65 = 520? No, more: still leases.
         #expect(GCRA.take(tat: lease.newTAT, nowMs: 0, quota: big, upTo: 65).granted == 65)
-        // With 515 free (< 520) only the one unit the request needs.
+        // A lease is at most an eighth of the free units: 1000 free → 125, 600 free → 75.
+        #expect(GCRA.take(tat: nil, nowMs: 0, quota: big, upTo: 257).granted == 125)
+        #expect(GCRA.take(tat: 400 * 3600, nowMs: 0, quota: big, upTo: 257).granted == 75)
+        // With 515 free an eighth (64) is below the minimum lease: only the one unit.
         #expect(GCRA.take(tat: 485 * 3600, nowMs: 0, quota: big, upTo: 65).granted == 1)
         // Asking for a lease never refuses what a single request would get.
         #expect(GCRA.take(tat: 999 * 3600, nowMs: 0, quota: big, upTo: 65).granted == 1)

@@ -3,9 +3,9 @@ import WeatherCore
 /// The six quotas of API.md as named buckets, checked against state shared by every worker.
 ///
 /// One per worker process. A bucket this worker draws from again within `leaseMs` is busy here,
-/// so it takes `leaseUnits` more units in the same transaction (a lease, granted only when the
-/// bucket has `GCRA.leaseHeadroom` times that much room) and spends them without touching the
-/// database; whatever is left when the lease ends goes back (`returnLeases`). Totals stay exact:
+/// so it asks for up to `leaseUnits` more units in the same transaction (a lease of at most an
+/// eighth of the bucket's free units, and none below `GCRA.minimumLease`) and spends them without
+/// touching the database; whatever is left when the lease ends goes back (`returnLeases`). Totals stay exact:
 /// a lease is taken from the shared bucket before any of it is spent, so N allowed is still N
 /// served across all workers. The cost is that units leased here are not available to other
 /// workers for up to a second, which only matters for a bucket with little room, and such a bucket
@@ -15,8 +15,8 @@ final class Limiter {
     let limits: LimitSettings
     let metrics: Metrics
 
-    /// Units a lease asks for, and how long it is kept before its leftovers go back.
-    static let leaseUnits = 64
+    /// Units a lease asks for at most, and how long it is kept before its leftovers go back.
+    static let leaseUnits = 256
     static let leaseMs: Int64 = 1000
     /// Bound on the per-worker tables below; reaching it empties the table (it only saves work).
     static let tableLimit = 1024

@@ -42,13 +42,17 @@ public enum GCRA {
         public var retryAfter: Int64
     }
 
-    /// How many times over a bucket must be able to give a lease before it does: a lease is only
-    /// taken from a bucket so far from empty that no other worker can be refused meanwhile.
+    /// A lease is at most this fraction of the bucket's free units (1/8), so a lease is only taken
+    /// from a bucket so far from empty that no other worker is refused meanwhile.
     public static let leaseHeadroom: Int64 = 8
+    /// No lease smaller than this: a bucket with less room than `leaseHeadroom × minimumLease`
+    /// is served one unit at a time, exactly as without leases.
+    public static let minimumLease: Int64 = 65
 
-    /// Takes one unit, or `upTo` units when at least `leaseHeadroom × upTo` are free (a worker's
-    /// lease for requests it will serve in the next moment). Refuses, with the truthful wait, only
-    /// when not even one unit is free, so asking for a lease never refuses a request.
+    /// Takes one unit, or a lease of up to `upTo` units (at most an eighth of the free units, and
+    /// only when that is at least `minimumLease`) for requests the worker will serve in the next
+    /// moment. Refuses, with the truthful wait, only when not even one unit is free, so asking
+    /// for a lease never refuses a request.
     public static func take(tat: Int64?, nowMs: Int64, quota: Quota, upTo wanted: Int) -> Take {
         let interval = max(1, quota.window * 1000 / Int64(quota.limit))
         let burst = quota.window * 1000
@@ -58,7 +62,8 @@ public enum GCRA {
             let waitMs = base + interval - burst - nowMs
             return Take(granted: 0, newTAT: tat ?? nowMs, retryAfter: max(1, (waitMs + 999) / 1000))
         }
-        let n: Int64 = wanted > 1 && room / interval >= leaseHeadroom * Int64(wanted) ? Int64(wanted) : 1
+        let affordable = room / interval / leaseHeadroom
+        let n: Int64 = wanted > 1 && affordable >= minimumLease ? min(Int64(wanted), affordable) : 1
         return Take(granted: Int(n), newTAT: base + n * interval, retryAfter: 0)
     }
 
