@@ -12,14 +12,7 @@
 # WEATHER_CACHE_TTL (600), GATEWAY_BIN, RESULTS. Exits non-zero when the assertion fails.
 source "$(dirname "$0")/lib.sh"
 
-label="" args=$(printf "%q " "$@"); args=${args% }
-while [ $# -gt 0 ]; do
-  case $1 in
-    --label) label=$2; shift 2 ;;
-    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-    *) die "unknown argument $1" ;;
-  esac
-done
+bench_args "$@"
 users=${USERS:-10000} threads=${ECON_THREADS:-4}
 export WORKERS=${WORKERS:-2} NGINX_WORKERS=${NGINX_WORKERS:-1} WEATHER_CACHE_TTL=${WEATHER_CACHE_TTL:-600}
 export WEATHER_CACHE_STALE_TTL=${WEATHER_CACHE_STALE_TTL:-21600}

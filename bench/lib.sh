@@ -22,6 +22,19 @@ BENCH_LON=121.4737
 
 BENCH_PIDS=()
 
+# The command line of a script that takes only --label TEXT and --help: sets `label`, and `args`
+# (the arguments quoted again, for the results file's command line).
+bench_args() {
+  label="" args=$(printf "%q " "$@"); args=${args% }
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --label) label=$2; shift 2 ;;
+      -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+      *) die "unknown argument $1" ;;
+    esac
+  done
+}
+
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 

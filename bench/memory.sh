@@ -10,14 +10,7 @@
 # Environment: REQUESTS (100000), ROUND (5s), CONNECTIONS (32), THREADS (2), GATEWAY_BIN, RESULTS.
 source "$(dirname "$0")/lib.sh"
 
-label="" args=$(printf "%q " "$@"); args=${args% }
-while [ $# -gt 0 ]; do
-  case $1 in
-    --label) label=$2; shift 2 ;;
-    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-    *) die "unknown argument $1" ;;
-  esac
-done
+bench_args "$@"
 requests=${REQUESTS:-100000} round=${ROUND:-5s}
 export CONNECTIONS=${CONNECTIONS:-32} THREADS=${THREADS:-2} NGINX_WORKERS=${NGINX_WORKERS:-1}
 

@@ -12,14 +12,7 @@
 # GATEWAY_BIN, RESULTS.
 source "$(dirname "$0")/lib.sh"
 
-label="" args=$(printf "%q " "$@"); args=${args% }
-while [ $# -gt 0 ]; do
-  case $1 in
-    --label) label=$2; shift 2 ;;
-    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-    *) die "unknown argument $1" ;;
-  esac
-done
+bench_args "$@"
 command -v valgrind >/dev/null || die "valgrind missing (WITH_BENCH=1 scripts/install-deps.sh)"
 duration=${PROFILE_DURATION:-20s} kind=${PATH_KIND:-session} limits=${LIMITS:-off}
 

@@ -16,14 +16,7 @@
 # RESULTS.
 source "$(dirname "$0")/lib.sh"
 
-label="" args=$(printf "%q " "$@"); args=${args% }
-while [ $# -gt 0 ]; do
-  case $1 in
-    --label) label=$2; shift 2 ;;
-    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-    *) die "unknown argument $1" ;;
-  esac
-done
+bench_args "$@"
 sessions=${SESSIONS:-1000000} order=${ORDER:-empty big big empty}
 export DURATION=${DURATION:-10s} CONNECTIONS=${CONNECTIONS:-32} THREADS=${THREADS:-2}
 export WORKERS=${WORKERS:-2} NGINX_WORKERS=${NGINX_WORKERS:-1} WARMUP=${WARMUP:-1s} MANY_TOKENS=${MANY_TOKENS:-1000}

@@ -49,12 +49,6 @@ cat >"$OUT/soak.lua" <<'LUA'
 -- sent), "E status body" (5xx).
 dofile(os.getenv("BENCH_LUA") .. "/common.lua")
 
-local threads = {}
-function setup(thread)
-  thread:set("id", #threads)
-  table.insert(threads, thread)
-end
-
 local out
 local pool, npool = {}, 0
 local legacy = os.getenv("SOAK_LEGACY")
@@ -108,22 +102,6 @@ function response(status, headers, body)
   end
 end
 
-function done(summary, latency, requests)
-  local e = summary.errors
-  local all = {}
-  for _, t in ipairs(threads) do
-    for code, n in pairs(t:get("statuses") or {}) do all[code] = (all[code] or 0) + n end
-  end
-  local parts = {}
-  for code, n in pairs(all) do parts[#parts + 1] = code .. "=" .. n end
-  table.sort(parts)
-  io.write(string.format(
-    "BENCH requests=%d duration_us=%d rps=%.1f p50_us=%d p99_us=%d http_errors=%d socket_errors=%d connect=%d read=%d write=%d timeout=%d\n",
-    summary.requests, summary.duration, summary.requests / (summary.duration / 1e6),
-    math.floor(latency:percentile(50)), math.floor(latency:percentile(99)),
-    e.status, e.connect + e.read + e.write + e.timeout, e.connect, e.read, e.write, e.timeout))
-  io.write("SOAK statuses ", table.concat(parts, " "), "\n")
-end
 LUA
 
 log "soak: wrk -t$THREADS -c$CONNECTIONS -d$DURATION, $WORKERS workers"
@@ -131,7 +109,7 @@ SOAK_FILE=$OUT/sessions SOAK_LEGACY=$BENCH_LEGACY_TOKEN SOAK_ACCESS=$warm_access
   wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --timeout 10s --latency -s "$OUT/soak.lua" "$base/" >"$OUT/wrk.txt" 2>&1 \
   || { cat "$OUT/wrk.txt" >&2; die "wrk failed"; }
 bench_line=$(grep '^BENCH ' "$OUT/wrk.txt" | tail -1)
-status_line=$(grep '^SOAK statuses' "$OUT/wrk.txt" | tail -1)
+status_line=$(grep '^STATUSES' "$OUT/wrk.txt" | tail -1)
 log "$bench_line"
 log "$status_line"
 
@@ -139,8 +117,8 @@ failures=()
 check() { if eval "$2"; then log "ok:   $1"; else log "FAIL: $1"; failures+=("$1"); fi; }
 
 requests=$(kv requests "$bench_line") sock_errors=$(kv socket_errors "$bench_line")
-non2xx=$(tr ' ' '\n' <<<"${status_line#SOAK statuses }" | awk -F= '$1 !~ /^2/ && NF == 2 { n += $2 } END { print n + 0 }')
-fivexx=$(tr ' ' '\n' <<<"${status_line#SOAK statuses }" | awk -F= '$1 ~ /^5/ && NF == 2 { n += $2 } END { print n + 0 }')
+non2xx=$(tr ' ' '\n' <<<"${status_line#STATUSES }" | awk -F= '$1 !~ /^2/ && NF == 2 { n += $2 } END { print n + 0 }')
+fivexx=$(tr ' ' '\n' <<<"${status_line#STATUSES }" | awk -F= '$1 ~ /^5/ && NF == 2 { n += $2 } END { print n + 0 }')
 check "zero 5xx answers ($fivexx)" '[ "$fivexx" = 0 ]'
 check "every answer 2xx ($non2xx non-2xx of $requests)" '[ "$non2xx" = 0 ]'
 check "zero socket errors ($sock_errors)" '[ "$sock_errors" = 0 ]'

@@ -101,7 +101,7 @@ import WeatherCore
         store.afterResponse()
         let afterCheckpoint = try fileSize()
         #expect(afterCheckpoint > before, "the checkpoint after the response did")
-        // Counted from that checkpoint: a few more commits are not yet worth another one.
+        // A few more commits are not yet worth another checkpoint.
         for j in 0..<50 {
             _ = try store.consume([LimitBucket(key: "more-\(j)-" + String(repeating: "y", count: 200), quota: Quota(limit: 5, window: 60))], nowMs: 0)
         }

@@ -2,7 +2,9 @@
 -- seed, random UUIDs, small JSON field extraction, and the one summary line that bench/lib.sh
 -- parses:  BENCH requests=.. duration_us=.. rps=.. p50_us=.. p99_us=.. http_errors=.. socket_errors=..
 -- http_errors is wrk's own count of responses with status >= 400 (its "Non-2xx or 3xx" line).
--- A thread may leave a global `note` (text); done() prints it as a NOTE line.
+-- A thread may leave a global `note` (text); done() prints it as a NOTE line. A script that counts
+-- responses in a global table `statuses` (status -> count) gets them summed over all threads on
+-- a STATUSES line:  STATUSES 200=.. 201=.. 503=..
 
 local threads = {}
 
@@ -44,8 +46,19 @@ function done(summary, latency, requests)
     summary.requests, summary.duration, summary.requests / secs,
     math.floor(latency:percentile(50)), math.floor(latency:percentile(99)),
     e.status, e.connect + e.read + e.write + e.timeout, e.connect, e.read, e.write, e.timeout))
+  local all, counted = {}, false
   for _, t in ipairs(threads) do
     local n = t:get("note")
     if n then io.write("NOTE thread ", tostring(t:get("id")), ": ", tostring(n), "\n") end
+    for code, k in pairs(t:get("statuses") or {}) do
+      all[code] = (all[code] or 0) + k
+      counted = true
+    end
+  end
+  if counted then
+    local parts = {}
+    for code, k in pairs(all) do parts[#parts + 1] = code .. "=" .. k end
+    table.sort(parts)
+    io.write("STATUSES ", table.concat(parts, " "), "\n")
   end
 end

@@ -174,6 +174,4 @@ struct FreshBodies {
         }
         entries[key] = (body, until)
     }
-
-    var count: Int { entries.count }
 }

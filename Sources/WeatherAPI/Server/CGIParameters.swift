@@ -20,8 +20,6 @@ public struct CGIParameters: Sendable, ExpressibleByDictionaryLiteral, Sequence 
         for (n, v) in dictionary { append(n, v) }
     }
 
-    public var count: Int { names.count }
-
     public subscript(name: String) -> String? {
         get {
             var i = names.count - 1
