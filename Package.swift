@@ -19,12 +19,12 @@ let package = Package(
         .systemLibrary(name: "CFastCGI", pkgConfig: "fcgi", providers: [.apt(["libfcgi-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
-        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "CHTTPClient", pkgConfig: "libssl", providers: [.apt(["libssl-dev", "zlib1g-dev"])]),
 
         .target(name: "WeatherCore", swiftSettings: swiftSettings),
         .target(name: "WeatherCrypto", dependencies: ["CCrypto"], swiftSettings: swiftSettings),
         .target(name: "WeatherStore", dependencies: ["CSQLite", "WeatherCore"], swiftSettings: swiftSettings),
-        .target(name: "WeatherProviders", dependencies: ["CCurl", "WeatherCore"], swiftSettings: swiftSettings),
+        .target(name: "WeatherProviders", dependencies: ["CHTTPClient", "WeatherCore"], swiftSettings: swiftSettings),
         .target(
             name: "WeatherAPI",
             dependencies: ["WeatherCore", "WeatherCrypto", "WeatherStore", "WeatherProviders"],

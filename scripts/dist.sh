@@ -44,7 +44,7 @@ say "version $ver ($name)"
 # before the compiler's own folder (where libstdc++.so lives), makes that the static archive.
 # libgcc: -static-libgcc to the clang link driver. --disable-new-dtags writes DT_RPATH (not
 # DT_RUNPATH), which the loader also uses for the bundled libraries' own dependencies
-# (libcurl -> libnghttp2 ...) and which LD_LIBRARY_PATH cannot override.
+# (libssl -> libcrypto) and which LD_LIBRARY_PATH cannot override.
 linkdir="$scratch/dist-link"
 mkdir -p "$linkdir"
 stdcxx=$(/usr/bin/env "${CC:-cc}" -print-file-name=libstdc++.a 2>/dev/null || true)

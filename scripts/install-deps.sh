@@ -3,8 +3,8 @@
 # Idempotent; the one place that lists them (README's two commands both call it).
 set -euo pipefail
 packages=(
-  pkg-config libfcgi-dev libsqlite3-dev libssl-dev libcurl4-openssl-dev  # build: C libraries
-  nginx spawn-fcgi libfcgi-bin sqlite3 python3 python3-venv curl         # run and end-to-end tests (venv: schemathesis)
+  pkg-config libfcgi-dev libsqlite3-dev libssl-dev zlib1g-dev  # build: C libraries
+  nginx spawn-fcgi libfcgi-bin sqlite3 python3 python3-venv curl openssl # run and tests (venv: schemathesis; openssl: test certificates)
   apache2 libapache2-mod-fcgid                                           # shared-hosting tests
 )
 [ "${WITH_BENCH:-0}" = 1 ] && packages+=(wrk valgrind)

@@ -141,8 +141,8 @@ public enum FastCGIServer {
         unblockStopSignals()
     }
 
-    /// One malloc arena: a worker serves one request at a time, and every extra arena (libcurl's
-    /// resolver thread would get one) keeps free pages of its own.
+    /// One malloc arena: a worker serves one request at a time, and every extra arena (the provider
+    /// client's name-lookup thread would get one) keeps free pages of its own.
     public static func useOneMallocArena() { mallopt(M_ARENA_MAX, 1) }
 
     /// Hands freed heap pages back to the kernel, so that a burst of large bodies does not stay

@@ -98,7 +98,7 @@ import Glibc
 
     /// The strongest form of "runs without a Swift toolchain and without libfcgi": in a private
     /// mount namespace the toolchain's runtime folder is an empty tmpfs and the host copy of every
-    /// non-glibc library the binaries need (libfcgi, libsqlite3, libcurl, …) reads as an empty
+    /// non-glibc library the binaries need (libfcgi, libsqlite3, libssl, …) reads as an empty
     /// file, so loading any of them fails. Needs root and unshare(1); skipped otherwise.
     @Test(.enabled(if: DistTests.canIsolate, "needs root and unshare(1) for a private mount namespace"))
     func runsWithToolchainAndHostLibrariesHidden() throws {

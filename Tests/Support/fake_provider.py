@@ -21,12 +21,14 @@ error_body, garbage, slow, reset, short (one day fewer than asked).
 import argparse
 import copy
 import datetime as dt
+import gzip
 import json
 import os
 import signal
 import socket
 import struct
 import sys
+import ssl
 import threading
 import time
 import urllib.parse
@@ -36,6 +38,14 @@ MODES = {
     "ok", "integers", "missing_optional", "extra_fields", "html_error", "rate_limited",
     "unauthorized", "error_body", "garbage", "slow", "reset", "short",
 }
+# Modes that answer like "ok" but frame the body differently, to exercise the client's HTTP/1.1.
+FRAMINGS = {
+    "chunked",       # Transfer-Encoding: chunked, with a chunk extension and a trailer
+    "gzip",          # Content-Encoding: gzip when the client accepts it
+    "until_close",   # no Content-Length: the body ends when the server closes the connection
+    "close_after",   # Content-Length, then the server closes without saying so
+}
+MODES |= FRAMINGS
 PROVIDERS = ("caiyun", "visualcrossing")
 VC_PREFIX = "/VisualCrossingWebServices/rest/services/timeline/"
 
@@ -50,6 +60,7 @@ class State:
         self.lock = threading.Lock()
         self.fixtures = fixtures
         self.calls = []
+        self.connections = 0
         self.modes = {}
 
     def record(self, provider, path, query):
@@ -178,6 +189,11 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):  # quiet: tests read /_calls instead
         pass
 
+    def setup(self):
+        super().setup()
+        with self.server.state.lock:
+            self.server.state.connections += 1
+
     # -- plumbing --------------------------------------------------------------------------
 
     def send(self, status, body, content_type="application/json; charset=utf-8", headers=None):
@@ -185,14 +201,30 @@ class Handler(BaseHTTPRequestHandler):
             body = json.dumps(body, ensure_ascii=False).encode("utf-8")
         elif isinstance(body, str):
             body = body.encode("utf-8")
+        framing = getattr(self, "framing", None)
         self.send_response(status)
         self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
+        if framing == "gzip" and "gzip" in (self.headers.get("Accept-Encoding") or ""):
+            body = gzip.compress(body)
+            self.send_header("Content-Encoding", "gzip")
+        if framing == "chunked":
+            self.send_header("Transfer-Encoding", "chunked")
+        elif framing == "until_close":
+            self.close_connection = True
+        else:
+            self.send_header("Content-Length", str(len(body)))
+        if framing == "close_after":
+            self.close_connection = True
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.end_headers()
+        if framing == "chunked":
+            pieces = [body[i:i + 1000] for i in range(0, len(body), 1000)]
+            body = b"".join(b"%x%s\r\n%s\r\n" % (len(p), b";ext=1" if i == 0 else b"", p)
+                            for i, p in enumerate(pieces)) + b"0\r\nX-Trailer: yes\r\n\r\n"
         try:
             self.wfile.write(body)
+            self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (timeout tests); nothing to do
 
@@ -237,12 +269,17 @@ class Handler(BaseHTTPRequestHandler):
         return self.send(404, {"error": "not found"})
 
     def do_GET(self):
+        self.framing = None
         url = urllib.parse.urlsplit(self.path)
         state = self.server.state
         if url.path == "/_calls":
             with state.lock:
                 calls = list(state.calls)
             return self.send(200, calls)
+        if url.path == "/_connections":
+            with state.lock:
+                connections = state.connections
+            return self.send(200, {"connections": connections})
         parts = url.path.split("/")
         params = urllib.parse.parse_qs(url.query, keep_blank_values=True)
         query = {k: v[-1] for k, v in params.items()}
@@ -260,6 +297,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def common_failure(self, provider, mode, delay):
         """Modes that look the same for both providers; returns True when it answered."""
+        if mode in FRAMINGS:
+            self.framing = mode
+            return False
         if mode == "slow":
             time.sleep(delay)
             return False
@@ -352,9 +392,15 @@ def main():
     parser.add_argument("--port-file", help="write the bound port here once listening")
     parser.add_argument("--fixtures", default=os.path.join(here, "..", "WeatherProvidersTests", "Fixtures"),
                         help="folder with the provider fixture JSON files")
+    parser.add_argument("--tls-cert", help="serve https with this certificate (PEM)")
+    parser.add_argument("--tls-key", help="the certificate's private key (PEM)")
     args = parser.parse_args()
 
     server = Server(("127.0.0.1", args.port), Handler)
+    if args.tls_cert:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(args.tls_cert, args.tls_key)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     server.state = State(load_fixtures(args.fixtures))
     port = server.server_address[1]
     if args.port_file:

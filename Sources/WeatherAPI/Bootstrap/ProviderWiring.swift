@@ -5,7 +5,7 @@ import WeatherProviders
 /// `WEATHER_PROVIDERS`, skipping any without a key.
 public enum ProviderWiring {
     public static func source(for config: GatewayConfig) throws -> any WeatherSource {
-        let transport = try CurlTransport()
+        let transport = HTTP1Transport()
         var providers: [any WeatherProvider] = []
         for name in config.providers {
             switch name {

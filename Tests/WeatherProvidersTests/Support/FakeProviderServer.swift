@@ -10,11 +10,15 @@ final class FakeProviderServer {
     struct StartFailure: Error, CustomStringConvertible { var description: String }
 
     let port: Int
-    var baseURL: String { "http://127.0.0.1:\(port)" }
+    let tls: Bool
+    var baseURL: String { "\(tls ? "https" : "http")://127.0.0.1:\(port)" }
     private let process = Process()
     private let folder: URL
 
-    init() throws {
+    /// `certificate` makes the fake serve https with that PEM certificate and key.
+    init(certificate: (cert: String, key: String)? = nil) throws {
+        tls = certificate != nil
+        caFile = certificate?.cert
         let script = URL(fileURLWithPath: #filePath)
             .deletingLastPathComponent()  // Support
             .deletingLastPathComponent()  // WeatherProvidersTests
@@ -25,6 +29,7 @@ final class FakeProviderServer {
         let portFile = folder.appendingPathComponent("port")
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["python3", script.path, "--port", "0", "--port-file", portFile.path]
+        if let certificate { process.arguments! += ["--tls-cert", certificate.cert, "--tls-key", certificate.key] }
         try process.run()
 
         // Poll for the port file rather than sleeping a fixed time: python starts in ~50 ms.
@@ -55,6 +60,9 @@ final class FakeProviderServer {
         try? FileManager.default.removeItem(at: folder)
     }
 
+    /// The certificate to trust when the fake serves https (`setMode` speaks plain http only).
+    let caFile: String?
+
     /// `POST /_mode`, over a plain socket: the code under test only does GET, and the tests
     /// should not pull in URLSession for one control call.
     func setMode(_ provider: String, _ mode: String, delay: Double? = nil) throws {
@@ -66,8 +74,15 @@ final class FakeProviderServer {
 
     /// `GET /_calls`, decoded.
     func calls() throws -> [[String: Any]] {
-        let result = try CurlTransport().get("\(baseURL)/_calls", timeoutSeconds: 5)
+        let result = try HTTP1Transport(caFile: tls ? caFile : nil).get("\(baseURL)/_calls", timeoutSeconds: 5)
         return try JSONSerialization.jsonObject(with: Data(result.body)) as! [[String: Any]]
+    }
+
+    /// `GET /_connections`: how many connections the fake has accepted, including this one.
+    func connections() throws -> Int {
+        let result = try HTTP1Transport(caFile: caFile).get("\(baseURL)/_connections", timeoutSeconds: 5)
+        let object = try JSONSerialization.jsonObject(with: Data(result.body)) as! [String: Any]
+        return object["connections"] as! Int
     }
 
     private func rawRequest(_ text: String) throws -> String {

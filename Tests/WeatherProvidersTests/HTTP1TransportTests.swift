@@ -3,23 +3,23 @@ import Testing
 import WeatherCore
 import WeatherProviders
 
-/// libcurl against the python fake on loopback: real sockets, real HTTP, no internet.
-@Suite struct CurlTransportTests {
+/// The HTTP/1.1 client against the python fake on loopback: real sockets, real HTTP, no internet.
+@Suite struct HTTP1TransportTests {
     /// Short, so the timeout test costs half a second.
     static let timeout = 0.5
 
     /// Runs `body` with a fresh fake server, stopped by pid whatever happens.
-    func withServer(_ body: (FakeProviderServer, CurlTransport) throws -> Void) throws {
+    func withServer(_ body: (FakeProviderServer, HTTP1Transport) throws -> Void) throws {
         let server = try FakeProviderServer()
         defer { server.stop() }
-        try body(server, try CurlTransport())
+        try body(server, HTTP1Transport())
     }
 
-    func caiyun(_ server: FakeProviderServer, _ transport: CurlTransport, timeout: Double = 5) -> CaiyunProvider {
+    func caiyun(_ server: FakeProviderServer, _ transport: HTTP1Transport, timeout: Double = 5) -> CaiyunProvider {
         CaiyunProvider(baseURL: server.baseURL, token: "fake-token", transport: transport, timeoutSeconds: timeout)
     }
 
-    func visualCrossing(_ server: FakeProviderServer, _ transport: CurlTransport, timeout: Double = 5) -> VisualCrossingProvider {
+    func visualCrossing(_ server: FakeProviderServer, _ transport: HTTP1Transport, timeout: Double = 5) -> VisualCrossingProvider {
         VisualCrossingProvider(baseURL: server.baseURL, apiKey: "fake-key", transport: transport, timeoutSeconds: timeout)
     }
 
@@ -127,7 +127,7 @@ import WeatherProviders
             let started = clock.now
             #expect(throws: ProviderFailure.timeout) { try provider.fetch(.forecast(days: 7), at: shanghai, now: Self.realNow) }
             #expect(clock.now - started < .seconds(Self.timeout + 1))
-            // The same easy handle serves the next call normally.
+            // The same transport serves the next call normally.
             try server.setMode("caiyun", "ok")
             #expect(try provider.fetch(.forecast(days: 2), at: shanghai, now: Self.realNow).daily.count == 2)
         }
@@ -150,12 +150,14 @@ import WeatherProviders
                 #expect(try provider.fetch(.forecast(days: days), at: shanghai, now: Self.realNow).daily.count == days)
             }
             #expect(try server.calls().count == 5)
+            // One connection for the five calls, one for `calls()` and one for this question.
+            #expect(try server.connections() == 3)
         }
     }
 
     @Test func oversizedBodyIsUnparseable() throws {
         try withServer { server, _ in
-            let small = try CurlTransport(maxBodyBytes: 1024)
+            let small = HTTP1Transport(maxBodyBytes: 1024)
             #expect(throws: ProviderFailure.unparseable) {
                 try small.get("\(server.baseURL)/v2.6/t/121.5,31.3/weather?dailysteps=15", timeoutSeconds: 5)
             }
@@ -167,7 +169,7 @@ import WeatherProviders
         let server = try FakeProviderServer()
         let port = server.port
         server.stop()
-        let transport = try CurlTransport()
+        let transport = HTTP1Transport()
         do {
             _ = try transport.get("http://127.0.0.1:\(port)/v2.6/secret-token/1,2/weather", timeoutSeconds: 2)
             Issue.record("expected a failure")
@@ -178,7 +180,114 @@ import WeatherProviders
     }
 
     @Test func otherSchemesAreRefused() throws {
-        let transport = try CurlTransport()
+        let transport = HTTP1Transport()
         #expect(throws: ProviderFailure.transport) { try transport.get("file:///etc/passwd", timeoutSeconds: 1) }
     }
+
+    @Test(arguments: ["chunked", "gzip", "until_close"])
+    func everyBodyFramingDecodes(mode: String) throws {
+        try withServer { server, transport in
+            try server.setMode("caiyun", mode)
+            try server.setMode("visualcrossing", mode)
+            for days in [7, 15] {
+                #expect(try caiyun(server, transport).fetch(.forecast(days: days), at: shanghai, now: Self.realNow).daily.count == days)
+                #expect(try visualCrossing(server, transport).fetch(.forecast(days: days), at: newYork, now: Self.realNow).daily.count == days)
+            }
+            #expect(try server.calls().count == 4)
+        }
+    }
+
+    @Test func gzipBodiesAreCappedAfterDecompression() throws {
+        try withServer { server, _ in
+            try server.setMode("caiyun", "gzip")
+            // 15 days compress well below 4 KiB but inflate far beyond it.
+            let small = HTTP1Transport(maxBodyBytes: 4096)
+            #expect(throws: ProviderFailure.unparseable) {
+                try small.get("\(server.baseURL)/v2.6/t/121.5,31.3/weather?dailysteps=15", timeoutSeconds: 5)
+            }
+        }
+    }
+
+    @Test func aConnectionTheProviderClosedSilentlyIsReplaced() throws {
+        try withServer { server, transport in
+            try server.setMode("caiyun", "close_after")
+            let provider = caiyun(server, transport)
+            for days in 1...4 {
+                #expect(try provider.fetch(.forecast(days: days), at: shanghai, now: Self.realNow).daily.count == days)
+            }
+            #expect(try server.calls().count == 4)
+            // setMode, one per call, calls() and this question.
+            #expect(try server.connections() == 1 + 4 + 2)
+        }
+    }
+
+    @Test func hostNamesAreResolved() throws {
+        try withServer { server, transport in
+            // localhost may resolve to ::1 first, where nothing listens: the next address serves.
+            let result = try transport.get("http://localhost:\(server.port)/_calls", timeoutSeconds: 5)
+            #expect(result.status == 200)
+        }
+    }
+
+    @Test func httpsWithATrustedCertificateRoundTripsOnOneConnection() throws {
+        let certificate = try TestCertificate(subjectAltName: "IP:127.0.0.1")
+        defer { certificate.remove() }
+        let server = try FakeProviderServer(certificate: (certificate.cert, certificate.key))
+        defer { server.stop() }
+        let transport = HTTP1Transport(caFile: certificate.cert)
+        let provider = caiyun(server, transport)
+        for days in [3, 5] {
+            #expect(try provider.fetch(.forecast(days: days), at: shanghai, now: Self.realNow).daily.count == days)
+        }
+        #expect(try server.calls().count == 2)
+        #expect(try server.connections() == 1 + 2)
+    }
+
+    @Test func httpsRefusesAnUntrustedCertificate() throws {
+        let certificate = try TestCertificate(subjectAltName: "IP:127.0.0.1")
+        defer { certificate.remove() }
+        let server = try FakeProviderServer(certificate: (certificate.cert, certificate.key))
+        defer { server.stop() }
+        // The system's authorities have never heard of this self-signed certificate.
+        #expect(throws: ProviderFailure.transport) { try HTTP1Transport().get("\(server.baseURL)/_calls", timeoutSeconds: 5) }
+        #expect(try server.calls().isEmpty)
+    }
+
+    @Test func httpsRefusesACertificateForAnotherName() throws {
+        let certificate = try TestCertificate(subjectAltName: "DNS:weather.example")
+        defer { certificate.remove() }
+        let server = try FakeProviderServer(certificate: (certificate.cert, certificate.key))
+        defer { server.stop() }
+        // Trusted, but issued for weather.example, not for 127.0.0.1.
+        #expect(throws: ProviderFailure.transport) {
+            try HTTP1Transport(caFile: certificate.cert).get("\(server.baseURL)/_calls", timeoutSeconds: 5)
+        }
+    }
+}
+
+/// A throw-away self-signed certificate made with the `openssl` command for one test: no key is
+/// ever committed as a fixture.
+struct TestCertificate {
+    struct Failure: Error {}
+    let folder: String
+    var cert: String { folder + "/cert.pem" }
+    var key: String { folder + "/key.pem" }
+
+    init(subjectAltName: String) throws {
+        folder = FileManager.default.temporaryDirectory.appendingPathComponent("tls-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [
+            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+            "-days", "1", "-subj", "/CN=closet-weather-test", "-addext", "subjectAltName=\(subjectAltName)",
+            "-keyout", folder + "/key.pem", "-out", folder + "/cert.pem",
+        ]
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw Failure() }
+    }
+
+    func remove() { try? FileManager.default.removeItem(atPath: folder) }
 }

@@ -1,0 +1,239 @@
+import CHTTPClient
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Milliseconds on the monotonic clock: deadlines must not move with the wall clock.
+func monotonicMilliseconds() -> Int64 {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
+}
+
+/// One TCP connection to a provider, with TLS when the URL is `https`, and every wait on it
+/// bounded by the caller's deadline.
+///
+/// The socket is non-blocking; each operation polls for readiness until the deadline, so a
+/// silent peer costs at most the timeout. Owns the descriptor and the `SSL` object.
+final class HTTPConnection {
+    private let fd: Int32
+    private var ssl: OpaquePointer?
+
+    /// Resolves, connects (trying each address in turn) and, for `https`, completes the
+    /// handshake with certificate and host-name verification, all before `deadline`.
+    init(to target: HTTPTarget, tls: TLSClientContext?, deadline: Int64) throws(ProviderFailure) {
+        let left = deadline - monotonicMilliseconds()
+        guard left > 0 else { throw .timeout }
+        var addresses: UnsafeMutablePointer<addrinfo>?
+        switch chttp_resolve(target.host, String(target.port), Int32(clamping: left), &addresses) {
+        case Int32(CHTTP_RESOLVED): break
+        case Int32(CHTTP_RESOLVE_TIMEOUT): throw .timeout
+        default: throw .transport
+        }
+        defer { freeaddrinfo(addresses) }
+
+        var connected: Int32 = -1
+        var next = addresses
+        while let address = next?.pointee, connected < 0 {
+            next = address.ai_next
+            let fd = socket(address.ai_family, address.ai_socktype | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), address.ai_protocol)
+            guard fd >= 0 else { continue }
+            if connect(fd, address.ai_addr, address.ai_addrlen) == 0 {
+                connected = fd
+                break
+            }
+            guard errno == EINPROGRESS else {
+                close(fd)
+                continue
+            }
+            do {
+                try Self.wait(fd, for: Int16(POLLOUT), until: deadline)
+            } catch {
+                close(fd)
+                throw error
+            }
+            var status: Int32 = 0
+            var length = socklen_t(MemoryLayout<Int32>.size)
+            if getsockopt(fd, SOL_SOCKET, SO_ERROR, &status, &length) == 0 && status == 0 {
+                connected = fd
+            } else {
+                close(fd)
+            }
+        }
+        guard connected >= 0 else { throw .transport }
+        fd = connected
+
+        if let tls {
+            // self is whole from here on: a throw runs deinit, which closes fd and frees ssl.
+            guard let ssl = SSL_new(tls.context) else { throw .transport }
+            self.ssl = ssl
+            try handshake(ssl, host: target.host, deadline: deadline)
+        }
+    }
+
+    deinit {
+        if let ssl { SSL_free(ssl) }
+        close(fd)
+    }
+
+    /// Sends all of `bytes` before the deadline.
+    func send(_ bytes: [UInt8], until deadline: Int64) throws(ProviderFailure) {
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes.withUnsafeBytes { raw in
+                let rest = UnsafeRawBufferPointer(rebasing: raw[sent...])
+                if let ssl { return Int(SSL_write(ssl, rest.baseAddress, Int32(clamping: rest.count))) }
+                return Glibc.send(fd, rest.baseAddress, rest.count, Int32(MSG_NOSIGNAL))
+            }
+            if n > 0 {
+                sent += n
+            } else {
+                try waitAfterFailure(result: n, until: deadline)
+            }
+        }
+    }
+
+    /// Reads what has arrived into `buffer`, waiting for it until the deadline; 0 means the peer
+    /// closed the connection.
+    func receive(into buffer: UnsafeMutableRawBufferPointer, until deadline: Int64) throws(ProviderFailure) -> Int {
+        while true {
+            let n: Int
+            if let ssl {
+                n = Int(SSL_read(ssl, buffer.baseAddress, Int32(clamping: buffer.count)))
+                if n <= 0 && SSL_get_error(ssl, Int32(n)) == SSL_ERROR_ZERO_RETURN { return 0 }
+            } else {
+                n = recv(fd, buffer.baseAddress, buffer.count, 0)
+                if n == 0 { return 0 }
+            }
+            if n > 0 { return n }
+            try waitAfterFailure(result: n, until: deadline)
+        }
+    }
+
+    /// Whether a kept-alive connection can carry another request: an idle connection that is
+    /// readable has been closed by the server (or sent something unasked), so it cannot.
+    var isReusable: Bool {
+        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        return poll(&entry, 1, 0) == 0
+    }
+
+    /// After a read or write that did not move bytes: waits when the socket (or TLS) asks for it,
+    /// throws otherwise.
+    private func waitAfterFailure(result: Int, until deadline: Int64) throws(ProviderFailure) {
+        if let ssl {
+            let code = SSL_get_error(ssl, Int32(result))
+            ERR_clear_error()
+            switch code {
+            case SSL_ERROR_WANT_READ: try Self.wait(fd, for: Int16(POLLIN), until: deadline)
+            case SSL_ERROR_WANT_WRITE: try Self.wait(fd, for: Int16(POLLOUT), until: deadline)
+            default: throw .transport
+            }
+            return
+        }
+        switch errno {
+        case EINTR: return
+        case EAGAIN, EWOULDBLOCK: try Self.wait(fd, for: Int16(POLLIN | POLLOUT), until: deadline)
+        default: throw .transport
+        }
+    }
+
+    private func handshake(_ ssl: OpaquePointer, host: String, deadline: Int64) throws(ProviderFailure) {
+        guard SSL_set_fd(ssl, fd) == 1 else { throw .transport }
+        // A certificate must name what the URL names: an IP address for a literal, else the host
+        // name, which also goes out as SNI.
+        if Self.isAddressLiteral(host) {
+            guard X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host) == 1 else { throw .transport }
+        } else {
+            guard chttp_ssl_set_sni(ssl, host) == 1, SSL_set1_host(ssl, host) == 1 else { throw .transport }
+        }
+        while true {
+            let result = SSL_connect(ssl)
+            if result == 1 { return }
+            let code = SSL_get_error(ssl, result)
+            ERR_clear_error()
+            switch code {
+            case SSL_ERROR_WANT_READ: try Self.wait(fd, for: Int16(POLLIN), until: deadline)
+            case SSL_ERROR_WANT_WRITE: try Self.wait(fd, for: Int16(POLLOUT), until: deadline)
+            default: throw .transport  // refused certificate, wrong name, protocol error
+            }
+        }
+    }
+
+    private static func isAddressLiteral(_ host: String) -> Bool {
+        var scratch = in6_addr()
+        return inet_pton(AF_INET, host, &scratch) == 1 || inet_pton(AF_INET6, host, &scratch) == 1
+    }
+
+    /// Polls `fd` for `events` until the deadline; `.timeout` when it passes.
+    private static func wait(_ fd: Int32, for events: Int16, until deadline: Int64) throws(ProviderFailure) {
+        while true {
+            let left = deadline - monotonicMilliseconds()
+            guard left > 0 else { throw .timeout }
+            var entry = pollfd(fd: fd, events: events, revents: 0)
+            let ready = poll(&entry, 1, Int32(clamping: left))
+            if ready > 0 { return }  // readable, writable, or an error the next call will report
+            if ready == 0 { throw .timeout }
+            guard errno == EINTR else { throw .transport }
+        }
+    }
+}
+
+/// The client side of TLS, set up once per transport on its first `https` call: TLS 1.2 or later,
+/// the peer's certificate verified against the system's certificate authorities.
+final class TLSClientContext {
+    let context: OpaquePointer
+
+    /// `caFile` replaces the system's authorities (tests trust their own certificate with it).
+    init(caFile: String?) throws(ProviderFailure) {
+        guard let context = SSL_CTX_new(TLS_client_method()) else { throw .transport }
+        self.context = context
+        SSL_CTX_set_verify(context, SSL_VERIFY_PEER, nil)
+        guard chttp_ctx_min_tls12(context) == 1 else { throw .transport }
+        _ = chttp_ctx_ignore_unexpected_eof(context)
+        let loaded: Int32
+        if let caFile {
+            loaded = SSL_CTX_load_verify_locations(context, caFile, nil)
+        } else if let directory = Self.hashedDirectory {
+            loaded = SSL_CTX_load_verify_locations(context, nil, directory)
+        } else if let bundle = Self.caBundle {
+            loaded = SSL_CTX_load_verify_locations(context, bundle, nil)
+        } else {
+            loaded = SSL_CTX_set_default_verify_paths(context)
+        }
+        ERR_clear_error()
+        guard loaded == 1 else { throw .transport }
+    }
+
+    deinit { SSL_CTX_free(context) }
+
+    /// A folder of certificates named by subject hash (`update-ca-certificates` and `c_rehash`
+    /// make one). Preferred over a bundle: OpenSSL then loads only the authorities a handshake
+    /// needs, instead of parsing all ~140 of the bundle into every worker's memory.
+    static let hashedDirectory: String? = ["/etc/ssl/certs", "/etc/pki/tls/certs"].first(where: hasHashedNames)
+
+    /// The first CA bundle that exists among the usual distribution paths. The release bundle
+    /// ships Debian's libssl, whose built-in paths exist only on Debian and its derivatives.
+    static let caBundle: String? = [
+        "/etc/ssl/certs/ca-certificates.crt",      // Debian, Ubuntu, Alpine
+        "/etc/pki/tls/certs/ca-bundle.crt",        // Fedora, RHEL, CentOS, CloudLinux
+        "/etc/ssl/ca-bundle.pem",                  // openSUSE
+        "/etc/pki/tls/cacert.pem",                 // OpenELEC
+        "/etc/ssl/cert.pem",                       // Alpine, macOS-style
+    ].first { access($0, R_OK) == 0 }
+
+    private static func hasHashedNames(_ path: String) -> Bool {
+        guard let directory = opendir(path) else { return false }
+        defer { closedir(directory) }
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            let utf8 = Array(name.utf8)
+            if utf8.count == 10, utf8[8] == UInt8(ascii: "."), utf8[9] == UInt8(ascii: "0"),
+               utf8[0..<8].allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) }) {
+                return true
+            }
+        }
+        return false
+    }
+}
