@@ -11,11 +11,6 @@ public struct CryptoError: Error, CustomStringConvertible {
 
 /// SHA-256 digests (FIPS 180-4), CryptoKit-shaped.
 public enum SHA256 {
-    /// The implementation, fetched from the provider once: OpenSSL 3's one-shot `SHA256()`
-    /// fetches it again on every call, which was a third of hashing a token. Read-only after
-    /// start, so sharing it between threads is safe (OpenSSL's fetched objects are).
-    nonisolated(unsafe) private static let fetched: OpaquePointer? = EVP_MD_fetch(nil, "SHA256", nil)
-
     /// The 32-byte digest of `data`.
     public static func hash(_ data: some Collection<UInt8>) -> [UInt8] {
         if let buf = data as? UnsafeBufferPointer<UInt8> { return hash(buffer: buf) }
@@ -24,13 +19,14 @@ public enum SHA256 {
 
     private static func hash(buffer: UnsafeBufferPointer<UInt8>) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: 32)
+        // OpenSSL's low-level functions on a context on the stack (see ccrypto_sha256): no
+        // allocation, no provider. OpenSSL 3's one-shot `SHA256()` and `EVP_Digest` go through
+        // the provider machinery, which costs memory on first use and a fetch or a context
+        // allocation on every call.
         let ok = out.withUnsafeMutableBufferPointer { o in
-            if let md = fetched {
-                return EVP_Digest(buffer.baseAddress, buffer.count, o.baseAddress, nil, md, nil) == 1
-            }
-            return CCrypto.SHA256(buffer.baseAddress, buffer.count, o.baseAddress) != nil
+            ccrypto_sha256(buffer.baseAddress, buffer.count, o.baseAddress) == 1
         }
-        // Fails only on allocation failure inside libcrypto: nothing sensible is left to do.
+        // The low-level functions cannot fail on valid pointers; nothing sensible is left to do.
         precondition(ok, "SHA-256 failed")
         return out
     }
@@ -44,8 +40,8 @@ public enum SHA256 {
 
 /// HMAC-SHA256 (RFC 2104) with every libcrypto return code checked.
 public enum HMACSHA256 {
-    /// The 32-byte MAC of `message` under `key`: RFC 2104 spelled out over `SHA256.hash`, whose
-    /// implementation is fetched once (OpenSSL 3's `HMAC()` fetches SHA-256 on every call).
+    /// The 32-byte MAC of `message` under `key`: RFC 2104 spelled out over `SHA256.hash`
+    /// (OpenSSL 3's `HMAC()` fetches SHA-256 from the provider on every call).
     public static func authenticationCode(for message: some Collection<UInt8>, key: [UInt8]) throws -> [UInt8] {
         let blockSize = 64
         var block = key.count > blockSize ? SHA256.hash(key) : key
