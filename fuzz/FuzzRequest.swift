@@ -1,5 +1,5 @@
 // libFuzzer target for the gateway's request-facing parsers: Request.parse (CGI parameters and
-// body), JSONBody.decode of the session bodies, and WeatherParameters (coordinates, forecast,
+// body), JSONBody.strings of the session bodies (checked against JSONDecoder), and WeatherParameters (coordinates, forecast,
 // trip). Built by fuzz/build.sh together with the production sources into one module, so the
 // code under test is the shipped code, not a copy.
 //
@@ -28,14 +28,15 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// CreateSessionHandler.Body (SessionHandlers.swift), reproduced: the handler file needs the store.
+/// CreateSessionHandler's fields (SessionHandlers.swift) for JSONDecoder, the reference the
+/// hand-written reader is checked against.
 struct FuzzCreateBody: Decodable {
     var platform: String?
     var appVersion: String?
     var installationId: String?
 }
 
-/// SessionProof (SessionHandlers.swift), reproduced.
+/// SessionProof's fields, likewise.
 struct FuzzSessionProof: Decodable {
     var anonymousSessionId: String?
     var refreshToken: String?
@@ -145,17 +146,24 @@ func fuzzOne(_ input: [UInt8]) {
     if let cl = params["CONTENT_LENGTH"], let n = Int(cl) { fuzzCheck(request.body.count == n, "body \(request.body.count) != CONTENT_LENGTH \(n)") }
     for item in request.query { fuzzCheck(!item.name.contains("\0") && !item.value.contains("\0"), "NUL in query") }
 
-    // The session bodies (create, refresh/revoke), as the handlers decode them.
+    // The session bodies (create, refresh/revoke), as the handlers read them. Whatever the
+    // hand-written reader accepts, JSONDecoder must accept too, with the same values.
     do {
-        let b = try JSONBody.decode(FuzzCreateBody.self, from: request)
-        if let id = b.installationId, TokenSyntax.isUUID(id) { fuzzCheck(id.utf8.count == 36, "uuid length") }
+        let b = try JSONBody.strings(["platform", "appVersion", "installationId"], from: request)
+        if let id = b[2], TokenSyntax.isUUID(id) { fuzzCheck(id.utf8.count == 36, "uuid length") }
+        let d = try? JSONDecoder().decode(FuzzCreateBody.self, from: Data(request.body))
+        fuzzCheck(d != nil && d!.platform == b[0] && d!.appVersion == b[1] && d!.installationId == b[2],
+                  "create body read as \(b), JSONDecoder: \(String(describing: d))")
     } catch {
         checkError(error, allowed: [400, 415], "JSONBody create")
     }
     do {
-        let p = try JSONBody.decode(FuzzSessionProof.self, from: request)
-        if let id = p.anonymousSessionId, TokenSyntax.isSessionId(id) { fuzzCheck(id.hasPrefix("aws_"), "session id") }
-        if let t = p.refreshToken { _ = TokenSyntax.isWellFormed(t, kind: .refresh) }
+        let p = try JSONBody.strings(["anonymousSessionId", "refreshToken"], from: request)
+        if let id = p[0], TokenSyntax.isSessionId(id) { fuzzCheck(id.hasPrefix("aws_"), "session id") }
+        if let t = p[1] { _ = TokenSyntax.isWellFormed(t, kind: .refresh) }
+        let d = try? JSONDecoder().decode(FuzzSessionProof.self, from: Data(request.body))
+        fuzzCheck(d != nil && d!.anonymousSessionId == p[0] && d!.refreshToken == p[1],
+                  "proof body read as \(p), JSONDecoder: \(String(describing: d))")
     } catch {
         checkError(error, allowed: [400, 415], "JSONBody proof")
     }

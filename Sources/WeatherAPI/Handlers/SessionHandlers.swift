@@ -36,24 +36,22 @@ final class SessionServices {
 struct CreateSessionHandler: Responder {
     let services: SessionServices
 
-    struct Body: Decodable {
-        var platform: String?
-        var appVersion: String?
-        var installationId: String?
-    }
+    /// The request body's fields, in this order.
+    static let fields = ["platform", "appVersion", "installationId"]
 
     func respond(to request: Request, context: inout Context) throws(HTTPError) -> Response {
-        let body = try JSONBody.decode(Body.self, from: request)
-        guard let platform = body.platform else { throw .invalidRequest("field platform is required") }
+        let body = try JSONBody.strings(Self.fields, from: request)
+        let (platformField, appVersion, installationIdField) = (body[0], body[1], body[2])
+        guard let platform = platformField else { throw .invalidRequest("field platform is required") }
         guard services.config.platforms.contains(platform) else {
             throw .invalidRequest("field platform must be one of \(services.config.platforms.joined(separator: ", "))")
         }
-        if let v = body.appVersion {
+        if let v = appVersion {
             guard v.utf8.count <= 32, v.utf8.allSatisfy({ (0x20...0x7e).contains($0) }) else {
                 throw .invalidRequest("field appVersion must be at most 32 printable ASCII characters")
             }
         }
-        guard let installationId = body.installationId else { throw .invalidRequest("field installationId is required") }
+        guard let installationId = installationIdField else { throw .invalidRequest("field installationId is required") }
         guard TokenSyntax.isUUID(installationId) else { throw .invalidRequest("field installationId must be a UUID") }
 
         try services.limiter.check([services.limiter.sessionCreation(ip: context.clientIP)], context: context)
@@ -72,7 +70,7 @@ struct CreateSessionHandler: Responder {
         }
         do {
             try services.store.createSession(
-                NewSession(id: sessionId, installationIdHash: installationHash, platform: platform, appVersion: body.appVersion, createdAt: now),
+                NewSession(id: sessionId, installationIdHash: installationHash, platform: platform, appVersion: appVersion, createdAt: now),
                 tokens: pair.stored)
         } catch {
             throw .storageUnavailable
@@ -84,15 +82,15 @@ struct CreateSessionHandler: Responder {
 }
 
 /// The body of refresh and revoke.
-struct SessionProof: Decodable {
-    var anonymousSessionId: String?
-    var refreshToken: String?
+enum SessionProof {
+    /// The request body's fields, in this order.
+    static let fields = ["anonymousSessionId", "refreshToken"]
 
     static func read(_ request: Request) throws(HTTPError) -> (sessionId: String, refreshToken: String) {
-        let body = try JSONBody.decode(SessionProof.self, from: request)
-        guard let id = body.anonymousSessionId else { throw .invalidRequest("field anonymousSessionId is required") }
+        let body = try JSONBody.strings(fields, from: request)
+        guard let id = body[0] else { throw .invalidRequest("field anonymousSessionId is required") }
         guard TokenSyntax.isSessionId(id) else { throw .invalidRequest("field anonymousSessionId is not a session id") }
-        guard let token = body.refreshToken else { throw .invalidRequest("field refreshToken is required") }
+        guard let token = body[1] else { throw .invalidRequest("field refreshToken is required") }
         guard token.hasPrefix(TokenKind.refresh.prefix), token.utf8.count <= 128 else {
             throw .invalidRequest("field refreshToken is not a refresh token")
         }
