@@ -100,22 +100,28 @@ public final class SQLiteGatewayStore: GatewayStore {
     public func rotate(
         refreshTokenHash: String, sessionId: String, successor: IssuedPair, retryWindow: Int64, now: Timestamp
     ) throws(StoreError) -> RotationOutcome {
+        // The token is looked up before the write lock is taken, so writers queue only for the
+        // writes: the search of the token_hash index and the session join, which read pages that
+        // another worker's commit has usually just evicted from this connection's cache, stay
+        // outside it. A token that is invalid now stays invalid (its row, type, session and expiry
+        // never change, and a revoked session never comes back), so it needs no write at all.
+        guard let seen = try read({ try refreshTokenRow(hash: refreshTokenHash) }),
+              seen.isValid(for: sessionId, now: now) else { return .invalid }
         let outcome = try write { () throws -> RotationOutcome in
-            let s = try db.statement("""
-                SELECT t.rowid, t.session_id, t.token_type, t.expires_at, t.revoked_at, s.status
-                FROM weather_session_tokens t JOIN anonymous_weather_sessions s ON s.id = t.session_id
-                WHERE t.token_hash = ?1
-                """)
-            let row = try s.rows([.text(refreshTokenHash)]) { r in
-                (rowid: r.int(0), session: r.text(1) ?? "", type: r.text(2) ?? "",
-                 expires: r.text(3).flatMap { Timestamp(iso8601: $0) }, revoked: r.text(4).flatMap { Timestamp(iso8601: $0) },
-                 active: r.text(5) == "active")
-            }.first
-            guard let row, row.type == "refresh", row.session == sessionId, row.active,
-                  let expires = row.expires, now < expires else { return .invalid }
+            if seen.revoked == nil {
+                // Still unspent unless another request spent it or a revocation landed since the
+                // read: the conditional update tells, and then the full check below decides.
+                let spent = try db.run(
+                    "UPDATE weather_session_tokens SET revoked_at = ?2 WHERE rowid = ?1 AND revoked_at IS NULL AND token_hash = ?3",
+                    [.int(seen.rowid), .text(now.iso8601), .text(refreshTokenHash)])
+                if spent == 1 {
+                    // last_seen_at moves with the worker's next batch (Metrics), not here.
+                    try insertPair(sessionId: sessionId, successor)
+                    return .rotated
+                }
+            }
+            guard let row = try refreshTokenRow(hash: refreshTokenHash), row.isValid(for: sessionId, now: now) else { return .invalid }
             guard let rotatedAt = row.revoked else {
-                // By rowid: the row is in hand, no second search of the id index. last_seen_at
-                // moves with the worker's next batch (Metrics), not here: one page less to write.
                 try db.run("UPDATE weather_session_tokens SET revoked_at = ?2 WHERE rowid = ?1", [.int(row.rowid), .text(now.iso8601)])
                 try insertPair(sessionId: sessionId, successor)
                 return .rotated
@@ -134,6 +140,36 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
         if outcome == .reused { db.noteRevocation() }
         return outcome
+    }
+
+    /// A token row as rotation judges it.
+    private struct RefreshTokenRow {
+        var rowid: Int64
+        var session: String
+        var type: String
+        var expires: Timestamp?
+        var revoked: Timestamp?
+        var sessionActive: Bool
+
+        /// A refresh token of this session, the session active, the token not expired.
+        func isValid(for sessionId: String, now: Timestamp) -> Bool {
+            guard type == "refresh", session == sessionId, sessionActive, let expires else { return false }
+            return now < expires
+        }
+    }
+
+    private func refreshTokenRow(hash: String) throws -> RefreshTokenRow? {
+        let s = try db.statement("""
+            SELECT t.rowid, t.session_id, t.token_type, t.expires_at, t.revoked_at, s.status
+            FROM weather_session_tokens t JOIN anonymous_weather_sessions s ON s.id = t.session_id
+            WHERE t.token_hash = ?1
+            """)
+        return try s.rows([.text(hash)]) { r in
+            RefreshTokenRow(
+                rowid: r.int(0), session: r.text(1) ?? "", type: r.text(2) ?? "",
+                expires: r.text(3).flatMap { Timestamp(iso8601: $0) }, revoked: r.text(4).flatMap { Timestamp(iso8601: $0) },
+                sessionActive: r.text(5) == "active")
+        }.first
     }
 
     public func revokeSession(sessionId: String, presentingRefreshTokenHash: String, now: Timestamp) throws(StoreError) -> Bool {
