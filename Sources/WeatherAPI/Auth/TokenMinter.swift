@@ -21,11 +21,16 @@ public struct TokenMinter: Sendable {
         public var stored: IssuedPair
     }
 
-    /// A fresh random pair: prefix + 256 bits from the OS CSPRNG, base64url without padding.
-    public func randomPair(lifetimes: TokenLifetimes) throws -> Pair {
-        try pair(access: TokenKind.access.prefix + Base64URL.encode(SecureRandom.bytes(32)),
-                 refresh: TokenKind.refresh.prefix + Base64URL.encode(SecureRandom.bytes(32)),
-                 lifetimes: lifetimes)
+    /// A new session's id and its first pair: each token is its prefix + 256 bits from the OS
+    /// CSPRNG, base64url without padding. Every random byte comes from one `getrandom` call
+    /// (there were five, a sixteenth of creating a session's system calls).
+    public func newSession(lifetimes: TokenLifetimes) throws -> (sessionId: String, pair: Pair) {
+        let random = try SecureRandom.bytes(9 + 32 + 32 + 16)
+        let sessionId = Self.sessionId(random[0..<9])
+        let pair = pair(access: TokenKind.access.prefix + Base64URL.encode(Array(random[9..<41])),
+                        refresh: TokenKind.refresh.prefix + Base64URL.encode(Array(random[41..<73])),
+                        rowIdBits: random[73...], lifetimes: lifetimes)
+        return (sessionId, pair)
     }
 
     /// The successor pair of a refresh token: HMAC(server key, refresh token), so the very same
@@ -34,31 +39,34 @@ public struct TokenMinter: Sendable {
     public func successorPair(of refreshToken: String, lifetimes: TokenLifetimes) throws -> Pair {
         let access = try HMACSHA256.authenticationCode(for: Array(("successor-access:" + refreshToken).utf8), key: hashKey)
         let refresh = try HMACSHA256.authenticationCode(for: Array(("successor-refresh:" + refreshToken).utf8), key: hashKey)
-        return try pair(access: TokenKind.access.prefix + Base64URL.encode(access),
-                        refresh: TokenKind.refresh.prefix + Base64URL.encode(refresh),
-                        lifetimes: lifetimes)
+        return pair(access: TokenKind.access.prefix + Base64URL.encode(access),
+                    refresh: TokenKind.refresh.prefix + Base64URL.encode(refresh),
+                    rowIdBits: try SecureRandom.bytes(16)[...], lifetimes: lifetimes)
     }
 
-    private func pair(access: String, refresh: String, lifetimes: TokenLifetimes) throws -> Pair {
-        Pair(accessToken: access, refreshToken: refresh, stored: IssuedPair(
-            accessRowId: try rowId(), accessHash: SHA256.hex(access),
-            refreshRowId: try rowId(), refreshHash: SHA256.hex(refresh),
+    /// `rowIdBits`: 16 random bytes, 8 for each row id.
+    private func pair(access: String, refresh: String, rowIdBits: ArraySlice<UInt8>, lifetimes: TokenLifetimes) -> Pair {
+        precondition(rowIdBits.count == 16, "two row ids need 16 random bytes")
+        let start = rowIdBits.startIndex
+        return Pair(accessToken: access, refreshToken: refresh, stored: IssuedPair(
+            accessRowId: Self.rowId(rowIdBits[start..<(start + 8)]), accessHash: SHA256.hex(access),
+            refreshRowId: Self.rowId(rowIdBits[(start + 8)...]), refreshHash: SHA256.hex(refresh),
             lifetimes: lifetimes))
     }
 
     /// `aws_` + 22 base64url characters: the time in milliseconds (11 hex digits, good until the
-    /// year 2527) and 66 random bits (11 base64url characters).
+    /// year 2527) and 66 of the 72 random bits given (11 base64url characters).
     ///
     /// Time first, so that new rows land at the right-hand end of the primary-key indexes instead
     /// of on a random page: a random page is one more page each commit writes to the WAL and
     /// each checkpoint copies back, and creation is write-bound (docs/decisions.md). The id was
     /// never a secret (tokens are); the random part keeps ids unique across workers.
-    public func sessionId() throws -> String {
-        IdentifierPrefix.session + Self.millisecondsHex(digits: 11) + String(Base64URL.encode(try SecureRandom.bytes(9)).prefix(11))
+    static func sessionId(_ random: ArraySlice<UInt8>) -> String {
+        IdentifierPrefix.session + millisecondsHex(digits: 11) + String(Base64URL.encode(Array(random)).prefix(11))
     }
 
     /// `wst_` + the time in milliseconds (12 hex digits) + 64 random bits (hex), for the same reason.
-    func rowId() throws -> String { IdentifierPrefix.tokenRow + Self.millisecondsHex(digits: 12) + Hex.encode(try SecureRandom.bytes(8)) }
+    static func rowId(_ random: ArraySlice<UInt8>) -> String { IdentifierPrefix.tokenRow + millisecondsHex(digits: 12) + Hex.encode(random) }
 
     /// Wall-clock milliseconds as `digits` lowercase hex digits: sorts as text in time order.
     static func millisecondsHex(digits: Int) -> String {

@@ -62,8 +62,7 @@ struct CreateSessionHandler: Responder {
         let pair: TokenMinter.Pair
         let installationHash: String
         do {
-            sessionId = try services.minter.sessionId()
-            pair = try services.minter.randomPair(lifetimes: lifetimes)
+            (sessionId, pair) = try services.minter.newSession(lifetimes: lifetimes)
             installationHash = try services.minter.installationHash(installationId)
         } catch {
             throw .internalError
