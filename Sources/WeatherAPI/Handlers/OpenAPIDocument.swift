@@ -984,7 +984,7 @@ let openAPIDocument = ##"""
             ]
           }
         },
-        "description": "Members not named here are ignored."
+        "description": "Members not named here are ignored. A member named here may appear only once (400 `invalid_request` otherwise); `null` counts as absent."
       },
       "SessionProofRequest": {
         "type": "object",
@@ -1004,7 +1004,7 @@ let openAPIDocument = ##"""
             "description": "The current refresh token of that session. A string that starts with `wtr_` and is at most 128 bytes but is not of this form is answered 401 `invalid_refresh_token`; any other string is 400 `invalid_request`."
           }
         },
-        "description": "Members not named here are ignored."
+        "description": "Members not named here are ignored. A member named here may appear only once (400 `invalid_request` otherwise); `null` counts as absent."
       },
       "TokenResponse": {
         "type": "object",
@@ -1389,7 +1389,7 @@ let openAPIDocument = ##"""
       },
       "InvalidRequestError": {
         "type": "object",
-        "description": "400: malformed JSON, a missing or bad field or query parameter (the message names it), a query parameter given twice, a query string or path that is not valid percent-encoded UTF-8, or a bad Content-Length.",
+        "description": "400: malformed JSON, a missing or bad field or query parameter (the message names it), a query parameter or body member given twice, a query string or path that is not valid percent-encoded UTF-8, or a bad Content-Length.",
         "required": [
           "error"
         ],
