@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import Testing
 import WeatherCore
 import WeatherProviders
@@ -125,12 +128,22 @@ import WeatherProviders
             let provider = caiyun(server, transport, timeout: Self.timeout)
             let clock = ContinuousClock()
             let started = clock.now
+            let cpuBefore = Self.threadCPUSeconds()
             #expect(throws: ProviderFailure.timeout) { try provider.fetch(.forecast(days: 7), at: shanghai, now: Self.realNow) }
             #expect(clock.now - started < .seconds(Self.timeout + 1))
+            // The wait sleeps in poll(2): a worker waiting for a provider must not spin a core.
+            #expect(Self.threadCPUSeconds() - cpuBefore < Self.timeout / 2)
             // The same transport serves the next call normally.
             try server.setMode("caiyun", "ok")
             #expect(try provider.fetch(.forecast(days: 2), at: shanghai, now: Self.realNow).daily.count == 2)
         }
+    }
+
+    /// CPU time (user + system) of the calling thread so far.
+    static func threadCPUSeconds() -> Double {
+        var t = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t)
+        return Double(t.tv_sec) + Double(t.tv_nsec) / 1_000_000_000
     }
 
     @Test func resetConnectionIsATransportFailure() throws {

@@ -88,7 +88,7 @@ final class HTTPConnection {
             if n > 0 {
                 sent += n
             } else {
-                try waitAfterFailure(result: n, until: deadline)
+                try waitAfterFailure(result: n, writing: true, until: deadline)
             }
         }
     }
@@ -106,7 +106,7 @@ final class HTTPConnection {
                 if n == 0 { return 0 }
             }
             if n > 0 { return n }
-            try waitAfterFailure(result: n, until: deadline)
+            try waitAfterFailure(result: n, writing: false, until: deadline)
         }
     }
 
@@ -118,8 +118,9 @@ final class HTTPConnection {
     }
 
     /// After a read or write that did not move bytes: waits when the socket (or TLS) asks for it,
-    /// throws otherwise.
-    private func waitAfterFailure(result: Int, until deadline: Int64) throws(ProviderFailure) {
+    /// throws otherwise. A plain socket waits for the direction it failed in: polling a socket
+    /// that is waiting for data for "writable" too would return at once, again and again.
+    private func waitAfterFailure(result: Int, writing: Bool, until deadline: Int64) throws(ProviderFailure) {
         if let ssl {
             let code = SSL_get_error(ssl, Int32(result))
             ERR_clear_error()
@@ -132,7 +133,7 @@ final class HTTPConnection {
         }
         switch errno {
         case EINTR: return
-        case EAGAIN, EWOULDBLOCK: try Self.wait(fd, for: Int16(POLLIN | POLLOUT), until: deadline)
+        case EAGAIN, EWOULDBLOCK: try Self.wait(fd, for: Int16(writing ? POLLOUT : POLLIN), until: deadline)
         default: throw .transport
         }
     }
