@@ -250,6 +250,20 @@ import WeatherStore
         #expect(t.weather(token: access(s)).status == 401)
     }
 
+    @Test func aFullGrantCacheMakesRoomForOneAndKeepsTheRest() throws {
+        let t = try TestGateway()
+        t.store.grantCacheLimit = 4
+        let sessions = (0..<6).map { i in t.createSession(installationId: "0b6f1c4e-6f5a-4c0e-9d2b-2c1e8f3a7d1\(i)") }
+        for s in sessions { #expect(t.weather(token: access(s)).status == 200) }
+        #expect(t.store.keptGrantCount == 4, "one grant made room for each new one; none were dropped wholesale")
+        // The kept ones are still served without SQL: behind the gateway's back, every token is
+        // revoked, and exactly the kept grants still answer.
+        try t.store.db.execute("UPDATE weather_session_tokens SET revoked_at = '2026-01-01T00:00:00Z'")
+        t.store.grantCacheLimit = 100
+        let served = sessions.filter { t.weather(token: access($0)).status == 200 }.count
+        #expect(served == 4)
+    }
+
     @Test func aCachedGrantStillExpiresOnTime() throws {
         let t = try TestGateway { $0.tokenPolicy.accessTTL = 600 }
         let s = t.createSession()

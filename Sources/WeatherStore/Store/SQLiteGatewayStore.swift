@@ -32,7 +32,13 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// they were read under has not moved (see `accessGrant`).
     private var grants: [String: AccessGrant] = [:]
     private var grantsGeneration: UInt64 = 0
-    static let grantCacheLimit = 512
+    /// The most grants kept (about 250 bytes each): room for the tokens a busy worker sees within
+    /// an access token's lifetime. When it is full, one arbitrary grant makes room for the new one;
+    /// clearing them all (as before) meant that a worker seeing more tokens than this in turn
+    /// found none of them kept.
+    public var grantCacheLimit = 4096
+    /// How many grants are kept now.
+    public var keptGrantCount: Int { grants.count }
 
     // MARK: Sessions and tokens
 
@@ -71,7 +77,7 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
         let grant = try lookUpGrant(tokenHash: tokenHash)
         if let grant, generation != nil {
-            if grants.count >= Self.grantCacheLimit { grants.removeAll(keepingCapacity: true) }
+            if grants.count >= grantCacheLimit { grants.remove(at: grants.startIndex) }
             grants[tokenHash] = grant
         }
         return grant
