@@ -39,6 +39,9 @@ public final class SQLiteGatewayStore: GatewayStore {
     public var grantCacheLimit = 4096
     /// How many grants are kept now.
     public var keptGrantCount: Int { grants.count }
+    /// Tests only: runs between a rotation's lookup and its write transaction, where another
+    /// worker may spend or revoke the same token.
+    var betweenRotationReadAndWrite: (() -> Void)?
 
     // MARK: Sessions and tokens
 
@@ -113,6 +116,7 @@ public final class SQLiteGatewayStore: GatewayStore {
         // never change, and a revoked session never comes back), so it needs no write at all.
         guard let seen = try read({ try refreshTokenRow(hash: refreshTokenHash) }),
               seen.isValid(for: sessionId, now: now) else { return .invalid }
+        betweenRotationReadAndWrite?()
         let outcome = try write { () throws -> RotationOutcome in
             if seen.revoked == nil {
                 // Still unspent unless another request spent it or a revocation landed since the

@@ -1,0 +1,60 @@
+import Foundation
+import Testing
+import WeatherCore
+@testable import WeatherStore
+
+/// Rotation when another worker acts between this worker's lookup (made before the write lock)
+/// and its write transaction: the conditional update sees it, and the full check decides.
+@Suite struct RotationTests {
+    let now = Timestamp(seconds: 1_796_000_000)
+    let session = "aws_0000000000000000000001"
+
+    func pair(_ n: Int) -> IssuedPair {
+        IssuedPair(accessRowId: "wst_a\(n)", accessHash: "access-hash-\(n)", refreshRowId: "wst_r\(n)", refreshHash: "refresh-hash-\(n)",
+                   lifetimes: TokenLifetimes(now: now, policy: TokenPolicy()))
+    }
+
+    /// Two workers' stores on one new database, the session created with pair 0.
+    func twoWorkers() throws -> (SQLiteGatewayStore, SQLiteGatewayStore) {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-rotate-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let path = dir.appendingPathComponent("w.sqlite3").path
+        let a = try SQLiteGatewayStore(path: path)
+        let b = try SQLiteGatewayStore(path: path)
+        try a.createSession(NewSession(id: session, installationIdHash: "inst", platform: "ios", appVersion: nil, createdAt: now), tokens: pair(0))
+        return (a, b)
+    }
+
+    func liveRefreshTokens(_ store: SQLiteGatewayStore) throws -> Int64? {
+        try store.db.scalarInt("SELECT count(*) FROM weather_session_tokens WHERE token_type = 'refresh' AND revoked_at IS NULL")
+    }
+
+    @Test func theSameRequestSpentMeanwhileIsARetry() throws {
+        let (a, b) = try twoWorkers()
+        var other: RotationOutcome?
+        b.betweenRotationReadAndWrite = {
+            other = try? a.rotate(refreshTokenHash: "refresh-hash-0", sessionId: session, successor: pair(1), retryWindow: 30, now: now)
+        }
+        let outcome = try b.rotate(refreshTokenHash: "refresh-hash-0", sessionId: session, successor: pair(1), retryWindow: 30, now: now)
+        #expect(other == .rotated)
+        #expect(outcome == .retried(pair(1).lifetimes))
+        #expect(try liveRefreshTokens(a) == 1)
+    }
+
+    @Test func aRevocationMeanwhileMakesTheTokenInvalid() throws {
+        let (a, b) = try twoWorkers()
+        b.betweenRotationReadAndWrite = { _ = try? a.revokeSession(id: session, now: now) }
+        let outcome = try b.rotate(refreshTokenHash: "refresh-hash-0", sessionId: session, successor: pair(1), retryWindow: 30, now: now)
+        #expect(outcome == .invalid)
+        #expect(try liveRefreshTokens(a) == 0)
+    }
+
+    @Test func anUnspentTokenRotatesOnceAndItsReuseRevokesTheSession() throws {
+        let (a, b) = try twoWorkers()
+        #expect(try b.rotate(refreshTokenHash: "refresh-hash-0", sessionId: session, successor: pair(1), retryWindow: 30, now: now) == .rotated)
+        let later = now.adding(seconds: 31)
+        #expect(try a.rotate(refreshTokenHash: "refresh-hash-0", sessionId: session, successor: pair(1), retryWindow: 30, now: later) == .reused)
+        #expect(try a.db.scalarText("SELECT status FROM anonymous_weather_sessions") == "revoked")
+        #expect(try b.rotate(refreshTokenHash: "unknown", sessionId: session, successor: pair(2), retryWindow: 30, now: now) == .invalid)
+    }
+}
