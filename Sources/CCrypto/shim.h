@@ -10,7 +10,7 @@
 /* SHA-256 through OpenSSL's low-level digest functions. OpenSSL 3 deprecates them in favour of
  * EVP, but they are still part of 3.x and run the same assembly; EVP's first use initialises the
  * provider machinery (configuration, the default provider's algorithm tables), which cost every
- * worker 1.9 MB of RSS and about a fifth of a digest's instructions. See docs/decisions.md. */
+ * worker 1.9 MB of RSS, and allocates a context for every digest. See docs/decisions.md. */
 #pragma clang diagnostic push
 #pragma clang diagnostic ignored "-Wdeprecated-declarations"
 static inline int ccrypto_sha256(const void *data, size_t count, unsigned char *out) {

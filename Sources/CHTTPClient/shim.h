@@ -19,7 +19,8 @@
 
 static inline long chttp_ssl_set_sni(SSL *ssl, const char *host) { return SSL_set_tlsext_host_name(ssl, host); }
 static inline long chttp_ctx_min_tls12(SSL_CTX *ctx) { return SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION); }
-static inline uint64_t chttp_ctx_ignore_unexpected_eof(SSL_CTX *ctx) {
+/* A peer closing without close_notify ends the stream (close-delimited bodies); no TLS compression. */
+static inline uint64_t chttp_ctx_set_options(SSL_CTX *ctx) {
     return SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_COMPRESSION);
 }
 /* 15 + 32: a gzip or zlib stream, told apart by its header. */

@@ -23,7 +23,7 @@ public struct TokenMinter: Sendable {
 
     /// A new session's id and its first pair: each token is its prefix + 256 bits from the OS
     /// CSPRNG, base64url without padding. Every random byte comes from one `getrandom` call
-    /// (there were five, a sixteenth of creating a session's system calls).
+    /// (there were five, a twelfth of creating a session's system calls).
     public func newSession(lifetimes: TokenLifetimes) throws -> (sessionId: String, pair: Pair) {
         let random = try SecureRandom.bytes(9 + 32 + 32 + 16)
         let sessionId = Self.sessionId(random[0..<9])
