@@ -14,18 +14,38 @@ let repositoryRoot: URL = {
 let binDirectory: String = ProcessInfo.processInfo.environment["CW_BIN_DIR"]
     ?? repositoryRoot.appendingPathComponent(".build/debug").path
 
-/// A free loopback TCP port (bound then released; good enough for tests on one machine).
+/// A free loopback TCP port for a server a test starts (nginx, Apache), checked by binding it.
+///
+/// Taken from below the kernel's ephemeral range (`ip_local_port_range`), not by binding port 0:
+/// a port from that range can be handed, between this check and the server's own bind, to the
+/// local end of any outgoing connection, and the soak tests running beside make thousands of them
+/// (a fresh-clone CI run once failed with "nginx never answered" that way).
 func freePort() -> Int {
+    let range = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))?
+        .split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).compactMap { Int($0) } ?? []
+    let ephemeralLow = range.first ?? 32768
+    let low = 10_000, high = max(low + 1000, ephemeralLow - 1)
+    for _ in 0..<200 {
+        let candidate = Int.random(in: low...high)
+        if canBind(candidate) { return candidate }
+    }
+    preconditionFailure("no free port below \(ephemeralLow)")
+}
+
+/// Whether a listening socket could bind 127.0.0.1:`port` right now.
+private func canBind(_ port: Int) -> Bool {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return false }
     defer { close(fd) }
+    var yes: Int32 = 1
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))  // as nginx does
     var addr = sockaddr_in()
     addr.sin_family = sa_family_t(AF_INET)
     addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-    addr.sin_port = 0
-    _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-    var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-    _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
-    return Int(UInt16(bigEndian: addr.sin_port))
+    addr.sin_port = in_port_t(UInt16(port).bigEndian)
+    return withUnsafePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    } == 0
 }
 
 /// Starts a process with posix_spawn and remembers its pid so the test can stop exactly it.
