@@ -157,7 +157,9 @@ public struct CounterRow: Sendable, Equatable {
 /// - `d1_migrations` is never touched.
 ///
 /// Rows go in batches of `batchSize`, each batch its own short `BEGIN IMMEDIATE` transaction, so
-/// workers serving requests wait at most one batch for the write lock.
+/// workers serving requests wait at most one batch for the write lock. Sessions and tokens are
+/// walked in ranges of `batchSize` rowids instead (no index on their expiry keeps their inserts
+/// cheap), so a run reads both tables whole, one range per transaction.
 public struct PrunePolicy: Sendable, Equatable {
     /// Seconds after expiry before a token row is deleted.
     public var expiredTokenGrace: Int64 = 86_400
@@ -169,7 +171,7 @@ public struct PrunePolicy: Sendable, Equatable {
     public var cellWindow: Int64 = 86_400
     /// Seconds hourly counters are kept.
     public var counterRetention: Int64 = 90 * 86_400
-    /// Rows deleted per transaction.
+    /// Rows deleted per transaction at most (for sessions and tokens: rowids examined).
     public var batchSize: Int = 5000
 
     public init() {}

@@ -125,25 +125,21 @@ extension SQLiteGatewayStore: OperatorStore {
                     AND session_id NOT IN (SELECT id FROM anonymous_weather_sessions WHERE \(Self.doomedSession))
                     """, [revokedBefore, abandonedBefore, tokenExpiredBefore])
             } else {
-                while true {
-                    let (n, t) = try db.transaction { () throws -> (Int, Int) in
-                        let ids = try db.statement("SELECT id FROM anonymous_weather_sessions WHERE \(Self.doomedSession) LIMIT ?3")
-                            .rows([revokedBefore, abandonedBefore, .int(Int64(batch))]) { $0.text(0) ?? "" }
-                        var t = 0
-                        for id in ids {
-                            t += try db.run("DELETE FROM weather_session_tokens WHERE session_id = ?1", [.text(id)])
-                            try db.run("DELETE FROM anonymous_weather_sessions WHERE id = ?1", [.text(id)])
-                        }
-                        return (ids.count, t)
+                // Both tables are walked in rowid ranges: no index but the rowid is needed, and a
+                // worker waits for at most one range's transaction (docs/decisions.md, Storage).
+                sessions = try inRowidRanges(of: "anonymous_weather_sessions", width: batch) { after, upTo in
+                    let ids = try db.statement("SELECT id FROM anonymous_weather_sessions WHERE rowid > ?3 AND rowid <= ?4 AND (\(Self.doomedSession))")
+                        .rows([revokedBefore, abandonedBefore, .int(after), .int(upTo)]) { $0.text(0) ?? "" }
+                    for id in ids {
+                        tokens += try db.run("DELETE FROM weather_session_tokens WHERE session_id = ?1", [.text(id)])
+                        try db.run("DELETE FROM anonymous_weather_sessions WHERE id = ?1", [.text(id)])
                     }
-                    sessions += n
-                    tokens += t
-                    if n < batch { break }
+                    return ids.count
                 }
                 // Expired past the grace period: never live, and past any reuse check.
-                tokens += try deleteInBatches(
-                    "DELETE FROM weather_session_tokens WHERE rowid IN (SELECT rowid FROM weather_session_tokens WHERE expires_at < ?1 LIMIT ?2)",
-                    [tokenExpiredBefore], batch: batch)
+                tokens += try inRowidRanges(of: "weather_session_tokens", width: batch) { after, upTo in
+                    try db.run("DELETE FROM weather_session_tokens WHERE rowid > ?2 AND rowid <= ?3 AND expires_at < ?1", [tokenExpiredBefore, .int(after), .int(upTo)])
+                }
             }
             report.tables.append(("anonymous_weather_sessions", sessions))
             report.tables.append(("weather_session_tokens", tokens))
@@ -170,6 +166,23 @@ extension SQLiteGatewayStore: OperatorStore {
             }
             return report
         }
+    }
+
+    /// Runs `body` once per range of `width` rowids of `table`, from its first row to its last (as
+    /// they were when the walk began), each call in its own short transaction. Returns the sum of
+    /// what the calls return. Each range is a range search on the rowid however large the table,
+    /// and rows added meanwhile (past the last rowid) are left alone.
+    private func inRowidRanges(of table: String, width: Int, _ body: (_ after: Int64, _ upTo: Int64) throws -> Int) throws -> Int {
+        guard let first = try db.scalarInt("SELECT min(rowid) FROM \(table)"),
+              let last = try db.scalarInt("SELECT max(rowid) FROM \(table)") else { return 0 }
+        var total = 0
+        var after = first - 1
+        while after < last {
+            let upTo = after + Int64(width)
+            total += try db.transaction { try body(after, upTo) }
+            after = upTo
+        }
+        return total
     }
 
     /// Runs `sql` (whose last parameter is the batch size) in short transactions until a batch

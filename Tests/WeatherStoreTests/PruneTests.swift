@@ -1,0 +1,62 @@
+import Foundation
+import Testing
+import WeatherCore
+@testable import WeatherStore
+
+/// Pruning walks sessions and tokens in rowid ranges (no expiry index): every range is visited,
+/// the last partial one included, and only what the policy dooms goes.
+@Suite struct PruneTests {
+    let now = Timestamp(seconds: 1_796_000_000)
+
+    /// Nine sessions, created in turn 70 days ago (abandoned: every token long expired), 2 days
+    /// ago (the access token expired past the grace day, the refresh token live) and now.
+    func store() throws -> SQLiteGatewayStore {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-prune-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let store = try SQLiteGatewayStore(path: dir.appendingPathComponent("w.sqlite3").path)
+        for i in 0..<9 {
+            let created = now.adding(seconds: [-70 * 86_400, -2 * 86_400, 0][i % 3])
+            let pair = IssuedPair(accessRowId: "wst_a\(i)", accessHash: "access-\(i)", refreshRowId: "wst_r\(i)", refreshHash: "refresh-\(i)",
+                                  lifetimes: TokenLifetimes(now: created, policy: TokenPolicy()))
+            try store.createSession(NewSession(id: "aws_\(i)", installationIdHash: "inst-\(i)", platform: "ios", appVersion: nil, createdAt: created),
+                                    tokens: pair)
+        }
+        return store
+    }
+
+    func ids(_ store: SQLiteGatewayStore, _ sql: String) throws -> [String] {
+        try store.db.statement(sql).rows([]) { $0.text(0) ?? "" }
+    }
+
+    @Test(arguments: [1, 2, 4, 5000])
+    func rangesOfAnyWidthPruneExactlyTheDoomedRows(width: Int) throws {
+        let store = try store()
+        var policy = PrunePolicy()
+        policy.batchSize = width
+
+        let dry = try store.prune(now: now, policy: policy, dryRun: true)
+        #expect(dry.rows("anonymous_weather_sessions") == 3)
+        #expect(dry.rows("weather_session_tokens") == 9)
+        #expect(try store.db.scalarInt("SELECT count(*) FROM weather_session_tokens") == 18)
+
+        let run = try store.prune(now: now, policy: policy, dryRun: false)
+        #expect(run.rows("anonymous_weather_sessions") == 3)
+        #expect(run.rows("weather_session_tokens") == 9)
+        #expect(try ids(store, "SELECT id FROM anonymous_weather_sessions ORDER BY id") == ["aws_1", "aws_2", "aws_4", "aws_5", "aws_7", "aws_8"])
+        #expect(try ids(store, "SELECT id FROM weather_session_tokens ORDER BY id")
+            == ["wst_a2", "wst_a5", "wst_a8", "wst_r1", "wst_r2", "wst_r4", "wst_r5", "wst_r7", "wst_r8"])
+
+        // Nothing is left to prune, though the rowids now start past 1.
+        let again = try store.prune(now: now, policy: policy, dryRun: false)
+        #expect(again.rows("anonymous_weather_sessions") == 0)
+        #expect(again.rows("weather_session_tokens") == 0)
+    }
+
+    @Test func anEmptyDatabasePrunesNothing() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-prune-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let store = try SQLiteGatewayStore(path: dir.appendingPathComponent("w.sqlite3").path)
+        let run = try store.prune(now: now, policy: PrunePolicy(), dryRun: false)
+        #expect(run.tables.allSatisfy { $0.rows == 0 })
+    }
+}
