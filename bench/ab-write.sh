@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Two gateway builds side by side on the write paths: session creation and refresh, in ROUNDS (3)
+# interleaved rounds of ROUND_SECONDS (4) each (A create, B create, A refresh, B refresh, ...), so
+# both see the same machine. Each build has its own database, migrated by itself, and its own
+# nginx; 2 workers each, limits off, wrk -t2 -c32. Refresh pairs are seeded first and split per
+# round. For a change to the write path (schema, transactions): A the build before, B after.
+#
+# usage: A_BIN=old/weather-fcgi B_BIN=new/weather-fcgi bench/ab-write.sh [--label TEXT]
+# Environment: A_BIN, B_BIN (required), ROUNDS (3), ROUND_SECONDS (4), RESULTS.
+source "$(dirname "$0")/lib.sh"
+
+bench_args "$@"
+[ -x "${A_BIN:-}" ] && [ -x "${B_BIN:-}" ] || die "set A_BIN and B_BIN to two weather-fcgi builds"
+rounds=${ROUNDS:-3} secs=${ROUND_SECONDS:-4}
+export THREADS=2 CONNECTIONS=32 DURATION=${secs}s NGINX_WORKERS=1 WORKERS=2
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+
+bench_init abwrite
+start_fake_provider
+declare -A PORT
+for v in A B; do
+  bin_var=${v}_BIN
+  GATEWAY_BIN=${!bin_var}
+  sock=$OUT/gw$v.sock port=$(free_port)
+  conf=$("$BENCH_ROOT/scripts/nginx-conf.sh" "$port" "$sock" "$OUT/nginx$v")
+  start_gateway "$sock" 2 "$OUT/db$v/weather.sqlite3" off "gateway$v"
+  start_nginx "$conf"
+  wait_http "http://127.0.0.1:$port/v1/health"
+  PORT[$v]=$port
+  REFRESH_HEADROOM=$rounds seed_pairs "$v" "http://127.0.0.1:$port" $((rounds * secs * 6000))
+  split -n "l/$rounds" -d -a 3 "$OUT/pairs-$v.txt" "$OUT/pairs-$v.round"
+done
+
+declare -A RATE
+for r in $(seq "$rounds"); do
+  for path in create refresh; do
+    for v in A B; do
+      url="http://127.0.0.1:${PORT[$v]}/v1/weather/session"
+      [ "$path" = refresh ] && url+=/refresh
+      line=$(PAIRS_FILE=$OUT/pairs-$v.round$(printf %03d $((r - 1))) BENCH_THREADS=2 \
+        wrk -t2 -c32 -d"${secs}s" -s "$BENCH_LUA/$path.lua" "$url" 2>&1 | tee "$OUT/wrk-$r-$path-$v.txt" | grep '^BENCH ') \
+        || die "wrk $path $v printed no BENCH line"
+      grep -q '^NOTE ' "$OUT/wrk-$r-$path-$v.txt" && log "warning: $path $v round $r: $(grep '^NOTE ' "$OUT/wrk-$r-$path-$v.txt")"
+      RATE[$r-$path-$v]=$(kv rps "$line")
+      log "round $r $path $v: ${RATE[$r-$path-$v]} req/s, errors $(( $(kv http_errors "$line") + $(kv socket_errors "$line") ))"
+    done
+  done
+done
+
+{
+  results_header "bench/ab-write.sh${label:+ ($label)}" "A_BIN=$A_BIN B_BIN=$B_BIN ROUNDS=$rounds ROUND_SECONDS=$secs bench/ab-write.sh $args"
+  echo "Interleaved rounds of ${secs} s, wrk -t2 -c32 through nginx (1 worker) to 2 workers per build, limits off; B / A per round."
+  echo
+  echo "| round | creation A | creation B | B / A | refresh A | refresh B | B / A |"
+  echo "|---:|---:|---:|---:|---:|---:|---:|"
+  for r in $(seq "$rounds"); do
+    echo "| $r | ${RATE[$r-create-A]} | ${RATE[$r-create-B]} | $(ratio "${RATE[$r-create-B]}" "${RATE[$r-create-A]}") | ${RATE[$r-refresh-A]} | ${RATE[$r-refresh-B]} | $(ratio "${RATE[$r-refresh-B]}" "${RATE[$r-refresh-A]}") |"
+  done
+} >>"$RESULTS"
+log "appended to $RESULTS"
