@@ -1,5 +1,6 @@
 // libFuzzer target for the gateway's request-facing parsers: Request.parse (CGI parameters and
-// body), JSONBody.strings of the session bodies (checked against JSONDecoder), and WeatherParameters (coordinates, forecast,
+// body), JSONBody.strings of the session bodies (checked against JSONDecoder), JSONValue (provider answers, checked against
+// JSONDecoder), and WeatherParameters (coordinates, forecast,
 // trip). Built by fuzz/build.sh together with the production sources into one module, so the
 // code under test is the shipped code, not a copy.
 //
@@ -168,6 +169,13 @@ func fuzzOne(_ input: [UInt8]) {
         checkError(error, allowed: [400, 415], "JSONBody proof")
     }
 
+    // Provider answers are read by JSONValue: whatever it accepts, JSONDecoder must accept too,
+    // with the same tree (the body stands in for a provider's answer).
+    if let tree = try? JSONValue.parse(request.body) {
+        let theirs = try? JSONDecoder().decode(FuzzJSON.self, from: Data(request.body))
+        fuzzCheck(theirs.map { sameJSON(tree, $0) } ?? false, "JSONValue read \(tree), JSONDecoder: \(String(describing: theirs))")
+    }
+
     // The weather parameters.
     do {
         let (lat, lon) = try WeatherParameters.coordinates(request)
@@ -205,6 +213,47 @@ func fuzzOne(_ input: [UInt8]) {
             fuzzCheck(n > 1, "queryValue(\(name)) threw with \(n) copies")
             checkError(error, allowed: [400], "queryValue")
         }
+    }
+}
+
+/// Any JSON value, as JSONDecoder reads it.
+indirect enum FuzzJSON: Decodable {
+    case null, bool(Bool), number(Double), string(String), array([FuzzJSON]), object([String: FuzzJSON])
+
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.singleValueContainer()
+        if c.decodeNil() {
+            self = .null
+        } else if let b = try? c.decode(Bool.self) {
+            self = .bool(b)
+        } else if let d = try? c.decode(Double.self) {
+            self = .number(d)
+        } else if let s = try? c.decode(String.self) {
+            self = .string(s)
+        } else if let a = try? c.decode([FuzzJSON].self) {
+            self = .array(a)
+        } else {
+            self = .object(try c.decode([String: FuzzJSON].self))
+        }
+    }
+}
+
+/// The same document: numbers, strings, elements in order, and the same member names. A member
+/// given twice is only checked for presence (JSONValueTests pins that the first one counts).
+func sameJSON(_ v: JSONValue, _ f: FuzzJSON) -> Bool {
+    switch (v, f) {
+    case (.null, .null): return true
+    case (.bool(let a), .bool(let b)): return a == b
+    case (.number(let a), .number(let b)): return a == b
+    case (.string(let a), .string(let b)): return a == b
+    case (.array(let a), .array(let b)): return a.count == b.count && zip(a, b).allSatisfy { sameJSON($0, $1) }
+    case (.object(let members), .object(let fo)):
+        guard fo.count == Set(members.map(\.key)).count else { return false }
+        return members.allSatisfy { m in
+            guard let value = fo[m.key] else { return false }
+            return members.filter({ $0.key == m.key }).count > 1 || sameJSON(m.value, value)
+        }
+    default: return false
     }
 }
 

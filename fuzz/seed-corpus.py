@@ -53,6 +53,11 @@ seeds = {
     "bad-dates": entry(GET, 0x18, b"/v1/weather/trip?lat=1&lon=1&start=2026-02-30&end=10000-01-01"),
     "content-type-from-header": entry(POST, 7 | 0x10, b"/v1/weather/session",
                                       headers=[b"CONTENT-TYPE=application/json;charset=\xff", b"CONTENT-LENGTH=2"], body=b"{}"),
+    # Shaped like a provider's answer (JSONValue reads every body, as it reads provider answers).
+    "provider-answer": entry(POST, EXACT, b"/v1/weather/session", body=b'{"status":"ok","server_time":1796004011,"timezone":"Asia\\/Shanghai",'
+                             b'"result":{"realtime":{"temperature":12.3,"humidity":0.62,"wind":{"speed":9.4},"precipitation":{"local":{"intensity":0}}},'
+                             b'"daily":{"temperature":[{"date":"2026-11-30T00:00+08:00","min":8,"max":14.5}],"skycon":[{"date":"2026-11-30","value":"CLOUDY"}]}},'
+                             b'"n":[-0,1E+2,2.5e-5,123456789012345678,"\\u4e2d"],"dup":1,"dup":[true,false,null]}'),
     "big-header": entry(GET, 0x18, b"/v1/health", headers=[b"X-Big=" + b"A" * 3000, b"X-Request-Id=" + b"r" * 200]),
 }
 

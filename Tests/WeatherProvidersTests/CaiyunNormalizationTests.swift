@@ -185,6 +185,52 @@ let shanghai = GridPoint(lat: 31.3, lon: 121.5)
         }
     }
 
+    @Test func fieldsOfTheWrongTypeMakeTheAnswerUnparseable() throws {
+        func realtime(_ change: @escaping (inout [String: Any]) -> Void) throws -> [UInt8] {
+            try modified { o in
+                var result = o["result"] as! [String: Any]
+                var realtime = result["realtime"] as! [String: Any]
+                change(&realtime)
+                result["realtime"] = realtime
+                o["result"] = result
+            }
+        }
+        func daily(_ change: @escaping (inout [String: Any]) -> Void) throws -> [UInt8] {
+            try modified { o in
+                var result = o["result"] as! [String: Any]
+                var daily = result["daily"] as! [String: Any]
+                change(&daily)
+                result["daily"] = daily
+                o["result"] = result
+            }
+        }
+        #expect(throws: ProviderFailure.unparseable) { try report(realtime { $0["temperature"] = "12.3" }) }
+        #expect(throws: ProviderFailure.unparseable) { try report(realtime { $0["wind"] = 5 }) }
+        #expect(throws: ProviderFailure.unparseable) { try report(realtime { $0["skycon"] = ["CLOUDY"] }) }
+        #expect(throws: ProviderFailure.unparseable) { try report(daily { $0["temperature"] = ["date": "2026-11-30"] }) }
+        #expect(throws: ProviderFailure.unparseable) { try report(daily { $0["skycon"] = [NSNull()] }) }
+        #expect(throws: ProviderFailure.unparseable) {
+            try report(daily { d in
+                var t = d["temperature"] as! [[String: Any]]
+                t[0]["date"] = nil
+                d["temperature"] = t
+            })
+        }
+        #expect(throws: ProviderFailure.unparseable) { try report(modified { $0["server_time"] = "now" }) }
+        // A null is an absent value, not a wrong type.
+        #expect(try report(realtime { $0["temperature"] = NSNull() }).current?.temperatureC == nil)
+        // An error answer is recognised by its status, whatever the rest holds.
+        #expect(throws: ProviderFailure.providerError) { try report(Array(#"{"status":"failed","result":7}"#.utf8)) }
+    }
+
+    @Test func aFieldGivenTwiceCountsTheFirstTime() throws {
+        let plain = try Fixture.bytes(Fixture.caiyunWeather)
+        let text = String(decoding: plain, as: UTF8.self)
+        let brace = try #require(text.firstIndex(of: "{"))
+        let twice = Array((String(text[...brace]) + #""timezone":"Asia/Tokyo","# + String(text[text.index(after: brace)...])).utf8)
+        #expect(try report(twice).timezone == "Asia/Tokyo")
+    }
+
     @Test func htmlAndGarbageAreUnparseable() throws {
         let html = Array("<html><body><h1>502 Bad Gateway</h1></body></html>".utf8)
         #expect(throws: ProviderFailure.httpStatus(502, retryAfter: nil)) { try report(html, status: 502) }

@@ -110,6 +110,23 @@ let newYork = GridPoint(lat: 40.7, lon: -74)
         #expect(extra == plain)
     }
 
+    @Test func fieldsOfTheWrongTypeMakeTheAnswerUnparseable() throws {
+        func day0(_ change: @escaping (inout [String: Any]) -> Void) throws -> [UInt8] {
+            try modified { o in
+                var days = o["days"] as! [[String: Any]]
+                change(&days[0])
+                o["days"] = days
+            }
+        }
+        #expect(throws: ProviderFailure.unparseable) { try report(day0 { $0["tempmax"] = true }) }
+        #expect(throws: ProviderFailure.unparseable) { try report(day0 { $0["datetime"] = nil }) }
+        #expect(throws: ProviderFailure.unparseable) { try report(modified { $0["days"] = ["2026-11-30"] }) }
+        #expect(throws: ProviderFailure.unparseable) { try report(modified { $0["currentConditions"] = [1] }) }
+        #expect(throws: ProviderFailure.unparseable) { try report(Array(#"{"errorCode": 5.5, "message": "x"}"#.utf8)) }
+        #expect(throws: ProviderFailure.providerError) { try report(Array(#"{"errorCode": 5.0}"#.utf8)) }
+        #expect(try report(day0 { $0["tempmax"] = NSNull() }).daily[0].temperatureMaxC == nil)
+    }
+
     @Test func errorAnswersAreClassified() throws {
         let text = Array("Bad API Request:Invalid location parameter value.".utf8)
         #expect(throws: ProviderFailure.httpStatus(400, retryAfter: nil)) { try report(text, status: 400) }

@@ -1,5 +1,4 @@
 import WeatherCore
-import FoundationEssentials
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -98,8 +97,7 @@ final class WeatherHandler {
         defer { try? store.releaseFetchLock(key: key, owner: owner) }  // expires by itself if this fails
         switch fetched.result {
         case .success(let report):
-            let body: [UInt8]
-            do { body = Array(try JSONEncoder().encode(report)) } catch { throw .internalError }
+            let body = report.json
             do {
                 try store.storeWeather(key: key, body: body, fetchedAt: now, freshUntil: now.adding(seconds: config.cacheTTL),
                                        staleUntil: now.adding(seconds: config.cacheTTL + config.cacheStaleTTL))

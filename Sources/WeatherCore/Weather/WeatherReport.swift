@@ -99,3 +99,46 @@ public enum WeatherCondition: String, Codable, Sendable, CaseIterable {
     case heavyRain = "heavy_rain"
     case thunderstorm, sleet, snow, dust, unknown
 }
+
+extension WeatherReport {
+    /// The report as the JSON body the gateway caches and sends: the fields in the order above,
+    /// optional values as `null`, and `current` left out when there is none (a trip).
+    public var json: [UInt8] {
+        var w = JSONWriter()
+        w.object { w in
+            w.field("provider", provider)
+            w.key("location")
+            w.object { w in
+                w.field("lat", location.lat)
+                w.field("lon", location.lon)
+            }
+            w.field("timezone", timezone)
+            if let current {
+                w.key("current")
+                w.object { w in
+                    w.field("observedAt", current.observedAt)
+                    w.field("temperatureC", current.temperatureC)
+                    w.field("apparentTemperatureC", current.apparentTemperatureC)
+                    w.field("humidity", current.humidity)
+                    w.field("windSpeedKph", current.windSpeedKph)
+                    w.field("precipitationMmPerHour", current.precipitationMmPerHour)
+                    w.field("condition", current.condition.rawValue)
+                }
+            }
+            w.key("daily")
+            w.array { w in
+                for day in daily {
+                    w.object { w in
+                        w.field("date", day.date)
+                        w.field("temperatureMinC", day.temperatureMinC)
+                        w.field("temperatureMaxC", day.temperatureMaxC)
+                        w.field("condition", day.condition.rawValue)
+                        w.field("precipitationProbability", day.precipitationProbability)
+                    }
+                }
+            }
+            w.field("fetchedAt", fetchedAt)
+        }
+        return w.bytes
+    }
+}

@@ -1,67 +1,85 @@
-/// The parts of a Caiyun v2.6 `weather` answer the gateway reads. Everything is optional so that
-/// a missing field decodes as `nil` (and becomes JSON `null`) instead of failing the whole
-/// answer; unknown fields are ignored. Numbers are `Double`, which also accepts `5` for `5.0`.
-struct CaiyunPayload: Decodable {
-    /// Decoded first and on its own, so an error body is recognised whatever else it contains.
-    struct Envelope: Decodable {
-        var status: String?
-    }
-
-    struct Result: Decodable {
+/// The parts of a Caiyun v2.6 `weather` answer the gateway reads (`ProviderObject` rules: a
+/// missing or null field is `nil` and becomes JSON `null`, unknown fields are ignored, a field of
+/// the wrong type fails the answer). Numbers are `Double`, which also takes `5` for `5.0`.
+struct CaiyunPayload {
+    struct Result {
         var realtime: Realtime?
         var daily: Daily?
+
+        init(_ o: ProviderObject) throws(ProviderFailure) {
+            realtime = try o.object("realtime").map { o throws(ProviderFailure) in try Realtime(o) }
+            daily = try o.object("daily").map { o throws(ProviderFailure) in try Daily(o) }
+        }
     }
 
-    struct Realtime: Decodable {
+    struct Realtime {
         var status: String?
         var temperature: Double?
         var apparentTemperature: Double?
         var humidity: Double?
         var skycon: String?
-        var wind: Wind?
-        var precipitation: Precipitation?
+        /// `wind.speed`
+        var windSpeed: Double?
+        /// `precipitation.local.intensity`
+        var localIntensity: Double?
 
-        enum CodingKeys: String, CodingKey {
-            case status, temperature, humidity, skycon, wind, precipitation
-            case apparentTemperature = "apparent_temperature"
+        init(_ o: ProviderObject) throws(ProviderFailure) {
+            status = try o.string("status")
+            temperature = try o.double("temperature")
+            apparentTemperature = try o.double("apparent_temperature")
+            humidity = try o.double("humidity")
+            skycon = try o.string("skycon")
+            windSpeed = try o.object("wind")?.double("speed")
+            localIntensity = try o.object("precipitation")?.object("local")?.double("intensity")
         }
     }
 
-    struct Wind: Decodable {
-        var speed: Double?
-    }
-
-    struct Precipitation: Decodable {
-        var local: Intensity?
-    }
-
-    struct Intensity: Decodable {
-        var intensity: Double?
-    }
-
-    struct Daily: Decodable {
+    struct Daily {
         var status: String?
         var temperature: [DailyTemperature]?
         var skycon: [DailyValue]?
         var precipitation: [DailyPrecipitation]?
+
+        init(_ o: ProviderObject) throws(ProviderFailure) {
+            status = try o.string("status")
+            temperature = try o.objects("temperature")?.map { o throws(ProviderFailure) in try DailyTemperature(o) }
+            skycon = try o.objects("skycon")?.map { o throws(ProviderFailure) in try DailyValue(o) }
+            precipitation = try o.objects("precipitation")?.map { o throws(ProviderFailure) in try DailyPrecipitation(o) }
+        }
     }
 
     /// `date` is required: an entry without one cannot be placed on any day.
-    struct DailyTemperature: Decodable {
+    struct DailyTemperature {
         var date: String
         var min: Double?
         var max: Double?
+
+        init(_ o: ProviderObject) throws(ProviderFailure) {
+            date = try o.requiredString("date")
+            min = try o.double("min")
+            max = try o.double("max")
+        }
     }
 
-    struct DailyValue: Decodable {
+    struct DailyValue {
         var date: String
         var value: String?
+
+        init(_ o: ProviderObject) throws(ProviderFailure) {
+            date = try o.requiredString("date")
+            value = try o.string("value")
+        }
     }
 
-    struct DailyPrecipitation: Decodable {
+    struct DailyPrecipitation {
         var date: String
         /// Percent 0...100 in v2.6.
         var probability: Double?
+
+        init(_ o: ProviderObject) throws(ProviderFailure) {
+            date = try o.requiredString("date")
+            probability = try o.double("probability")
+        }
     }
 
     var status: String?
@@ -69,8 +87,16 @@ struct CaiyunPayload: Decodable {
     var serverTime: Double?
     var result: Result?
 
-    enum CodingKeys: String, CodingKey {
-        case status, timezone, result
-        case serverTime = "server_time"
+    /// The answer's `status` is read first and alone, so an error answer is recognised whatever
+    /// else it contains; the rest only once it says `ok`.
+    static func status(of answer: ProviderObject) throws(ProviderFailure) -> String? {
+        try answer.string("status")
+    }
+
+    init(_ o: ProviderObject) throws(ProviderFailure) {
+        status = try o.string("status")
+        timezone = try o.string("timezone")
+        serverTime = try o.double("server_time")
+        result = try o.object("result").map { o throws(ProviderFailure) in try Result(o) }
     }
 }

@@ -12,9 +12,9 @@ extension CaiyunProvider {
         guard ProviderJSON.isSuccess(response.status) else {
             throw .httpStatus(response.status, retryAfter: response.retryAfterSeconds)
         }
-        let envelope = try ProviderJSON.decode(CaiyunPayload.Envelope.self, from: response.body)
-        guard envelope.status == "ok" else { throw .providerError }
-        let payload = try ProviderJSON.decode(CaiyunPayload.self, from: response.body)
+        let answer = try ProviderObject.parse(response.body)
+        guard try CaiyunPayload.status(of: answer) == "ok" else { throw .providerError }
+        let payload = try CaiyunPayload(answer)
         guard let timezone = payload.timezone, let result = payload.result, let daily = result.daily else {
             throw .unparseable
         }
@@ -42,8 +42,8 @@ extension CaiyunProvider {
             temperatureC: realtime.temperature,
             apparentTemperatureC: realtime.apparentTemperature,
             humidity: DailySelection.fraction(realtime.humidity),  // already 0...1
-            windSpeedKph: realtime.wind?.speed,  // metric:v2 → km/h
-            precipitationMmPerHour: realtime.precipitation?.local?.intensity,  // metric:v2 → mm/h
+            windSpeedKph: realtime.windSpeed,  // metric:v2 → km/h
+            precipitationMmPerHour: realtime.localIntensity,  // metric:v2 → mm/h
             condition: realtime.skycon.map(condition(for:)) ?? .unknown
         )
     }

@@ -13,7 +13,7 @@ extension VisualCrossingProvider {
         guard ProviderJSON.isSuccess(response.status) else {
             throw .httpStatus(response.status, retryAfter: response.retryAfterSeconds)
         }
-        let payload = try ProviderJSON.decode(VisualCrossingPayload.self, from: response.body)
+        let payload = try VisualCrossingPayload(ProviderObject.parse(response.body))
         guard let days = payload.days else {
             throw payload.errorCode != nil || payload.message != nil ? .providerError : .unparseable
         }

@@ -1,4 +1,7 @@
-/// A small JSON writer for the gateway's own responses: no reflection, no intermediate tree.
+/// A small JSON writer for the gateway's own responses and cached weather bodies: no reflection,
+/// no intermediate tree. Numbers are written as Swift prints a `Double`, without a trailing `.0`
+/// (`12.5`, `5`, `-0`, `1e+16`: what `JSONEncoder` wrote before it); a number that is not finite
+/// (no JSON for it) is written as `null`.
 public struct JSONWriter {
     public private(set) var bytes: [UInt8] = []
     private var needsComma = false
@@ -31,6 +34,39 @@ public struct JSONWriter {
         key(k)
         bytes += Array(String(v).utf8)
         needsComma = true
+    }
+
+    public mutating func field(_ k: String, _ v: String?) {
+        key(k)
+        if let v { string(v) } else { null() }
+        needsComma = true
+    }
+
+    public mutating func field(_ k: String, _ v: Double?) {
+        key(k)
+        if let v { number(v) } else { null() }
+        needsComma = true
+    }
+
+    /// An array value; `body` writes its elements.
+    public mutating func array(_ body: (inout JSONWriter) -> Void) {
+        separate()
+        bytes.append(UInt8(ascii: "["))
+        needsComma = false
+        body(&self)
+        bytes.append(UInt8(ascii: "]"))
+        needsComma = true
+    }
+
+    private mutating func null() {
+        bytes += [110, 117, 108, 108]
+    }
+
+    private mutating func number(_ v: Double) {
+        guard v.isFinite else { return null() }
+        var text = v.description
+        if text.hasSuffix(".0") { text.removeLast(2) }
+        bytes += text.utf8
     }
 
     private mutating func separate() {

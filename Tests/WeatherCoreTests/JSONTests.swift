@@ -1,0 +1,126 @@
+import Foundation
+import Testing
+@testable import WeatherCore
+
+@Suite struct JSONValueTests {
+    func parse(_ text: String, maxDepth: Int = JSONValue.defaultMaxDepth) throws(JSONScanner.Invalid) -> JSONValue {
+        try JSONValue.parse(Array(text.utf8), maxDepth: maxDepth)
+    }
+
+    @Test func documentsBecomeTrees() throws {
+        #expect(try parse(#" {"a": [1, -2.5e3, true, false, null, "x\u00e9\ud83d\ude00\n"], "b": {}} "#) == .object([
+            .init("a", .array([.number(1), .number(-2500), .bool(true), .bool(false), .null, .string("xé😀\n")])),
+            .init("b", .object([])),
+        ]))
+        #expect(try parse("[]") == .array([]))
+        #expect(try parse("\"\"") == .string(""))
+        #expect(try parse("-0") == .number(-0.0))
+        #expect(try parse("0.5E+1") == .number(5))
+        #expect(try parse("0e-400") == .number(0))
+        #expect(try parse("1e-320") == .number(1e-320))
+    }
+
+    @Test func theFirstOfTwoMembersOfOneNameIsTheOneFound() throws {
+        let v = try parse(#"{"a": 1, "a": 2}"#)
+        #expect(v["a"] == .number(1))
+        #expect(v["b"] == nil)
+        #expect(JSONValue.number(1)["a"] == nil)
+    }
+
+    @Test(arguments: [
+        "", " ", "{", "}", "[1,]", "{\"a\":1,}", "{\"a\" 1}", "{a:1}", "[1 2]", "01", "+1", ".5", "1.", "1e", "-",
+        "1e400", "-1e400", "1e-400", "0.0001e-330", "tru", "nul", "\"\\x\"", "\"\\ud800\"", "\"\\udc00\"", "\"a\nb\"", "\"\\u12\"", "[1] x", "{} {}",
+        "NaN", "Infinity", "'a'",
+    ])
+    func invalidDocumentsAreRefused(_ text: String) {
+        #expect(throws: JSONScanner.Invalid.self) { try parse(text) }
+    }
+
+    @Test func invalidUTF8IsRefused() {
+        #expect(throws: JSONScanner.Invalid.self) { try JSONValue.parse([0x22, 0xC3, 0x28, 0x22]) }
+        #expect(throws: JSONScanner.Invalid.self) { try JSONValue.parse([0x22, 0xFF, 0x22]) }
+    }
+
+    @Test func nestingStopsAtTheLimit() throws {
+        let ok = String(repeating: "[", count: 8) + String(repeating: "]", count: 8)
+        #expect(try parse(ok, maxDepth: 8) != .null)
+        let deep = String(repeating: "[", count: 9) + String(repeating: "]", count: 9)
+        #expect(throws: JSONScanner.Invalid.self) { try parse(deep, maxDepth: 8) }
+        #expect(throws: JSONScanner.Invalid.self) { try parse(String(repeating: "[", count: 100_000)) }
+    }
+
+    /// Whatever this parser accepts, Foundation's parser accepts with the same numbers and strings.
+    @Test func acceptedDocumentsReadTheSameWithFoundation() throws {
+        let documents = [
+            #"{"temperature": 12.3, "n": [1, 2.50, -0.001, 1e21, 123456789012345678], "s": "a\/b\u0041\"", "z": null}"#,
+            #"[{"a": {"b": {"c": [true, false]}}}]"#,
+            #"{"unicode": "\u4e2d\u6587 ✓", "e": 1E-7}"#,
+        ]
+        for text in documents {
+            let mine = try parse(text)
+            let theirs = try JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed])
+            #expect(Self.same(mine, theirs), "\(text)")
+        }
+    }
+
+    static func same(_ v: JSONValue, _ f: Any) -> Bool {
+        switch v {
+        case .null: return f is NSNull
+        case .bool(let b): return (f as? Bool) == b
+        case .number(let d): return (f as? NSNumber)?.doubleValue == d
+        case .string(let s): return (f as? String) == s
+        case .array(let a):
+            guard let fa = f as? [Any], fa.count == a.count else { return false }
+            return zip(a, fa).allSatisfy { same($0, $1) }
+        case .object(let members):
+            guard let fo = f as? [String: Any], fo.count == members.count else { return false }
+            return members.allSatisfy { m in fo[m.key].map { same(m.value, $0) } ?? false }
+        }
+    }
+}
+
+@Suite struct WeatherReportJSONTests {
+    func report(current: CurrentWeather?, values: [Double?]) -> WeatherReport {
+        let conditions = WeatherCondition.allCases
+        let daily = (0..<values.count).map { i in
+            DailyWeather(date: "2026-12-\(10 + i)", temperatureMinC: values[i], temperatureMaxC: values[(i + 1) % values.count],
+                         condition: conditions[i % conditions.count], precipitationProbability: values[(i + 2) % values.count])
+        }
+        return WeatherReport(provider: "caiyun", location: GridPoint(lat: 31.25, lon: -121.45), timezone: "Asia/Shanghai",
+                             current: current, daily: daily, fetchedAt: "2026-11-30T02:03:11Z")
+    }
+
+    struct One: Codable { var v: Double? }
+
+    /// Numbers are written as `JSONEncoder` wrote them (old cached bodies and new ones read alike).
+    @Test(arguments: [12.3, -0.0, 0, 5, -1.5, 0.1, 0.62, 100, 1e-7, 2.5e-5, 1e15, 1e16, 1e21, 123456789.125, 0.30000000000000004, -273.15, 5e-324, 1.7976931348623157e308])
+    func numbersAreWrittenAsJSONEncoderWroteThem(_ v: Double) throws {
+        var w = JSONWriter()
+        w.object { w in w.field("v", v) }
+        #expect(String(decoding: w.bytes, as: UTF8.self) == String(decoding: try JSONEncoder().encode(One(v: v)), as: UTF8.self))
+    }
+
+    /// The fields come in the declared order (`JSONEncoder` on Linux wrote them in hash order),
+    /// and the body decodes back to the same report.
+    @Test func theBodyHasTheDeclaredFieldOrderAndDecodesBack() throws {
+        let values: [Double?] = [12.3, nil, -0.0, 5, 0.62, 1e-7, 1e21]
+        let current = CurrentWeather(observedAt: "2026-11-30T02:00:00Z", temperatureC: 12.3, apparentTemperatureC: nil, humidity: 0.62,
+                                     windSpeedKph: 9.4, precipitationMmPerHour: 0, condition: .partlyCloudy)
+        let forecast = report(current: current, values: values)
+        #expect(String(decoding: forecast.json, as: UTF8.self).hasPrefix(
+            #"{"provider":"caiyun","location":{"lat":31.25,"lon":-121.45},"timezone":"Asia/Shanghai","current":{"observedAt":"2026-11-30T02:00:00Z","temperatureC":12.3,"apparentTemperatureC":null,"humidity":0.62,"windSpeedKph":9.4,"precipitationMmPerHour":0,"condition":"partly_cloudy"},"daily":[{"date":"2026-12-10","temperatureMinC":12.3,"temperatureMaxC":null,"condition":"clear","precipitationProbability":-0},"#))
+        let trip = report(current: nil, values: [])
+        #expect(String(decoding: trip.json, as: UTF8.self)
+            == #"{"provider":"caiyun","location":{"lat":31.25,"lon":-121.45},"timezone":"Asia/Shanghai","daily":[],"fetchedAt":"2026-11-30T02:03:11Z"}"#)
+        for r in [forecast, trip, report(current: nil, values: values)] {
+            #expect(try JSONDecoder().decode(WeatherReport.self, from: Data(r.json)) == r)
+        }
+    }
+
+    @Test func aNumberThatIsNotFiniteIsWrittenAsNull() throws {
+        let r = report(current: nil, values: [.infinity, .nan])
+        let text = String(decoding: r.json, as: UTF8.self)
+        #expect(text.contains(#""temperatureMinC":null,"temperatureMaxC":null"#))
+        #expect(try JSONSerialization.jsonObject(with: Data(r.json)) is [String: Any])
+    }
+}
