@@ -78,3 +78,37 @@ import Testing
         #expect((a.json["openapi"] as? String)?.hasPrefix("3.1") == true)
     }
 }
+
+/// `WeatherParameters.plainDecimal` reads coordinates in one pass; it must accept exactly what
+/// the rule it replaced accepted, with the same `Double`, bit for bit.
+@Suite struct PlainDecimalTests {
+    /// The rule before: sign, digits and one inner dot, at most 24 bytes, then `Double(text)`.
+    static func before(_ text: String) -> Double? {
+        let u = Array(text.utf8)
+        let digits = u.drop { $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "+") }
+        guard u.count <= 24, u.count - digits.count <= 1, !digits.isEmpty,
+              digits.allSatisfy({ (48...57).contains($0) || $0 == UInt8(ascii: ".") }),
+              digits.filter({ $0 == UInt8(ascii: ".") }).count <= 1,
+              digits.first != UInt8(ascii: "."), digits.last != UInt8(ascii: "."),
+              let v = Double(text), v.isFinite else { return nil }
+        return v
+    }
+
+    @Test func acceptsWhatTheOldRuleAcceptedWithTheSameValue() {
+        var cases = ["", "-", "+", ".", "0", "-0", "+0", "00", "1.5", "-1.5", "+31.2304", ".5", "5.", "1..2", "1.2.3", "--1", "+-1",
+                     "1e5", "0x1p3", "nan", "inf", " 1", "1 ", "31.230400000000000000001", "123456789012345.6", "0.1234567890123456",
+                     "9999999999999999", "121.4737", "-180", "90.000000", String(repeating: "9", count: 24), String(repeating: "9", count: 25)]
+        let alphabet = Array("0123456789.-+e".utf8)
+        var random = SystemRandomNumberGenerator()
+        for _ in 0..<50_000 {
+            let n = Int.random(in: 1...26, using: &random)
+            cases.append(String(decoding: (0..<n).map { i in
+                i == 0 || Int.random(in: 0..<8, using: &random) == 0 ? alphabet.randomElement(using: &random)! : UInt8.random(in: 48...57, using: &random)
+            }, as: UTF8.self))
+        }
+        for text in cases {
+            let mine = WeatherParameters.plainDecimal(text), theirs = Self.before(text)
+            #expect(mine?.bitPattern == theirs?.bitPattern, "\(text): \(String(describing: mine)) vs \(String(describing: theirs))")
+        }
+    }
+}

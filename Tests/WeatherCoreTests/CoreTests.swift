@@ -137,6 +137,25 @@ import Testing
         #expect(GridPoint.snapping(lat: 90, lon: -180, degrees: 0.05).lat == 90)
     }
 
+    /// Keys are written from millionths now; they must be the text `Double` printing gave before
+    /// (cache rows and limiter keys of a running gateway keep their names across an upgrade).
+    @Test func keysAreTheTextDoublePrintingGave() {
+        func before(_ v: Double) -> String { v == v.rounded() && abs(v) < 1e15 ? String(Int(v)) : "\(v)" }
+        var values: [Double] = [0, 90, -90, 180, -180, 31.25, -0.05, 0.05, 121.45, 0.0001, -0.0001, 0.00005, 0.000001, 1e-7, 31.2304, 1e9, 1e15, 1e16, 0.1 + 0.2]
+        for degrees in [0.05, 0.01, 0.1, 0.25, 0.003, 0.0001] {
+            for i in stride(from: -90.0, through: 90.0, by: 0.37) {
+                let p = GridPoint.snapping(lat: i, lon: i * 1.99, degrees: degrees)
+                values += [p.lat, p.lon]
+            }
+        }
+        var random = SystemRandomNumberGenerator()
+        for _ in 0..<20_000 { values.append((Double(Int64.random(in: -180_000_000...180_000_000, using: &random)) / 1_000_000)) }
+        for v in values {
+            #expect(GridPoint.format(v) == before(v), "\(v)")
+        }
+        #expect(GridPoint(lat: -0.05, lon: 121).key == "-0.05,121")
+    }
+
     @Test func timestampsRoundTripTheWireFormat() {
         let t = Timestamp(iso8601: "2026-06-03T20:00:00Z")!
         #expect(t.iso8601 == "2026-06-03T20:00:00Z")

@@ -8,17 +8,52 @@ enum WeatherParameters {
 
     static func decimal(_ r: Request, _ name: String, _ range: ClosedRange<Double>) throws(HTTPError) -> Double {
         guard let text = try r.queryValue(name) else { throw .invalidRequest("parameter \(name) is required") }
-        let u = Array(text.utf8)
-        let digits = u.drop { $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "+") }
-        guard u.count <= 24, u.count - digits.count <= 1, !digits.isEmpty,
-              digits.allSatisfy({ (48...57).contains($0) || $0 == UInt8(ascii: ".") }),
-              digits.filter({ $0 == UInt8(ascii: ".") }).count <= 1,
-              digits.first != UInt8(ascii: "."), digits.last != UInt8(ascii: "."),
-              let v = Double(text), v.isFinite, range.contains(v) else {
+        guard let v = plainDecimal(text), range.contains(v) else {
             throw .invalidRequest("parameter \(name) must be a decimal number in \(Int(range.lowerBound))...\(Int(range.upperBound))")
         }
         return v
     }
+
+    /// `[+-]?[0-9]+(\.[0-9]+)?`, at most 24 bytes, as a `Double`; nil for anything else (`1e5`,
+    /// `.5`, `5.`, `0x1p3`, `nan`, `inf`). One pass over the bytes: with at most 15 digits and 22
+    /// decimals the value is the digits divided by a power of ten, both exact in a `Double`, so the
+    /// one rounding is the division's, the same result `Double(text)` gives; longer text goes to it.
+    static func plainDecimal(_ text: String) -> Double? {
+        var text = text
+        return text.withUTF8 { u -> Double? in
+            guard !u.isEmpty, u.count <= 24 else { return nil }
+            var i = 0
+            let negative = u[0] == UInt8(ascii: "-")
+            if negative || u[0] == UInt8(ascii: "+") { i = 1 }
+            var mantissa: Int64 = 0
+            var digits = 0, decimals = 0
+            var dot = -1
+            while i < u.count {
+                let c = u[i]
+                if c == UInt8(ascii: ".") {
+                    guard dot < 0 else { return nil }
+                    dot = i
+                } else {
+                    guard c >= 48, c <= 57 else { return nil }
+                    digits += 1
+                    if dot >= 0 { decimals += 1 }
+                    if digits <= 18 { mantissa = mantissa * 10 + Int64(c - 48) }
+                }
+                i += 1
+            }
+            // Digits on both sides of a dot, and at least one digit.
+            guard digits > 0, dot < 0 || (decimals > 0 && digits > decimals) else { return nil }
+            guard digits <= 15, decimals <= 22 else {
+                guard let v = Double(String(decoding: u, as: UTF8.self)), v.isFinite else { return nil }
+                return v
+            }
+            let v = Double(mantissa) / Self.powersOfTen[decimals]
+            return negative ? -v : v
+        }
+    }
+
+    /// 10^0 ... 10^22, every one exact in a `Double`.
+    private static let powersOfTen: [Double] = (0...22).map { n in (0..<n).reduce(1.0) { p, _ in p * 10 } }
 
     static func forecast(_ r: Request) throws(HTTPError) -> WeatherQuery {
         guard let text = try r.queryValue("days") else { return .forecast(days: 7) }

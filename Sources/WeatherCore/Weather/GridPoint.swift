@@ -26,11 +26,48 @@ public struct GridPoint: Codable, Sendable, Hashable {
     }
 
     /// A stable text key for caches and limits, e.g. `31.25,121.45`.
-    public var key: String { "\(Self.format(lat)),\(Self.format(lon))" }
+    public var key: String {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(24)
+        Self.append(lat, to: &bytes)
+        bytes.append(UInt8(ascii: ","))
+        Self.append(lon, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
 
     /// Shortest decimal text of a snapped coordinate (`31.25`, `-0.05`, `121`).
     public static func format(_ v: Double) -> String {
-        if v == v.rounded() && abs(v) < 1e15 { return String(Int(v)) }
-        return "\(v)"
+        var bytes: [UInt8] = []
+        append(v, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// The text of `format`. A snapped coordinate has at most 6 decimals (`snapping` rounds it so),
+    /// which are written from its millionths without `Double`'s printing; anything else (a value
+    /// that is not such a coordinate, or below 0.0001, which Swift prints as `5e-05`) is written
+    /// as Swift prints it, so keys never change.
+    static func append(_ v: Double, to bytes: inout [UInt8]) {
+        let millionths = (v * 1_000_000).rounded()
+        guard abs(v) < 1e9, abs(v) >= 0.0001 || v == 0, millionths / 1_000_000 == v else {
+            bytes += (v == v.rounded() && abs(v) < 1e15 ? String(Int(v)) : "\(v)").utf8
+            return
+        }
+        var n = Int64(millionths)
+        if n < 0 {
+            bytes.append(UInt8(ascii: "-"))
+            n = -n
+        }
+        bytes += String(n / 1_000_000).utf8
+        var fraction = n % 1_000_000
+        guard fraction != 0 else { return }
+        bytes.append(UInt8(ascii: "."))
+        var width = 6
+        while fraction % 10 == 0 {
+            fraction /= 10
+            width -= 1
+        }
+        let text = String(fraction)
+        bytes += repeatElement(UInt8(ascii: "0"), count: width - text.utf8.count)
+        bytes += text.utf8
     }
 }
