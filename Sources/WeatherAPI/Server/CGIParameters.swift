@@ -1,12 +1,15 @@
 /// The parameters of one request (CGI/FastCGI `NAME=value`). A request has a dozen that matter,
-/// so a linear search of short names beats hashing every name on insert and on every lookup.
-/// A name given twice: the last one wins, as in a dictionary.
+/// so a linear search of short names beats hashing every name on insert and on every lookup; the
+/// names' byte counts are kept beside them, so most names are passed over without a string
+/// comparison. A name given twice: the last one wins, as in a dictionary.
 public struct CGIParameters: Sendable, ExpressibleByDictionaryLiteral, Sequence {
     private var names: [String] = []
+    private var lengths: [Int] = []
     private var values: [String] = []
 
     public init() {
         names.reserveCapacity(16)
+        lengths.reserveCapacity(16)
         values.reserveCapacity(16)
     }
 
@@ -22,16 +25,23 @@ public struct CGIParameters: Sendable, ExpressibleByDictionaryLiteral, Sequence 
 
     public subscript(name: String) -> String? {
         get {
+            let length = name.utf8.count
             var i = names.count - 1
             while i >= 0 {
-                if names[i] == name { return values[i] }
+                if lengths[i] == length && names[i] == name { return values[i] }
                 i -= 1
             }
             return nil
         }
         set {
             if let i = names.lastIndex(of: name) {
-                if let newValue { values[i] = newValue } else { names.remove(at: i); values.remove(at: i) }
+                if let newValue {
+                    values[i] = newValue
+                } else {
+                    names.remove(at: i)
+                    lengths.remove(at: i)
+                    values.remove(at: i)
+                }
             } else if let newValue {
                 append(name, newValue)
             }
@@ -41,6 +51,7 @@ public struct CGIParameters: Sendable, ExpressibleByDictionaryLiteral, Sequence 
     /// Adds a parameter without looking for an earlier one of that name (the reader's way in).
     public mutating func append(_ name: String, _ value: String) {
         names.append(name)
+        lengths.append(name.utf8.count)
         values.append(value)
     }
 

@@ -57,7 +57,7 @@ public struct GridPoint: Codable, Sendable, Hashable {
             bytes.append(UInt8(ascii: "-"))
             n = -n
         }
-        bytes += String(n / 1_000_000).utf8
+        appendDigits(n / 1_000_000, width: 1, to: &bytes)
         var fraction = n % 1_000_000
         guard fraction != 0 else { return }
         bytes.append(UInt8(ascii: "."))
@@ -66,8 +66,23 @@ public struct GridPoint: Codable, Sendable, Hashable {
             fraction /= 10
             width -= 1
         }
-        let text = String(fraction)
-        bytes += repeatElement(UInt8(ascii: "0"), count: width - text.utf8.count)
-        bytes += text.utf8
+        appendDigits(fraction, width: width, to: &bytes)
+    }
+
+    /// The decimal digits of `n >= 0`, zero-padded on the left to `width`, without making a String.
+    private static func appendDigits(_ n: Int64, width: Int, to bytes: inout [UInt8]) {
+        var power: Int64 = 1
+        var count = 1
+        while power <= n / 10 {
+            power *= 10
+            count += 1
+        }
+        for _ in count..<max(count, width) { bytes.append(UInt8(ascii: "0")) }
+        var rest = n
+        while power > 0 {
+            bytes.append(UInt8(ascii: "0") + UInt8(rest / power))
+            rest %= power
+            power /= 10
+        }
     }
 }
