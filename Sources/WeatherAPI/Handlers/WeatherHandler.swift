@@ -138,10 +138,15 @@ final class WeatherHandler {
 
     /// `{"authMode":..., <stored report fields>, "cache":...}` without decoding the stored body.
     static func envelope(_ report: [UInt8], authMode: AuthMode, cache: String) -> [UInt8] {
-        var out = Array("{\"authMode\":\"\(authMode.rawValue)\",".utf8)
+        var out: [UInt8] = []
         out.reserveCapacity(report.count + 64)
+        out.appendUTF8("{\"authMode\":\"")
+        out.appendUTF8(authMode.rawValue)
+        out.appendUTF8("\",")
         if report.count >= 2 { out += report[1..<(report.count - 1)] }
-        out += Array(",\"cache\":\"\(cache)\"}".utf8)
+        out.appendUTF8(",\"cache\":\"")
+        out.appendUTF8(cache)
+        out.appendUTF8("\"}")
         return out
     }
 }
