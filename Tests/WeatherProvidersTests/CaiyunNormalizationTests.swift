@@ -186,24 +186,18 @@ let shanghai = GridPoint(lat: 31.3, lon: 121.5)
     }
 
     @Test func fieldsOfTheWrongTypeMakeTheAnswerUnparseable() throws {
-        func realtime(_ change: @escaping (inout [String: Any]) -> Void) throws -> [UInt8] {
+        /// The fixture with `change` made to `result[part]`.
+        func result(_ part: String, _ change: @escaping (inout [String: Any]) -> Void) throws -> [UInt8] {
             try modified { o in
                 var result = o["result"] as! [String: Any]
-                var realtime = result["realtime"] as! [String: Any]
-                change(&realtime)
-                result["realtime"] = realtime
+                var object = result[part] as! [String: Any]
+                change(&object)
+                result[part] = object
                 o["result"] = result
             }
         }
-        func daily(_ change: @escaping (inout [String: Any]) -> Void) throws -> [UInt8] {
-            try modified { o in
-                var result = o["result"] as! [String: Any]
-                var daily = result["daily"] as! [String: Any]
-                change(&daily)
-                result["daily"] = daily
-                o["result"] = result
-            }
-        }
+        func realtime(_ change: @escaping (inout [String: Any]) -> Void) throws -> [UInt8] { try result("realtime", change) }
+        func daily(_ change: @escaping (inout [String: Any]) -> Void) throws -> [UInt8] { try result("daily", change) }
         #expect(throws: ProviderFailure.unparseable) { try report(realtime { $0["temperature"] = "12.3" }) }
         #expect(throws: ProviderFailure.unparseable) { try report(realtime { $0["wind"] = 5 }) }
         #expect(throws: ProviderFailure.unparseable) { try report(realtime { $0["skycon"] = ["CLOUDY"] }) }

@@ -8,13 +8,9 @@ public struct JSONWriter {
 
     public init() { bytes.reserveCapacity(512) }
 
+    /// An object value; `body` writes its fields.
     public mutating func object(_ body: (inout JSONWriter) -> Void) {
-        separate()
-        bytes.append(UInt8(ascii: "{"))
-        needsComma = false
-        body(&self)
-        bytes.append(UInt8(ascii: "}"))
-        needsComma = true
+        container(UInt8(ascii: "{"), UInt8(ascii: "}"), body)
     }
 
     public mutating func key(_ k: String) {
@@ -50,11 +46,15 @@ public struct JSONWriter {
 
     /// An array value; `body` writes its elements.
     public mutating func array(_ body: (inout JSONWriter) -> Void) {
+        container(UInt8(ascii: "["), UInt8(ascii: "]"), body)
+    }
+
+    private mutating func container(_ open: UInt8, _ close: UInt8, _ body: (inout JSONWriter) -> Void) {
         separate()
-        bytes.append(UInt8(ascii: "["))
+        bytes.append(open)
         needsComma = false
         body(&self)
-        bytes.append(UInt8(ascii: "]"))
+        bytes.append(close)
         needsComma = true
     }
 
