@@ -119,11 +119,13 @@ public struct StartupError: Error, CustomStringConvertible {
     public init(_ d: String) { description = d }
 }
 
-/// Log lines to standard error, one `write` each so lines of concurrent workers do not interleave.
+/// Log lines to standard error, one system call each so lines of concurrent workers do not
+/// interleave.
 public final class StandardErrorLog: LogSink {
     public init() {}
-    /// The line and its newline in one `writev`: one system call, no copy, and (up to PIPE_BUF)
-    /// never interleaved with another worker's line.
+
+    /// The line and its newline in one `writev`: no copy of the line, and (up to PIPE_BUF) never
+    /// interleaved with another worker's line.
     public func write(_ line: String) {
         var text = line
         var newline = UInt8(ascii: "\n")
