@@ -112,3 +112,35 @@ import Testing
         }
     }
 }
+
+/// The worker's log sink writes each line and its newline in one `writev` to standard error.
+@Suite struct StandardErrorLogTests {
+    @Test func eachLineArrivesWholeWithItsNewline() throws {
+        var fds: [Int32] = [0, 0]
+        #expect(pipe(&fds) == 0)
+        let saved = dup(2)
+        #expect(saved >= 0)
+        dup2(fds[1], 2)
+        let log = StandardErrorLog()
+        let long = String(repeating: "x", count: 3000)
+        log.write("ts=2026-11-30T00:00:00Z route=/v1/health status=200")
+        log.write(long)
+        log.write("")
+        dup2(saved, 2)
+        close(saved)
+        close(fds[1])
+        var out: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(fds[0], $0.baseAddress, 4096) }
+            if n <= 0 { break }
+            out += buffer[0..<n]
+        }
+        close(fds[0])
+        // Other tests may write to standard error meanwhile: each line must be there, whole.
+        let text = String(decoding: out, as: UTF8.self)
+        #expect(text.contains("ts=2026-11-30T00:00:00Z route=/v1/health status=200\n"))
+        #expect(text.contains("\n" + long + "\n"))
+        #expect(text.contains("\n\n"))
+    }
+}
