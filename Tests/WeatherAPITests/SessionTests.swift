@@ -115,17 +115,24 @@ import WeatherCrypto
         }
         let ids = (0..<150).map { _ in t.createSession()["anonymousSessionId"] as! String }
         t.clock.advance(60)
-        for id in ids { t.gateway.metrics.touched(id, at: t.clock.now()) }
+        for id in ids.shuffled() { t.gateway.metrics.touched(id, at: t.clock.now()) }
         func touchedRows() throws -> Int64? {
             try t.store.db.scalarInt("SELECT count(*) FROM anonymous_weather_sessions WHERE last_seen_at = '2026-11-30T02:01:00Z'")
         }
         t.clock.advance(3600)
         t.gateway.metrics.flushIfDue(to: t.store, now: t.clock.now())
         #expect(try touchedRows() == Int64(Metrics.touchesPerFlush), "one short transaction, not 150 updates at once")
+        // In session-id order (ids start with their creation time: neighbours share pages).
+        let first = try t.store.db.statement("SELECT id FROM anonymous_weather_sessions WHERE last_seen_at = '2026-11-30T02:01:00Z' ORDER BY id").rows([]) { $0.text(0) ?? "" }
+        #expect(first == Array(ids.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }.prefix(Metrics.touchesPerFlush)))
+        // Noted meanwhile: waits for the next round, after the 86 still being written.
+        t.gateway.metrics.touched(ids[0], at: t.clock.now())
         t.gateway.metrics.flushIfDue(to: t.store, now: t.clock.now())
         #expect(try touchedRows() == Int64(2 * Metrics.touchesPerFlush), "the rest follows the next responses, interval or not")
         t.gateway.metrics.flushIfDue(to: t.store, now: t.clock.now())
         #expect(try touchedRows() == 150)
+        t.gateway.metrics.flushIfDue(to: t.store, now: t.clock.now())
+        #expect(try t.store.db.scalarText("SELECT last_seen_at FROM anonymous_weather_sessions WHERE id = '\(ids[0])'") == "2026-11-30T03:01:00Z")
     }
 
     @Test func revokeStopsEveryTokenAtOnce() throws {

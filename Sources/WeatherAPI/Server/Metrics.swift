@@ -46,15 +46,37 @@ public final class Metrics {
     static let touchesPerFlush = 64
     /// True while touches are left over from a flush: the next responses go on with them.
     private var touchBacklog = false
+    /// The touches being written, in session-id order, and how many of them are written.
+    ///
+    /// Session ids begin with their creation time, so neighbouring ids are neighbouring rows:
+    /// taken in id order, a chunk of 64 sessions created around the same time (a burst of new
+    /// installs refreshing together, the benchmarks' seeded sessions) shares a few pages of the
+    /// table and its id index instead of touching 64 random ones. The backlog is sorted once when
+    /// a round of writing starts; touches noted meanwhile wait for the next round.
+    private var writing: [(id: String, at: Timestamp)] = []
+    private var written = 0
 
     /// Writes one chunk; false when the store refused it (kept for the next try).
     @discardableResult
     private func touchSomeSessions(_ store: any GatewayStore) -> Bool {
-        guard !seen.isEmpty else { touchBacklog = false; return true }
-        let chunk = Dictionary(uniqueKeysWithValues: seen.prefix(Self.touchesPerFlush).map { ($0.key, $0.value) })
+        if writing.isEmpty {
+            guard !seen.isEmpty else {
+                touchBacklog = false
+                return true
+            }
+            writing = seen.map { (id: $0.key, at: $0.value) }.sorted { $0.id.utf8.lexicographicallyPrecedes($1.id.utf8) }
+            written = 0
+            seen.removeAll(keepingCapacity: true)
+        }
+        let end = min(written + Self.touchesPerFlush, writing.count)
+        let chunk = Dictionary(uniqueKeysWithValues: writing[written..<end].map { ($0.id, $0.at) })
         guard (try? store.touchSessions(chunk)) != nil else { return false }
-        for id in chunk.keys { seen[id] = nil }
-        touchBacklog = !seen.isEmpty
+        written = end
+        if written >= writing.count {
+            writing = []
+            written = 0
+        }
+        touchBacklog = !writing.isEmpty || !seen.isEmpty
         return true
     }
 }
