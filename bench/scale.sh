@@ -87,7 +87,8 @@ phase() {
   api_paths "$k" "$gw" "$access" "$BENCH_LEGACY_TOKEN"
   # The refresh path leaves each refreshed session's last_seen_at to be written after later
   # responses (64 rows per transaction); a fresh start writes that backlog on the way down, so the
-  # next path measures itself. How long the stop took is kept as that backlog's cost.
+  # next path measures itself. How long the stop took is reported (it writes the backlog, and the
+  # last worker to close its connection checkpoints the WAL).
   local t0=$(date +%s.%N)
   stop_gateway "$sock"
   DRAIN[$k]=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
@@ -157,7 +158,7 @@ plan() {  # plan LABEL SQL
   drains=""
   for k in "${!DRAIN[@]}"; do drains+="${drains:+, }$k ${DRAIN[$k]} s"; done
   echo
-  echo "Stopping the gateway after the refresh path, which writes that path's last_seen_at backlog: $drains."
+  echo "Stopping the gateway after the refresh path (the workers write that path's last_seen_at backlog; the last to close checkpoints the WAL): $drains."
   echo
   echo "EXPLAIN QUERY PLAN on the big database:"
   echo
