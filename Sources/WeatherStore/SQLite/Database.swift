@@ -218,8 +218,8 @@ public final class Database {
     /// holds `walLimitPages` frames, a RESTART checkpoint waits up to about 20 ms for the readers
     /// of the moment, whose transactions are short, so that the next writer starts the WAL over
     /// (and `journal_size_limit` cuts the file back to 64 MiB); writers wait in the writer queue
-    /// meanwhile. TRUNCATE, which empties the file, cost writes 7–10% in every round: the WAL
-    /// then grows its file again from nothing.
+    /// meanwhile. TRUNCATE, which empties the file, cost writes in every A/B round (creation 7–31%,
+    /// refresh 7–10%): the WAL then grows its file again from nothing.
     public func checkpointIfDue() {
         let grown = walPages >= walAtLastCheckpoint ? walPages - walAtLastCheckpoint : walPages
         guard grown >= Self.checkpointPages else { return }
