@@ -7,7 +7,7 @@ packages=(
   nginx spawn-fcgi libfcgi-bin sqlite3 python3 python3-venv curl openssl # run and tests (venv: schemathesis; openssl: test certificates)
   apache2 libapache2-mod-fcgid                                           # shared-hosting tests
 )
-[ "${WITH_BENCH:-0}" = 1 ] && packages+=(wrk valgrind)
+[ "${WITH_BENCH:-0}" = 1 ] && packages+=(wrk valgrind strace)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
