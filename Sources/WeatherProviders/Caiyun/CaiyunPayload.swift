@@ -82,19 +82,12 @@ struct CaiyunPayload {
         }
     }
 
-    var status: String?
+    // The top-level `status` is checked by `report(from:)` before this is read at all.
     var timezone: String?
     var serverTime: Double?
     var result: Result?
 
-    /// The answer's `status` is read first and alone, so an error answer is recognised whatever
-    /// else it contains; the rest only once it says `ok`.
-    static func status(of answer: ProviderObject) throws(ProviderFailure) -> String? {
-        try answer.string("status")
-    }
-
     init(_ o: ProviderObject) throws(ProviderFailure) {
-        status = try o.string("status")
         timezone = try o.string("timezone")
         serverTime = try o.double("server_time")
         result = try o.object("result").map { o throws(ProviderFailure) in try Result(o) }

@@ -13,7 +13,8 @@ extension CaiyunProvider {
             throw .httpStatus(response.status, retryAfter: response.retryAfterSeconds)
         }
         let answer = try ProviderObject.parse(response.body)
-        guard try CaiyunPayload.status(of: answer) == "ok" else { throw .providerError }
+        // Read first and alone, so an error answer is recognised whatever else it contains.
+        guard try answer.string("status") == "ok" else { throw .providerError }
         let payload = try CaiyunPayload(answer)
         guard let timezone = payload.timezone, let result = payload.result, let daily = result.daily else {
             throw .unparseable
