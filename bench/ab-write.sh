@@ -31,7 +31,7 @@ for v in A B; do
   split -n "l/$rounds" -d -a 3 "$OUT/pairs-$v.txt" "$OUT/pairs-$v.round"
 done
 
-declare -A RATE
+declare -A RATE P99
 for r in $(seq "$rounds"); do
   for path in create refresh; do
     for v in A B; do
@@ -42,19 +42,20 @@ for r in $(seq "$rounds"); do
         || die "wrk $path $v printed no BENCH line"
       grep -q '^NOTE ' "$OUT/wrk-$r-$path-$v.txt" && log "warning: $path $v round $r: $(grep '^NOTE ' "$OUT/wrk-$r-$path-$v.txt")"
       RATE[$r-$path-$v]=$(kv rps "$line")
-      log "round $r $path $v: ${RATE[$r-$path-$v]} req/s, errors $(( $(kv http_errors "$line") + $(kv socket_errors "$line") ))"
+      P99[$r-$path-$v]=$(awk -v us="$(kv p99_us "$line")" 'BEGIN { printf "%.1f", us / 1000 }')
+      log "round $r $path $v: ${RATE[$r-$path-$v]} req/s, p99 ${P99[$r-$path-$v]} ms, errors $(( $(kv http_errors "$line") + $(kv socket_errors "$line") ))"
     done
   done
 done
 
 {
   results_header "bench/ab-write.sh${label:+ ($label)}" "A_BIN=$A_BIN B_BIN=$B_BIN ROUNDS=$rounds ROUND_SECONDS=$secs bench/ab-write.sh $args"
-  echo "Interleaved rounds of ${secs} s, wrk -t2 -c32 through nginx (1 worker) to 2 workers per build, limits off; B / A per round."
+  echo "Interleaved rounds of ${secs} s, wrk -t2 -c32 through nginx (1 worker) to 2 workers per build, limits off; req/s (p99 ms), B / A per round."
   echo
   echo "| round | creation A | creation B | B / A | refresh A | refresh B | B / A |"
   echo "|---:|---:|---:|---:|---:|---:|---:|"
   for r in $(seq "$rounds"); do
-    echo "| $r | ${RATE[$r-create-A]} | ${RATE[$r-create-B]} | $(ratio "${RATE[$r-create-B]}" "${RATE[$r-create-A]}") | ${RATE[$r-refresh-A]} | ${RATE[$r-refresh-B]} | $(ratio "${RATE[$r-refresh-B]}" "${RATE[$r-refresh-A]}") |"
+    echo "| $r | ${RATE[$r-create-A]} (${P99[$r-create-A]}) | ${RATE[$r-create-B]} (${P99[$r-create-B]}) | $(ratio "${RATE[$r-create-B]}" "${RATE[$r-create-A]}") | ${RATE[$r-refresh-A]} (${P99[$r-refresh-A]}) | ${RATE[$r-refresh-B]} (${P99[$r-refresh-B]}) | $(ratio "${RATE[$r-refresh-B]}" "${RATE[$r-refresh-A]}") |"
   done
 } >>"$RESULTS"
 log "appended to $RESULTS"

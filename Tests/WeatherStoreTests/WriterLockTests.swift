@@ -108,4 +108,36 @@ import WeatherCore
         store.afterResponse()
         #expect(try fileSize() == afterCheckpoint)
     }
+
+    /// Two workers share the checkpoint mark: each stretch of the WAL is copied back by one of
+    /// them, not by both (with a mark per connection, the second one checkpointed too).
+    @Test func oneWorkerCheckpointsEachStretchOfTheWAL() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-ckpt-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let path = dir.appendingPathComponent("w.sqlite3").path
+        let a = try SQLiteGatewayStore(path: path), b = try SQLiteGatewayStore(path: path)
+        var i = 0
+        func write(_ store: SQLiteGatewayStore) throws {
+            _ = try store.consume([LimitBucket(key: "bucket-\(i)-" + String(repeating: "x", count: 200), quota: Quota(limit: 5, window: 60))], nowMs: 0)
+            i += 1
+        }
+        while a.db.walPages < Database.checkpointPages { try write(a) }
+        // A reader of the moment keeps the WAL from starting over, as the other workers' reads do.
+        let reader = try Database(path: path)
+        try reader.execute("BEGIN")
+        _ = try reader.scalarInt("SELECT count(*) FROM sqlite_master")
+        defer { try? reader.execute("COMMIT") }
+        a.afterResponse()
+        #expect(a.db.checkpoints == 1)
+        try write(b)
+        b.afterResponse()
+        #expect(b.db.checkpoints == 0, "a's checkpoint covered the WAL b's commit ended")
+        let next = a.db.walPages + Database.checkpointPages
+        while b.db.walPages < next { try write(b) }
+        b.afterResponse()
+        #expect(b.db.checkpoints == 1, "the next stretch is b's")
+        try write(a)
+        a.afterResponse()
+        #expect(a.db.checkpoints == 1)
+    }
 }

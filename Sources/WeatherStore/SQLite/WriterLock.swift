@@ -20,8 +20,10 @@ import Glibc
 ///
 /// The same page carries the revocation generation: a counter every revocation moves on (after
 /// its commit), so that a worker may keep access grants it looked up for as long as the counter
-/// has not moved (`SQLiteGatewayStore.accessGrant`). Page layout: magic (0..<8), boot id (8..<48),
-/// revocation generation (56..<64), mutex (64...).
+/// has not moved (`SQLiteGatewayStore.accessGrant`). It also carries the checkpoint mark: the
+/// WAL's length at the last checkpoint any worker made (`Database.checkpointIfDue`). Page layout:
+/// magic (0..<8), boot id (8..<48), checkpoint mark (48..<56), revocation generation (56..<64),
+/// mutex (64...). Pages made before the mark existed have zeros there, which reads as "never".
 final class WriterLock {
     private let page: UnsafeMutableRawPointer
     private var mutex: UnsafeMutablePointer<pthread_mutex_t> { (page + 64).assumingMemoryBound(to: pthread_mutex_t.self) }
@@ -30,6 +32,14 @@ final class WriterLock {
     /// Moves whenever any process revokes a session or token.
     var revocationGeneration: UInt64 { csqlite_atomic_load(generation) }
     func noteRevocation() { csqlite_atomic_increment(generation) }
+
+    /// The WAL's length in frames at the last checkpoint any worker made or claimed.
+    private var mark: UnsafeMutablePointer<UInt64> { (page + 48).assumingMemoryBound(to: UInt64.self) }
+    var checkpointMark: UInt64 { csqlite_atomic_load(mark) }
+    /// Moves the mark from `seen` to `frames`; false when another worker moved it first (its
+    /// checkpoint covers this stretch of the WAL).
+    func claimCheckpoint(seen: UInt64, frames: UInt64) -> Bool { csqlite_atomic_replace(mark, seen, frames) }
+    func recordCheckpoint(frames: UInt64) { csqlite_atomic_store(mark, frames) }
     private static let size = 4096
     private static let magic: UInt64 = 0x636C_6F73_6574_5731  // "closetW1"
     let timeout: Int
