@@ -37,6 +37,7 @@ import WeatherCore
         let writer = try SQLiteGatewayStore(path: path)
         writer.db.queueWritersAndDeferCheckpoints()
         writer.db.walLimitPages = 2_000
+        writer.db.checkpointPages = 1_000
         let reader = Reader(try SQLiteGatewayStore(path: path))
         let thread = Thread { reader.run() }
         thread.start()

@@ -93,7 +93,7 @@ import WeatherCore
         func fileSize() throws -> Int { try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int ?? 0 }
         let before = try fileSize()
         var i = 0
-        while store.db.walPages < Database.checkpointPages {
+        while store.db.walPages < store.db.checkpointPages {
             _ = try store.consume([LimitBucket(key: "bucket-\(i)-" + String(repeating: "x", count: 200), quota: Quota(limit: 5, window: 60))], nowMs: 0)
             i += 1
         }
@@ -121,7 +121,7 @@ import WeatherCore
             _ = try store.consume([LimitBucket(key: "bucket-\(i)-" + String(repeating: "x", count: 200), quota: Quota(limit: 5, window: 60))], nowMs: 0)
             i += 1
         }
-        while a.db.walPages < Database.checkpointPages { try write(a) }
+        while a.db.walPages < a.db.checkpointPages { try write(a) }
         // A reader of the moment keeps the WAL from starting over, as the other workers' reads do.
         let reader = try Database(path: path)
         try reader.execute("BEGIN")
@@ -132,7 +132,7 @@ import WeatherCore
         try write(b)
         b.afterResponse()
         #expect(b.db.checkpoints == 0, "a's checkpoint covered the WAL b's commit ended")
-        let next = a.db.walPages + Database.checkpointPages
+        let next = a.db.walPages + b.db.checkpointPages
         while b.db.walPages < next { try write(b) }
         b.afterResponse()
         #expect(b.db.checkpoints == 1, "the next stretch is b's")
