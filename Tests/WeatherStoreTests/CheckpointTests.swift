@@ -59,4 +59,35 @@ import WeatherCore
         #expect(try writer.db.scalarInt("SELECT count(*) FROM anonymous_weather_sessions") == 3_000)
         #expect(try writer.db.scalarText("PRAGMA integrity_check") == "ok")
     }
+
+    /// After a passive checkpoint the database file is flushed on the flusher's thread, and
+    /// closing the connection ends that thread.
+    @Test func aPassiveCheckpointIsFlushedOffTheWorkersThread() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-flush-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let path = dir.appendingPathComponent("w.sqlite3").path
+        let store = try SQLiteGatewayStore(path: path)
+        store.db.checkpointPages = 100
+        let flusher = try #require(store.db.flusher)
+        let before = flusher.flushesMade
+        var n = 0
+        while store.db.walPages < 100 {
+            n += 1
+            let pair = IssuedPair(accessRowId: "wst_a\(n)", accessHash: "access-\(n)", refreshRowId: "wst_r\(n)", refreshHash: "refresh-\(n)",
+                                  lifetimes: TokenLifetimes(now: now, policy: TokenPolicy()))
+            try store.createSession(NewSession(id: "aws_\(n)", installationIdHash: "inst-\(n)", platform: "ios", appVersion: nil, createdAt: now),
+                                    tokens: pair)
+        }
+        #expect(flusher.flushesMade == before, "no flush before the checkpoint")
+        store.afterResponse()
+        // The flush runs on its own thread: wait for it (a few milliseconds; 5 s at most).
+        var waited = 0
+        while flusher.flushesMade == before && waited < 5_000 {
+            usleep(1_000)
+            waited += 1
+        }
+        #expect(flusher.flushesMade > before)
+        store.db.close()
+        #expect(store.db.flusher == nil)
+    }
 }
