@@ -99,6 +99,7 @@ import WeatherCore
         }
         #expect(try fileSize() == before, "no commit copied the WAL back by itself")
         store.afterResponse()
+        store.db.waitForCheckpoints()
         let afterCheckpoint = try fileSize()
         #expect(afterCheckpoint > before, "the checkpoint after the response did")
         // A few more commits are not yet worth another checkpoint.
@@ -106,6 +107,7 @@ import WeatherCore
             _ = try store.consume([LimitBucket(key: "more-\(j)-" + String(repeating: "y", count: 200), quota: Quota(limit: 5, window: 60))], nowMs: 0)
         }
         store.afterResponse()
+        store.db.waitForCheckpoints()
         #expect(try fileSize() == afterCheckpoint)
     }
 
@@ -128,16 +130,20 @@ import WeatherCore
         _ = try reader.scalarInt("SELECT count(*) FROM sqlite_master")
         defer { try? reader.execute("COMMIT") }
         a.afterResponse()
+        a.db.waitForCheckpoints()
         #expect(a.db.checkpoints == 1)
         try write(b)
         b.afterResponse()
+        b.db.waitForCheckpoints()
         #expect(b.db.checkpoints == 0, "a's checkpoint covered the WAL b's commit ended")
         let next = a.db.walPages + b.db.checkpointPages
         while b.db.walPages < next { try write(b) }
         b.afterResponse()
+        b.db.waitForCheckpoints()
         #expect(b.db.checkpoints == 1, "the next stretch is b's")
         try write(a)
         a.afterResponse()
+        a.db.waitForCheckpoints()
         #expect(a.db.checkpoints == 1)
     }
 }

@@ -77,8 +77,8 @@ public final class Database {
     public func close() {
         guard !isClosed else { return }
         isClosed = true
-        flusher?.stop()
-        flusher = nil
+        checkpointer?.stop()
+        checkpointer = nil
         sqlite3_wal_hook(handle, nil, nil)
         statements.removeAll()
         sqlite3_close_v2(handle)
@@ -185,7 +185,9 @@ public final class Database {
     /// waited for it).
     public func queueWritersAndDeferCheckpoints() {
         attachWriterPage()
-        if flusher == nil { flusher = DatabaseFlusher(handle: handle) }
+        if checkpointer == nil, !isReadOnly, let name = sqlite3_db_filename(handle, "main"), name.pointee != 0 {
+            checkpointer = Checkpointer(path: String(cString: name), writerLock: writerLock)
+        }
         try? execute("PRAGMA wal_autocheckpoint=0")
         // A worker's page cache: 512 KiB instead of SQLite's 2 MiB. The hot reads (grants, fresh
         // cache rows) no longer reach SQLite, writes touch random index pages that no cache of
@@ -250,38 +252,56 @@ public final class Database {
         guard grown >= checkpointPages else { return }
         if let writerLock, let seen, !writerLock.claimCheckpoint(seen: seen, frames: UInt64(walPages)) { return }
         checkpoints += 1
-        var log: Int32 = 0, copied: Int32 = 0
-        let rc = sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_PASSIVE, &log, &copied)
-        if rc == SQLITE_OK && log >= walLimitPages {
-            // Before holding the writers: flush what the passive checkpoints copied (see
-            // `syncDatabaseFile`), copy what came in meanwhile, and again while that was more
-            // than a little; the RESTART then copies and syncs only the rest.
-            var rounds = 0, previous: Int32
-            repeat {
-                syncDatabaseFile()
-                previous = log
-                sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_PASSIVE, &log, &copied)
-                rounds += 1
-            } while log >= previous + 256 && rounds < 4
-            syncDatabaseFile()
-            // Waiting holds off every writer, so wait briefly: a worker's reads take microseconds;
-            // a long reader (an operator's query) makes this give up until the next due checkpoint.
-            let queued = writerLock?.lock() ?? false
-            Self.installBusyHandler(handle, naps: 200)
-            sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_RESTART, &log, &copied)
-            Self.installBusyHandler(handle)
-            if queued { writerLock?.unlock() }
-        } else if rc == SQLITE_OK {
-            flusher?.flushSoon()
+        if let checkpointer {
+            checkpointer.checkpointSoon(claimed: walPages, walLimit: walLimitPages)
+            return
         }
+        let log = Self.checkpoint(handle, writerLock: writerLock, walLimit: walLimitPages, flushEachPassive: false)
         // A failed checkpoint (-1: an operator's checkpoint held the lock, say) keeps the claim:
         // the stretch is tried again once the WAL has grown another `checkpointPages`.
         walAtLastCheckpoint = log >= 0 ? log : walPages
         writerLock?.recordCheckpoint(frames: UInt64(walAtLastCheckpoint))
     }
 
-    /// Flushes the database file after each passive checkpoint, off the worker's thread.
-    private(set) var flusher: DatabaseFlusher?
+    /// Runs the checkpoints asked for by `checkpointIfDue` (a worker's; nil without a thread-safe
+    /// SQLite or on a read-only file, and then they run inline).
+    private(set) var checkpointer: Checkpointer?
+
+    /// Waits until the checkpoints asked for so far have run (tests; nothing to wait for inline).
+    func waitForCheckpoints() { checkpointer?.waitUntilIdle() }
+
+    /// One checkpoint through `handle` (see `checkpointIfDue`): passive, and once the WAL holds
+    /// `walLimit` frames, a RESTART. Returns the WAL's length in frames, -1 when SQLite refused.
+    /// `flushEachPassive`: flush the database file after a passive checkpoint too (off the
+    /// worker's thread only: the `Checkpointer`).
+    static func checkpoint(_ handle: OpaquePointer, writerLock: WriterLock?, walLimit: Int32, flushEachPassive: Bool) -> Int32 {
+        var log: Int32 = 0, copied: Int32 = 0
+        let rc = sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_PASSIVE, &log, &copied)
+        guard rc == SQLITE_OK else { return -1 }
+        guard log >= walLimit else {
+            if flushEachPassive { syncDatabaseFile(handle) }
+            return log
+        }
+        // Before holding the writers: flush what the passive checkpoints copied (see
+        // `syncDatabaseFile`), copy what came in meanwhile, and again while that was more than a
+        // little; the RESTART then copies and syncs only the rest.
+        var rounds = 0, previous: Int32
+        repeat {
+            syncDatabaseFile(handle)
+            previous = log
+            sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_PASSIVE, &log, &copied)
+            rounds += 1
+        } while log >= previous + 256 && rounds < 4
+        syncDatabaseFile(handle)
+        // Waiting holds off every writer, so wait briefly: a worker's reads take microseconds;
+        // a long reader (an operator's query) makes this give up until the next due checkpoint.
+        let queued = writerLock?.lock() ?? false
+        installBusyHandler(handle, naps: 200)
+        sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_RESTART, &log, &copied)
+        installBusyHandler(handle)
+        if queued { writerLock?.unlock() }
+        return log
+    }
 
     /// Flushes the database file to disk (SQLite's own sync of its own file descriptor).
     ///
@@ -293,10 +313,10 @@ public final class Database {
     /// 25 ms once the database had grown to 50 MB (one `fdatasync` of 19.5 ms under strace).
     /// Flushing first, writers still running, leaves the RESTART 0–5 ms of work. On a database of
     /// 1 M sessions one flush took 100–150 ms and what came in meanwhile took the RESTART 27 ms
-    /// to copy and sync: the `flusher` now flushes after every passive checkpoint, and before
-    /// the RESTART the worker flushes and copies in up to four rounds until less than 256 frames
+    /// to copy and sync: the `Checkpointer` now flushes after every passive checkpoint, and
+    /// before the RESTART it flushes and copies in up to four rounds until less than 256 frames
     /// came in during the last (RESTART 2–8 ms; creation p99 30 ms against 59–93 ms).
-    private func syncDatabaseFile() {
+    static func syncDatabaseFile(_ handle: OpaquePointer) {
         var file: UnsafeMutablePointer<sqlite3_file>?
         guard sqlite3_file_control(handle, "main", SQLITE_FCNTL_FILE_POINTER, &file) == SQLITE_OK,
               let file, let methods = file.pointee.pMethods else { return }
