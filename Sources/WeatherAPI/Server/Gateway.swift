@@ -86,12 +86,14 @@ public final class Gateway {
     }
 
     /// Work that must not delay a response: flushing counters and session touches, and giving
-    /// back the unused part of ended limit leases (all of them with `force`, when stopping).
+    /// back the unused part of ended limit leases (all of them with `force`, when stopping, which
+    /// also waits for the store's housekeeping to end).
     public func afterResponse(force: Bool = false) {
         let now = clock.now()
         metrics.flushIfDue(to: store, now: now, force: force)
         limiter.returnLeases(nowMs: now.seconds * 1000, all: force)
         store.afterResponse()
+        if force { store.finishHousekeeping() }
     }
 
     /// A request id from the web server is echoed only when it is short and plain, so it cannot

@@ -64,6 +64,14 @@ public protocol GatewayStore: AnyObject {
     /// Housekeeping a store may do once a response is sent, off the request's clock (SQLite:
     /// checkpoint a WAL that has grown).
     func afterResponse()
+
+    /// Waits for housekeeping `afterResponse` left running (SQLite: a checkpoint on the
+    /// checkpointer's thread), before the process ends.
+    func finishHousekeeping()
+}
+
+extension GatewayStore {
+    public func finishHousekeeping() {}
 }
 
 /// A storage failure. `isUnavailable` separates "the disk or database is not usable" (503) from bugs.

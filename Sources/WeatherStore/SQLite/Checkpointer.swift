@@ -41,6 +41,13 @@ final class Checkpointer: @unchecked Sendable {
         self.writerLock = writerLock
         pthread_mutex_init(mutex, nil)
         pthread_cond_init(changed, nil)
+        // The thread takes no signal: SIGTERM must reach the worker's thread, whose `accept` it
+        // interrupts (a stop request delivered here left the worker waiting for a connection,
+        // and the supervisor's stop timed out). It is created with every signal blocked.
+        var all = sigset_t(), previous = sigset_t()
+        sigfillset(&all)
+        pthread_sigmask(SIG_SETMASK, &all, &previous)
+        defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
         let context = Unmanaged.passRetained(self).toOpaque()
         guard pthread_create(&thread, nil, { context in
             Unmanaged<Checkpointer>.fromOpaque(context!).takeRetainedValue().run()

@@ -186,7 +186,7 @@ public final class Database {
     public func queueWritersAndDeferCheckpoints() {
         attachWriterPage()
         if checkpointer == nil, !isReadOnly, let name = sqlite3_db_filename(handle, "main"), name.pointee != 0 {
-            checkpointer = Checkpointer(path: String(cString: name), writerLock: writerLock)
+            checkpointerPath = String(cString: name)
         }
         try? execute("PRAGMA wal_autocheckpoint=0")
         // A worker's page cache: 512 KiB instead of SQLite's 2 MiB. The hot reads (grants, fresh
@@ -219,7 +219,8 @@ public final class Database {
 
     /// A passive checkpoint once commits have grown the WAL `checkpointPages` past the last
     /// checkpoint. Passive: it never waits for readers or writers; what it cannot copy now is
-    /// copied next time.
+    /// copied next time. This decides and claims; the `checkpointer`'s thread does the work (see
+    /// `checkpoint`), or this connection when there is none.
     ///
     /// One worker checkpoints each stretch of the WAL. The last checkpoint's WAL length (the
     /// mark) is kept in the `-writer` page, shared by every worker; a worker due to checkpoint
@@ -252,6 +253,10 @@ public final class Database {
         guard grown >= checkpointPages else { return }
         if let writerLock, let seen, !writerLock.claimCheckpoint(seen: seen, frames: UInt64(walPages)) { return }
         checkpoints += 1
+        if checkpointer == nil, let path = checkpointerPath {
+            checkpointer = Checkpointer(path: path, writerLock: writerLock)
+            if checkpointer == nil { checkpointerPath = nil }  // inline from now on
+        }
         if let checkpointer {
             checkpointer.checkpointSoon(claimed: walPages, walLimit: walLimitPages)
             return
@@ -264,8 +269,13 @@ public final class Database {
     }
 
     /// Runs the checkpoints asked for by `checkpointIfDue` (a worker's; nil without a thread-safe
-    /// SQLite or on a read-only file, and then they run inline).
+    /// SQLite or on a read-only file, and then they run inline). Started with the first
+    /// checkpoint, not with the connection: a worker that never writes much, a CGI process or a
+    /// store opened for a moment start no thread and open no second connection (and a starting
+    /// worker opens one connection, not two, while its siblings start too).
     private(set) var checkpointer: Checkpointer?
+    /// The database file's path, for the `checkpointer` (nil: checkpoints run inline).
+    private var checkpointerPath: String?
 
     /// Waits until the checkpoints asked for so far have run (tests; nothing to wait for inline).
     func waitForCheckpoints() { checkpointer?.waitUntilIdle() }

@@ -339,6 +339,11 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func afterResponse() { db.checkpointIfDue() }
 
+    /// A CGI process or a stopping worker exits right after its last response: without waiting,
+    /// a checkpoint it asked for would die with it, and a CGI deployment (one process per
+    /// request) would let the WAL grow.
+    public func finishHousekeeping() { db.waitForCheckpoints() }
+
     public func isHealthy() -> Bool {
         guard (try? reopenIfFaulted()) != nil else { return false }
         guard let pending = try? Migrator.pending(in: db) else { return false }
