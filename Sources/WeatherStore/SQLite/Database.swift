@@ -259,6 +259,7 @@ public final class Database {
         }
         if let checkpointer {
             checkpointer.checkpointSoon(claimed: walPages, walLimit: walLimitPages)
+            walAtLastCheckpoint = walPages  // the mark, when there is no `-writer` page to hold it
             return
         }
         let log = Self.checkpoint(handle, writerLock: writerLock, walLimit: walLimitPages, flushEachPassive: false)
