@@ -42,8 +42,8 @@ final class Checkpointer: @unchecked Sendable {
         pthread_mutex_init(mutex, nil)
         pthread_cond_init(changed, nil)
         // The thread takes no signal: SIGTERM must reach the worker's thread, whose `accept` it
-        // interrupts (a stop request delivered here left the worker waiting for a connection,
-        // and the supervisor's stop timed out). It is created with every signal blocked.
+        // interrupts (delivered here, it would set the stop flag but leave the worker waiting in
+        // `accept` for one more connection). It is created with every signal blocked.
         var all = sigset_t(), previous = sigset_t()
         sigfillset(&all)
         pthread_sigmask(SIG_SETMASK, &all, &previous)
