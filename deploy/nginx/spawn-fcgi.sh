@@ -20,7 +20,7 @@
 #    forks N copies of weather-fcgi sharing it on fd 0, and exits. Nobody restarts a worker
 #    that dies, so pair it with a process monitor or use option 1.
 #
-# The workers are single-threaded; N workers answer N requests at once. Slow provider calls
+# Each worker serves one request at a time; N workers answer N requests at once. Slow provider calls
 # (up to WEATHER_PROVIDER_TIMEOUT seconds each) hold a worker, so size N for your traffic;
 # 4 is plenty for a few thousand users because answers are cached per 5 km cell.
 set -eu
