@@ -227,9 +227,9 @@ public final class Database {
     /// claims the stretch by moving the mark (compare and swap) and the others leave it to it.
     /// With a mark per connection, each of two workers copied every stretch back on its own, and
     /// whichever came second found the checkpoint lock taken (SQLITE_BUSY), which reset its count
-    /// so that it tried again after every request: 1,126 checkpoints (35 of them RESTARTs) and 931 failed attempts in
-    /// 10 s of session creation, where 577 were due. Without a `-writer` page (a read-only
-    /// directory) the mark is the connection's own. Counted from the mark, not from zero: the WAL
+    /// so that it tried again after every request: 1,126 checkpoints (35 of them RESTARTs) and
+    /// 931 failed attempts in 10 s of session creation, where 577 were due. Without a `-writer`
+    /// page (a read-only directory) the mark is the connection's own. Counted from the mark, not from zero: the WAL
     /// may not restart for a while, and counting from zero would checkpoint after every request
     /// once it had grown past the threshold. Only after this connection committed: its WAL length
     /// (from the WAL hook) is current then.
