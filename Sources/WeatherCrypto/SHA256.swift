@@ -36,6 +36,18 @@ public enum SHA256 {
         var text = text
         return Hex.encode(text.withUTF8 { hash($0) })
     }
+
+    /// The digest of a string's UTF-8 bytes as the memory of four words (`TokenDigest`), computed
+    /// on the stack: no array, no string.
+    public static func words(_ text: String) -> (UInt64, UInt64, UInt64, UInt64) {
+        var text = text
+        var out: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        let ok = text.withUTF8 { utf8 in
+            withUnsafeMutableBytes(of: &out) { ccrypto_sha256(utf8.baseAddress, utf8.count, $0.baseAddress?.assumingMemoryBound(to: UInt8.self)) == 1 }
+        }
+        precondition(ok, "SHA-256 failed")
+        return out
+    }
 }
 
 /// HMAC-SHA256 (RFC 2104) with every libcrypto return code checked.

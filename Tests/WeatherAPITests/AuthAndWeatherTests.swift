@@ -213,6 +213,7 @@ import WeatherStore
 /// generation on the shared `-writer` page), so revocation still takes effect at once everywhere.
 @Suite struct GrantCacheTests {
     func access(_ s: [String: Any]) -> String? { s["weatherAccessToken"] as? String }
+    let minter = TokenMinter(hashKey: [UInt8](repeating: 7, count: 32))
 
     @Test func aRevokeThroughOneWorkerStopsTheTokenOnAnotherAtOnce() throws {
         let a = try TestGateway()
@@ -262,6 +263,29 @@ import WeatherStore
         t.store.grantCacheLimit = 100
         let served = sessions.filter { t.weather(token: access($0)).status == 200 }.count
         #expect(served == 4)
+    }
+
+    @Test func touchingASessionMovesItsCachedGrant() throws {
+        let t = try TestGateway()
+        let s = t.createSession()
+        #expect(t.weather(token: access(s)).status == 200)
+        let key = minter.tokenDigest(try #require(access(s)))
+        let kept = try #require(try t.store.accessGrant(token: key))
+        let later = kept.lastSeenAt.adding(seconds: 3600)
+        try t.store.touchSessions([kept.sessionId: later])
+        // Behind the gateway's back the row goes back: only the kept grant can carry the new time.
+        try t.store.db.execute("UPDATE anonymous_weather_sessions SET last_seen_at = '2000-01-01T00:00:00Z'")
+        #expect(try t.store.accessGrant(token: key)?.lastSeenAt == later)
+    }
+
+    @Test func aTokenDigestIsTheTokenHashAsWords() {
+        // FIPS 180-2's "abc" vector, and a token-shaped string against the hex form.
+        #expect(minter.tokenDigest("abc").hex == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        let token = "wta_" + String(repeating: "x", count: 43)
+        #expect(minter.tokenDigest(token).hex == minter.tokenHash(token))
+        #expect(minter.tokenDigest(token) == minter.tokenDigest(token))
+        #expect(minter.tokenDigest(token).hashValue == minter.tokenDigest(token).hashValue)
+        #expect(minter.tokenDigest(token) != minter.tokenDigest("abc"))
     }
 
     @Test func aCachedGrantStillExpiresOnTime() throws {

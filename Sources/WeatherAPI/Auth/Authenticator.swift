@@ -16,7 +16,7 @@ public struct Authenticator {
     public func authenticate(_ request: Request, now: Timestamp) throws(HTTPError) -> Identity {
         if let token = request.headers["x-weather-session-token"], TokenSyntax.isWellFormed(token, kind: .access) {
             let grant: AccessGrant?
-            do { grant = try store.accessGrant(tokenHash: minter.tokenHash(token)) } catch { throw .storageUnavailable }
+            do { grant = try store.accessGrant(token: minter.tokenDigest(token)) } catch { throw .storageUnavailable }
             if let grant, grant.isLive(at: now) { return Identity(mode: .weatherSession, grant: grant) }
         }
         // A bad session token falls back to the legacy token during the migration.

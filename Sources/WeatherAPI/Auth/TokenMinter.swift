@@ -80,6 +80,9 @@ public struct TokenMinter: Sendable {
     /// `token_hash`: lowercase hex SHA-256 of the whole token string.
     public func tokenHash(_ token: String) -> String { SHA256.hex(token) }
 
+    /// The same hash as four words, the key access grants are kept under (`TokenDigest`).
+    public func tokenDigest(_ token: String) -> TokenDigest { TokenDigest(words: SHA256.words(token)) }
+
     /// `installation_id_hash`: lowercase hex HMAC-SHA256(hash key, lowercased UUID).
     public func installationHash(_ installationId: String) throws -> String {
         try HMACSHA256.hex(installationId.lowercased(), key: hashKey)

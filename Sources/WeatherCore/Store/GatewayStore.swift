@@ -6,8 +6,9 @@ public protocol GatewayStore: AnyObject {
     /// Stores a new session and its first token pair atomically.
     func createSession(_ session: NewSession, tokens: IssuedPair) throws(StoreError)
 
-    /// Looks up an access token by its SHA-256 hex; `nil` when no such token row exists.
-    func accessGrant(tokenHash: String) throws(StoreError) -> AccessGrant?
+    /// Looks up an access token by its SHA-256 (`token_hash` is its hex); `nil` when no such
+    /// token row exists.
+    func accessGrant(token: TokenDigest) throws(StoreError) -> AccessGrant?
 
     /// Rotates a refresh token to `successor` exactly once across all processes (see `RotationOutcome`).
     func rotate(
