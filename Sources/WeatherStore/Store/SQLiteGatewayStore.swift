@@ -13,7 +13,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// Writers queue for each other and checkpoints wait for `afterResponse`
     /// (`Database.queueWritersAndDeferCheckpoints`).
     public init(path: String) throws {
-        db = try Database(path: path)
+        db = try Database(path: path, walWrites: .perCommit)
         self.path = path
         try Migrator.apply(to: db)
         needsReopen = db.isReadOnly
@@ -381,7 +381,7 @@ public final class SQLiteGatewayStore: GatewayStore {
         guard needsReopen, let path else { return }
         db.close()
         do {
-            db = try Database(path: path)
+            db = try Database(path: path, walWrites: .perCommit)
             db.queueWritersAndDeferCheckpoints()
             // Opened read-only (disk still read-only): try again on the next call.
             needsReopen = db.isReadOnly
