@@ -1,6 +1,6 @@
 # The two commands of the README: `make run` and `make test`. Both install what they need.
 SWIFT ?= swift
-.PHONY: deps build run test unit e2e dist bench soak fuzz clean
+.PHONY: deps build run test dist bench soak fuzz clean
 
 deps:
 	@scripts/install-deps.sh
@@ -27,6 +27,10 @@ bench: deps
 soak: deps
 	$(SWIFT) build -c release
 	bench/soak.sh
+
+## The request parsers under libFuzzer for FUZZ_SECONDS (60); new inputs go to fuzz/corpus.
+fuzz: deps
+	fuzz/run.sh $(or $(FUZZ_SECONDS),60)
 
 clean:
 	rm -rf .build dist var
