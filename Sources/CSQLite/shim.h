@@ -38,21 +38,15 @@ typedef struct csqlite_wal_file {
     sqlite3_int64 start;
     int length;
     int commitFollows;       /* the last write was a commit frame's header */
-    unsigned long *writes;   /* the VFS's count of writes made */
+    long writes;             /* writes made to the file (tests count them) */
 } csqlite_wal_file;
-
-/* The VFS's pAppData: the default VFS, and the writes made to WAL files (tests count them). */
-typedef struct csqlite_wal_app {
-    sqlite3_vfs *real;
-    unsigned long writes;
-} csqlite_wal_app;
 
 enum { CSQLITE_WAL_BUFFER = 128 * 1024 };
 
-static sqlite3_vfs *csqlite_wal_default(sqlite3_vfs *vfs) { return ((csqlite_wal_app *)vfs->pAppData)->real; }
+static sqlite3_vfs *csqlite_wal_default(sqlite3_vfs *vfs) { return (sqlite3_vfs *)vfs->pAppData; }
 
 static int csqlite_wal_write_through(csqlite_wal_file *f, const void *data, int amount, sqlite3_int64 offset) {
-    __atomic_add_fetch(f->writes, 1, __ATOMIC_RELAXED);
+    f->writes += 1;
     return f->real->pMethods->xWrite(f->real, data, amount, offset);
 }
 
@@ -161,7 +155,6 @@ static int csqlite_wal_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *p,
     csqlite_wal_file *f = (csqlite_wal_file *)p;
     memset(f, 0, sizeof *f);
     f->real = (sqlite3_file *)(f + 1);
-    f->writes = &((csqlite_wal_app *)vfs->pAppData)->writes;
     int rc = real->xOpen(real, name, f->real, flags, outFlags);
     /* Without methods SQLite does not call xClose, so a failed open leaves nothing to close. */
     f->base.pMethods = f->real->pMethods ? &csqlite_wal_methods : 0;
@@ -188,17 +181,15 @@ static inline const char *csqlite_wal_vfs_name(void) { return "closet-wal"; }
  * Call before any connection opens with it, and not from two threads at once. */
 static inline int csqlite_wal_register(void) {
     static sqlite3_vfs vfs;
-    static csqlite_wal_app app;
     const char *name = csqlite_wal_vfs_name();
     if (sqlite3_vfs_find(name)) return SQLITE_OK;
     sqlite3_vfs *real = sqlite3_vfs_find(0);
     if (real == 0 || real->iVersion < 2) return SQLITE_ERROR;
-    app.real = real;
     vfs.iVersion = 2;
     vfs.szOsFile = (int)sizeof(csqlite_wal_file) + real->szOsFile;
     vfs.mxPathname = real->mxPathname;
     vfs.zName = name;
-    vfs.pAppData = &app;
+    vfs.pAppData = real;
     vfs.xOpen = csqlite_wal_open;
     vfs.xDelete = csqlite_wal_delete;
     vfs.xAccess = csqlite_wal_access;
@@ -215,9 +206,11 @@ static inline int csqlite_wal_register(void) {
     return sqlite3_vfs_register(&vfs, 0);
 }
 
-/* Writes made to WAL files through the VFS in this process (0 before it is registered). */
-static inline unsigned long csqlite_wal_write_count(void) {
-    sqlite3_vfs *vfs = sqlite3_vfs_find(csqlite_wal_vfs_name());
-    return vfs ? __atomic_load_n(&((csqlite_wal_app *)vfs->pAppData)->writes, __ATOMIC_RELAXED) : 0;
+/* The writes made to the WAL file of `db` through this VFS, or -1 when its WAL is not open
+ * through it (not open yet, or another VFS). */
+static inline long csqlite_wal_write_count(sqlite3 *db) {
+    sqlite3_file *file = 0;
+    if (sqlite3_file_control(db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &file) != SQLITE_OK || file == 0) return -1;
+    return file->pMethods == &csqlite_wal_methods ? ((csqlite_wal_file *)file)->writes : -1;
 }
 #endif

@@ -5,7 +5,7 @@ import Testing
 /// `Database.WALWrites.perCommit`: a commit's frames reach the WAL in one write, before any other
 /// connection can see the commit, and rollbacks between other connections' commits leave the
 /// database sound.
-@Suite(.serialized) struct WALWritesTests {
+@Suite struct WALWritesTests {
     func freshPath() throws -> String {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-walw-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
@@ -18,17 +18,27 @@ import Testing
         let reader = try Database(path: path)
         try writer.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, k TEXT UNIQUE, v BLOB)")
         try writer.execute("CREATE INDEX t_v ON t(v)")
+        #expect(reader.walWritesMade == nil, "SQLite's own VFS")
         for i in 1...50 {
-            let before = Database.WALWrites.writesMade
+            let before = try #require(writer.walWritesMade)
             try writer.transaction {
                 try writer.run("INSERT INTO t(k, v) VALUES (?1, ?2)", [.text("key-\(i)"), .blob([UInt8](repeating: UInt8(i), count: 3000))])
             }
             // Table, unique index and blob index: several frames, written with one call.
-            #expect(Database.WALWrites.writesMade - before == 1, "commit \(i)")
+            #expect(try #require(writer.walWritesMade) - before == 1, "commit \(i)")
             // The other connection (SQLite's own VFS) reads the commit from the file right away.
             #expect(try reader.scalarInt("SELECT count(*) FROM t") == Int64(i))
         }
         #expect(try reader.scalarText("PRAGMA integrity_check") == "ok")
+    }
+
+    @Test func workerStoresUseItAndOtherConnectionsDoNot() throws {
+        let path = try freshPath()
+        let store = try SQLiteGatewayStore(path: path)  // a worker's: its migrations wrote the WAL
+        #expect(store.db.walWritesMade != nil)
+        let other = try Database(path: path)  // weatherctl's, the checkpointer's
+        _ = try other.scalarInt("SELECT count(*) FROM anonymous_weather_sessions")
+        #expect(other.walWritesMade == nil)
     }
 
     @Test func rollbacksLargerThanTheCacheBetweenOtherCommitsLeaveTheDatabaseSound() throws {

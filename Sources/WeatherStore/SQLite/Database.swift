@@ -67,8 +67,13 @@ public final class Database {
         /// them made while every other writer waits (bench/RESULTS.md).
         case perCommit
 
-        /// Writes this process made to WAL files with `perCommit` (tests).
-        static var writesMade: Int { Int(csqlite_wal_write_count()) }
+    }
+
+    /// The writes this connection made to its WAL through the `perCommit` VFS; nil when its WAL
+    /// is not open through it (tests).
+    var walWritesMade: Int? {
+        let n = csqlite_wal_write_count(handle)
+        return n >= 0 ? n : nil
     }
 
     /// Waiting for another worker's write lock. SQLite's default busy handler sleeps in steps of
