@@ -29,6 +29,7 @@ static inline _Bool csqlite_atomic_replace(uint64_t *p, uint64_t expected, uint6
  * Frames that are never followed by a commit frame would stay in the buffer; they exist only
  * when SQLite spills pages in the middle of a transaction, so connections on this VFS run with
  * `PRAGMA cache_spill=OFF` (Database.swift). */
+#include <pthread.h>
 #include <string.h>
 
 typedef struct csqlite_wal_file {
@@ -153,7 +154,7 @@ static int csqlite_wal_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *p,
     sqlite3_vfs *real = csqlite_wal_default(vfs);
     if (!(flags & SQLITE_OPEN_WAL)) return real->xOpen(real, name, p, flags, outFlags);
     csqlite_wal_file *f = (csqlite_wal_file *)p;
-    memset(f, 0, sizeof *f);
+    memset(f, 0, sizeof *f + (size_t)real->szOsFile);
     f->real = (sqlite3_file *)(f + 1);
     int rc = real->xOpen(real, name, f->real, flags, outFlags);
     /* Without methods SQLite does not call xClose, so a failed open leaves nothing to close. */
@@ -177,33 +178,41 @@ static int csqlite_wal_time64(sqlite3_vfs *v, sqlite3_int64 *o) { return csqlite
 /* The VFS's name, for sqlite3_open_v2. */
 static inline const char *csqlite_wal_vfs_name(void) { return "closet-wal"; }
 
-/* Registers the VFS (not as the default) once per process; SQLITE_OK when it is registered.
- * Call before any connection opens with it, and not from two threads at once. */
-static inline int csqlite_wal_register(void) {
-    static sqlite3_vfs vfs;
-    const char *name = csqlite_wal_vfs_name();
-    if (sqlite3_vfs_find(name)) return SQLITE_OK;
+/* (Statics live inside functions: Swift emits the C functions it reaches, not header globals.) */
+static sqlite3_vfs *csqlite_wal_vfs(void) { static sqlite3_vfs vfs; return &vfs; }
+static int *csqlite_wal_registered(void) { static int rc = SQLITE_ERROR; return &rc; }
+
+static void csqlite_wal_register_once(void) {
     sqlite3_vfs *real = sqlite3_vfs_find(0);
-    if (real == 0 || real->iVersion < 2) return SQLITE_ERROR;
-    vfs.iVersion = 2;
-    vfs.szOsFile = (int)sizeof(csqlite_wal_file) + real->szOsFile;
-    vfs.mxPathname = real->mxPathname;
-    vfs.zName = name;
-    vfs.pAppData = real;
-    vfs.xOpen = csqlite_wal_open;
-    vfs.xDelete = csqlite_wal_delete;
-    vfs.xAccess = csqlite_wal_access;
-    vfs.xFullPathname = csqlite_wal_fullpath;
-    vfs.xDlOpen = csqlite_wal_dlopen;
-    vfs.xDlError = csqlite_wal_dlerror;
-    vfs.xDlSym = csqlite_wal_dlsym;
-    vfs.xDlClose = csqlite_wal_dlclose;
-    vfs.xRandomness = csqlite_wal_random;
-    vfs.xSleep = csqlite_wal_sleep;
-    vfs.xCurrentTime = csqlite_wal_time;
-    vfs.xGetLastError = csqlite_wal_lasterror;
-    vfs.xCurrentTimeInt64 = csqlite_wal_time64;
-    return sqlite3_vfs_register(&vfs, 0);
+    if (real == 0 || real->iVersion < 2) return;
+    sqlite3_vfs *vfs = csqlite_wal_vfs();
+    vfs->iVersion = 2;
+    vfs->szOsFile = (int)sizeof(csqlite_wal_file) + real->szOsFile;
+    vfs->mxPathname = real->mxPathname;
+    vfs->zName = csqlite_wal_vfs_name();
+    vfs->pAppData = real;
+    vfs->xOpen = csqlite_wal_open;
+    vfs->xDelete = csqlite_wal_delete;
+    vfs->xAccess = csqlite_wal_access;
+    vfs->xFullPathname = csqlite_wal_fullpath;
+    vfs->xDlOpen = csqlite_wal_dlopen;
+    vfs->xDlError = csqlite_wal_dlerror;
+    vfs->xDlSym = csqlite_wal_dlsym;
+    vfs->xDlClose = csqlite_wal_dlclose;
+    vfs->xRandomness = csqlite_wal_random;
+    vfs->xSleep = csqlite_wal_sleep;
+    vfs->xCurrentTime = csqlite_wal_time;
+    vfs->xGetLastError = csqlite_wal_lasterror;
+    vfs->xCurrentTimeInt64 = csqlite_wal_time64;
+    *csqlite_wal_registered() = sqlite3_vfs_register(vfs, 0);
+}
+
+/* Registers the VFS (not as the default) once per process, whichever thread asks first;
+ * SQLITE_OK when it is registered. */
+static inline int csqlite_wal_register(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, csqlite_wal_register_once);
+    return *csqlite_wal_registered();
 }
 
 /* The writes made to the WAL file of `db` through this VFS, or -1 when its WAL is not open
