@@ -177,5 +177,29 @@ import Testing
         #expect(TokenSyntax.isWellFormed("wta_" + String(repeating: "a", count: 43), kind: .access))
         #expect(!TokenSyntax.isWellFormed("wta_" + String(repeating: "a", count: 42) + "=", kind: .access))
         #expect(!TokenSyntax.isWellFormed("wtr_" + String(repeating: "a", count: 43), kind: .access))
+        #expect(!TokenSyntax.isWellFormed("wta_" + String(repeating: "a", count: 42) + "é", kind: .access))
+        #expect(TokenSyntax.isSessionId("aws_0193a1b2c3dAbc_-09xyZ"))
+        #expect(!TokenSyntax.isSessionId("aws_"))
+        #expect(!TokenSyntax.isSessionId("aws_abc.def"))
+    }
+
+    /// The string check (a bit set over the string's bytes) against the byte-by-byte definition,
+    /// on every byte value and on random strings of base64url, `.`, and other bytes.
+    @Test func base64URLStringCheckMatchesTheByteDefinition() {
+        func expected(_ s: String, from: Int, dot: Bool) -> Bool {
+            let u = Array(s.utf8)
+            return from <= u.count && u[from...].allSatisfy { TokenSyntax.isBase64URL($0) || (dot && $0 == UInt8(ascii: ".")) }
+        }
+        for b in 0..<128 {
+            let s = String(decoding: [UInt8(b)], as: UTF8.self)
+            for dot in [false, true] { #expect(TokenSyntax.isBase64URL(s, dot: dot) == expected(s, from: 0, dot: dot), "byte \(b)") }
+        }
+        var rng = SystemRandomNumberGenerator()
+        let alphabet = Array("ABCXYZabcxyz0189-_.~ é\u{0}/=+".unicodeScalars)
+        for _ in 0..<2_000 {
+            let s = String(String.UnicodeScalarView((0..<Int.random(in: 0...12, using: &rng)).map { _ in alphabet.randomElement(using: &rng)! }))
+            let from = Int.random(in: 0...3, using: &rng)
+            for dot in [false, true] { #expect(TokenSyntax.isBase64URL(s, from: from, dot: dot) == expected(s, from: from, dot: dot), "\(s.debugDescription) from \(from)") }
+        }
     }
 }

@@ -80,7 +80,8 @@ public struct Request: Sendable {
         }
 
         var headers: [String: String] = [:]
-        for (key, value) in params where key.utf8.starts(with: "HTTP_".utf8) {
+        // The first byte sorts out most names before the generic prefix comparison.
+        for (key, value) in params where key.utf8.first == UInt8(ascii: "H") && key.utf8.starts(with: "HTTP_".utf8) {
             headers[headerName(cgiName: key)] = value
         }
         if let ct = params["CONTENT_TYPE"], !ct.isEmpty { headers["content-type"] = ct }

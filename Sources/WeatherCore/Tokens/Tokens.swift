@@ -19,15 +19,13 @@ public enum TokenSyntax {
     /// without a database lookup.
     public static func isWellFormed(_ token: String, kind: TokenKind) -> Bool {
         let u = token.utf8
-        guard u.count == 47, token.hasPrefix(kind.prefix) else { return false }
-        return u.dropFirst(4).allSatisfy(isBase64URL)
+        return u.count == 47 && token.hasPrefix(kind.prefix) && isBase64URL(token, from: 4)
     }
 
     /// A session id is `aws_` plus 1...64 base64url characters.
     public static func isSessionId(_ id: String) -> Bool {
         let u = id.utf8
-        guard id.hasPrefix(IdentifierPrefix.session), (5...68).contains(u.count) else { return false }
-        return u.dropFirst(4).allSatisfy(isBase64URL)
+        return id.hasPrefix(IdentifierPrefix.session) && (5...68).contains(u.count) && isBase64URL(id, from: 4)
     }
 
     /// 8-4-4-4-12 hexadecimal digits, any case.
@@ -42,6 +40,25 @@ public enum TokenSyntax {
             }
         }
         return true
+    }
+
+    /// True when every byte of `text` from `offset` on is base64url (or, with `dot`, also `.`).
+    /// One shift and mask per byte over the string's own UTF-8: this runs on every request (the
+    /// token, the request id), where a per-byte closure over `utf8` cost 1,700 instructions.
+    public static func isBase64URL(_ text: String, from offset: Int = 0, dot: Bool = false) -> Bool {
+        // Bit n of `low` is byte n (0...63): `-`, `0`...`9`, and `.` with `dot`; of `high`, byte
+        // 64 + n: `A`...`Z`, `_`, `a`...`z`.
+        let low: UInt64 = 0x03FF_2000_0000_0000 | (dot ? 1 << 46 : 0)
+        let high: UInt64 = 0x07FF_FFFE_87FF_FFFE
+        var text = text
+        return text.withUTF8 { bytes in
+            guard offset <= bytes.count else { return false }
+            for b in bytes[offset...] {
+                let bits = b < 64 ? low >> UInt64(b) : b < 128 ? high >> UInt64(b - 64) : 0
+                if bits & 1 == 0 { return false }
+            }
+            return true
+        }
     }
 
     public static func isBase64URL(_ c: UInt8) -> Bool {
