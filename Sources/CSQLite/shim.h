@@ -178,7 +178,7 @@ static int csqlite_wal_time64(sqlite3_vfs *v, sqlite3_int64 *o) { return csqlite
 /* The VFS's name, for sqlite3_open_v2. */
 static inline const char *csqlite_wal_vfs_name(void) { return "closet-wal"; }
 
-/* (Statics live inside functions: Swift emits the C functions it reaches, not header globals.) */
+/* The registered VFS and the result of registering it. */
 static sqlite3_vfs *csqlite_wal_vfs(void) { static sqlite3_vfs vfs; return &vfs; }
 static int *csqlite_wal_registered(void) { static int rc = SQLITE_ERROR; return &rc; }
 
