@@ -183,6 +183,18 @@ import Testing
         #expect(!TokenSyntax.isSessionId("aws_abc.def"))
     }
 
+    /// The ASCII fast path gives exactly what `String(validating:)` gives, valid or not.
+    @Test func validUTF8StringMatchesStringValidating() {
+        var rng = SystemRandomNumberGenerator()
+        let pieces: [[UInt8]] = [[0x61], [0x7A], [0x00], [0x25], [0x7F], [0xC3, 0xA9], [0xE4, 0xB8, 0xAD],
+                                 [0xF0, 0x9F, 0x98, 0x80], [0x80], [0xC3], [0xFF], [0xED, 0xA0, 0x80], [0xEF, 0xBF, 0xBD]]
+        for _ in 0..<3_000 {
+            let bytes = (0..<Int.random(in: 0...8, using: &rng)).flatMap { _ in pieces.randomElement(using: &rng)! }
+            let fast = bytes.withUnsafeBufferPointer(validUTF8String)
+            #expect(fast == String(validating: bytes, as: UTF8.self), "\(bytes)")
+        }
+    }
+
     /// The string check (a bit set over the string's bytes) against the byte-by-byte definition,
     /// on every byte value and on random strings of base64url, `.`, and other bytes.
     @Test func base64URLStringCheckMatchesTheByteDefinition() {

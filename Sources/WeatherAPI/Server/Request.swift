@@ -167,7 +167,7 @@ public struct Request: Sendable {
     }
 
     static func percentDecode(bytes u: UnsafeBufferPointer<UInt8>, plusIsSpace: Bool) -> String? {
-        guard u.contains(37) || (plusIsSpace && u.contains(43)) else { return String(validating: u, as: UTF8.self) }
+        guard u.contains(37) || (plusIsSpace && u.contains(43)) else { return validUTF8String(u) }
         var out: [UInt8] = []
         out.reserveCapacity(u.count)
         var i = 0
@@ -189,7 +189,7 @@ public struct Request: Sendable {
                 i += 1
             }
         }
-        return String(validating: out, as: UTF8.self)
+        return out.withUnsafeBufferPointer(validUTF8String)
     }
 }
 

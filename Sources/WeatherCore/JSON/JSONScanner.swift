@@ -181,7 +181,7 @@ public struct JSONScanner {
     }
 
     private static func text(_ utf8: [UInt8]) throws(Invalid) -> String {
-        guard let text = String(validating: utf8, as: UTF8.self) else { throw Invalid() }
+        guard let text = utf8.withUnsafeBufferPointer(validUTF8String) else { throw Invalid() }
         return text
     }
 }
