@@ -112,9 +112,15 @@ public enum FastCGIServer {
         entry.withMemoryRebound(to: UInt8.self, capacity: length) { bytes in
             let all = UnsafeBufferPointer(start: bytes, count: length)
             guard let eq = all.firstIndex(of: UInt8(ascii: "=")) else { return }
-            if let wanted, !wanted.contains(UnsafeBufferPointer(rebasing: all[..<eq])) { return }
-            params.append(String(decoding: UnsafeBufferPointer(rebasing: all[..<eq]), as: UTF8.self),
-                          String(decoding: UnsafeBufferPointer(rebasing: all[(eq + 1)...]), as: UTF8.self))
+            let nameBytes = UnsafeBufferPointer(rebasing: all[..<eq])
+            let name: String
+            if let wanted {
+                guard let kept = wanted.keptName(nameBytes) else { return }
+                name = kept
+            } else {
+                name = String(decoding: nameBytes, as: UTF8.self)
+            }
+            params.append(name, String(decoding: UnsafeBufferPointer(rebasing: all[(eq + 1)...]), as: UTF8.self))
         }
     }
 
@@ -164,11 +170,18 @@ public enum FastCGIServer {
 
 /// A short list of parameter names, matched on raw bytes.
 struct ParameterFilter {
-    let names: [[UInt8]]
-    init(_ names: [String]) { self.names = names.map { Array($0.utf8) } }
+    let names: [String]
+    private let bytes: [[UInt8]]
+    init(_ names: [String]) {
+        self.names = names
+        bytes = names.map { Array($0.utf8) }
+    }
 
-    func contains(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
-        names.contains { $0.count == name.count && $0.elementsEqual(name) }
+    /// The kept name spelled `name`, the same string for every request instead of one decoded
+    /// (and, past 15 bytes, allocated) each time; nil when the parameter is not kept.
+    func keptName(_ name: UnsafeBufferPointer<UInt8>) -> String? {
+        for (i, b) in bytes.enumerated() where b.count == name.count && b.elementsEqual(name) { return names[i] }
+        return nil
     }
 }
 
