@@ -70,8 +70,12 @@ import WeatherCore
         let store = try SQLiteGatewayStore(path: path)
         store.db.checkpointPages = 100
         #expect(store.db.checkpointer == nil, "no thread before the first checkpoint")
-        func fileSize() -> Int { ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? NSNumber)?.intValue ?? 0 }
-        let before = fileSize()
+        /// Sessions in the database file alone, without its WAL (a copy of the file, opened anew).
+        func sessionsInTheFile() throws -> Int64? {
+            let copy = dir.appendingPathComponent("copy-\(UUID().uuidString.prefix(8)).sqlite3").path
+            try FileManager.default.copyItem(atPath: path, toPath: copy)
+            return try Database(path: copy).scalarInt("SELECT count(*) FROM anonymous_weather_sessions")
+        }
         var n = 0
         while store.db.walPages < 100 {
             n += 1
@@ -80,11 +84,12 @@ import WeatherCore
             try store.createSession(NewSession(id: "aws_\(n)", installationIdHash: "inst-\(n)", platform: "ios", appVersion: nil, createdAt: now),
                                     tokens: pair)
         }
+        #expect(try sessionsInTheFile() == 0, "the sessions are in the WAL only")
         store.afterResponse()
         store.finishHousekeeping()  // what a stopping worker or a CGI process does last
         let checkpointer = try #require(store.db.checkpointer)
         #expect(checkpointer.runsMade == 1)
-        #expect(fileSize() > before, "the checkpoint copied the sessions into the database file")
+        #expect(try sessionsInTheFile() == Int64(n), "the checkpoint copied the sessions into the database file")
         store.db.close()
         #expect(store.db.checkpointer == nil)
         // Everything committed is there, read through a new connection.

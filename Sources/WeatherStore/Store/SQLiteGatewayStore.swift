@@ -13,9 +13,16 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// Writers queue for each other and checkpoints wait for `afterResponse`
     /// (`Database.queueWritersAndDeferCheckpoints`).
     public init(path: String) throws {
+        // Migrations run on a connection of SQLite's own VFS: one may write more pages than any
+        // cache holds (an index built over a big table), and a connection of the per-commit VFS
+        // (`cache_spill=OFF`) would keep every one of them in memory until its commit.
+        do {
+            let migrating = try Database(path: path)
+            defer { migrating.close() }
+            try Migrator.apply(to: migrating)
+        }
         db = try Database(path: path, walWrites: .perCommit)
         self.path = path
-        try Migrator.apply(to: db)
         needsReopen = db.isReadOnly
         db.queueWritersAndDeferCheckpoints()
     }
