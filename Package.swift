@@ -22,7 +22,7 @@ let package = Package(
         .systemLibrary(name: "CHTTPClient", pkgConfig: "libssl", providers: [.apt(["libssl-dev", "zlib1g-dev"])]),
 
         .target(name: "WeatherCore", swiftSettings: swiftSettings),
-        .target(name: "WeatherCrypto", dependencies: ["CCrypto"], swiftSettings: swiftSettings),
+        .target(name: "WeatherCrypto", dependencies: ["CCrypto", "WeatherCore"], swiftSettings: swiftSettings),
         .target(name: "WeatherStore", dependencies: ["CSQLite", "WeatherCore"], swiftSettings: swiftSettings),
         .target(name: "WeatherProviders", dependencies: ["CHTTPClient", "WeatherCore"], swiftSettings: swiftSettings),
         .target(
@@ -44,7 +44,7 @@ let package = Package(
         .target(name: "WeatherSessionKit", swiftSettings: swiftSettings),
 
         .testTarget(name: "WeatherCoreTests", dependencies: ["WeatherCore"], swiftSettings: swiftSettings),
-        .testTarget(name: "WeatherCryptoTests", dependencies: ["WeatherCrypto"], swiftSettings: swiftSettings),
+        .testTarget(name: "WeatherCryptoTests", dependencies: ["WeatherCrypto", "WeatherCore"], swiftSettings: swiftSettings),
         .testTarget(name: "WeatherStoreTests", dependencies: ["WeatherStore", "WeatherCore"], swiftSettings: swiftSettings),
         .testTarget(
             name: "WeatherProvidersTests",

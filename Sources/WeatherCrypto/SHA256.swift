@@ -1,4 +1,5 @@
 import CCrypto
+import WeatherCore
 #if canImport(Glibc)
 import Glibc
 #endif

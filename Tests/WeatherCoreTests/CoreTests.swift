@@ -200,7 +200,8 @@ import Testing
     @Test func base64URLStringCheckMatchesTheByteDefinition() {
         func expected(_ s: String, from: Int, dot: Bool) -> Bool {
             let u = Array(s.utf8)
-            return from <= u.count && u[from...].allSatisfy { TokenSyntax.isBase64URL($0) || (dot && $0 == UInt8(ascii: ".")) }
+            func base64URL(_ c: UInt8) -> Bool { (65...90).contains(c) || (97...122).contains(c) || (48...57).contains(c) || c == 45 || c == 95 }
+            return from <= u.count && u[from...].allSatisfy { base64URL($0) || (dot && $0 == UInt8(ascii: ".")) }
         }
         for b in 0..<128 {
             let s = String(decoding: [UInt8(b)], as: UTF8.self)

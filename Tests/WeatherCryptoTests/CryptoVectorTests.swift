@@ -1,4 +1,5 @@
 import Testing
+import WeatherCore
 import WeatherCrypto
 
 /// Published vectors: FIPS 180-2 appendix B (SHA-256) and RFC 4231 (HMAC-SHA256).

@@ -61,9 +61,6 @@ public enum TokenSyntax {
         }
     }
 
-    public static func isBase64URL(_ c: UInt8) -> Bool {
-        (65...90).contains(c) || (97...122).contains(c) || (48...57).contains(c) || c == 45 || c == 95
-    }
 }
 
 /// The lifetimes a freshly issued pair gets, computed from one `now`.
@@ -115,17 +112,5 @@ public struct TokenDigest: Hashable, Sendable {
     }
 
     /// Lowercase hex of the 32 bytes: the `token_hash` column's form.
-    public var hex: String {
-        withUnsafeBytes(of: words) { bytes in
-            String(unsafeUninitializedCapacity: 64) { out in
-                for (i, b) in bytes.enumerated() {
-                    out[2 * i] = Self.digit(b >> 4)
-                    out[2 * i + 1] = Self.digit(b & 0x0f)
-                }
-                return 64
-            }
-        }
-    }
-
-    private static func digit(_ n: UInt8) -> UInt8 { n < 10 ? 48 + n : 87 + n }
+    public var hex: String { withUnsafeBytes(of: words) { Hex.encode($0) } }
 }

@@ -1,0 +1,41 @@
+/// Lowercase hexadecimal, the database's form of every hash.
+public enum Hex {
+    /// Two lowercase hex digits per byte.
+    public static func encode(_ bytes: some Collection<UInt8>) -> String {
+        String(unsafeUninitializedCapacity: bytes.count * 2) { out in
+            var i = 0
+            for b in bytes {
+                out[i] = nibble(b >> 4)
+                out[i + 1] = nibble(b & 0x0f)
+                i += 2
+            }
+            return i
+        }
+    }
+
+    @inline(__always)
+    private static func nibble(_ n: UInt8) -> UInt8 { n < 10 ? 48 + n : 87 + n }
+
+    /// Bytes of a hex string (either case), or `nil` when it is not hex.
+    public static func decode(_ text: String) -> [UInt8]? {
+        let u = Array(text.utf8)
+        guard u.count % 2 == 0 else { return nil }
+        func nibble(_ c: UInt8) -> UInt8? {
+            switch c {
+            case 48...57: return c - 48
+            case 97...102: return c - 87
+            case 65...70: return c - 55
+            default: return nil
+            }
+        }
+        var out = [UInt8]()
+        out.reserveCapacity(u.count / 2)
+        var i = 0
+        while i < u.count {
+            guard let hi = nibble(u[i]), let lo = nibble(u[i + 1]) else { return nil }
+            out.append(hi << 4 | lo)
+            i += 2
+        }
+        return out
+    }
+}
