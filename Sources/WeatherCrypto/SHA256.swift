@@ -34,8 +34,7 @@ public enum SHA256 {
 
     /// Lowercase hex digest of a string's UTF-8 bytes: the form `token_hash` stores.
     public static func hex(_ text: String) -> String {
-        var text = text
-        return Hex.encode(text.withUTF8 { hash($0) })
+        withUnsafeBytes(of: words(text)) { Hex.encode($0) }
     }
 
     /// The digest of a string's UTF-8 bytes as the memory of four words (`TokenDigest`), computed
@@ -53,22 +52,53 @@ public enum SHA256 {
 
 /// HMAC-SHA256 (RFC 2104) with every libcrypto return code checked.
 public enum HMACSHA256 {
-    /// The 32-byte MAC of `message` under `key`: RFC 2104 spelled out over `SHA256.hash`
-    /// (OpenSSL 3's `HMAC()` fetches SHA-256 from the provider on every call).
-    public static func authenticationCode(for message: some Collection<UInt8>, key: [UInt8]) throws -> [UInt8] {
-        let blockSize = 64
-        var block = key.count > blockSize ? SHA256.hash(key) : key
-        block += [UInt8](repeating: 0, count: blockSize - block.count)
-        var inner = block.map { $0 ^ 0x36 }
-        inner.append(contentsOf: message)
-        var outer = block.map { $0 ^ 0x5c }
-        outer += SHA256.hash(inner)
-        return SHA256.hash(outer)
+    /// A key with its two padded blocks already hashed (`ccrypto_hmac_sha256_pads`): make one per
+    /// key and keep it. A MAC of a short message is then three SHA-256 blocks and no allocation;
+    /// spelled out over whole arrays it was five blocks and six arrays. OpenSSL 3's `HMAC()`
+    /// fetches SHA-256 from the provider on every call.
+    public struct Key: @unchecked Sendable {  // two SHA-256 states: plain integers, copied by value
+        private var pads = ccrypto_hmac_pads()
+
+        public init(_ key: [UInt8]) {
+            let ok = key.withUnsafeBufferPointer { ccrypto_hmac_sha256_pads($0.baseAddress, $0.count, &pads) == 1 }
+            precondition(ok, "HMAC-SHA256 key set-up failed")
+        }
+
+        /// The 32-byte MAC of `message`.
+        public func authenticationCode(for message: some Collection<UInt8>) -> [UInt8] {
+            var out = [UInt8](repeating: 0, count: 32)
+            let ok = out.withUnsafeMutableBufferPointer { o in
+                withUnsafePointer(to: pads) { p in
+                    message.withContiguousStorageIfAvailable { ccrypto_hmac_sha256(p, $0.baseAddress, $0.count, o.baseAddress) == 1 }
+                        ?? Array(message).withUnsafeBufferPointer { ccrypto_hmac_sha256(p, $0.baseAddress, $0.count, o.baseAddress) == 1 }
+                }
+            }
+            precondition(ok, "HMAC-SHA256 failed")
+            return out
+        }
+
+        /// Lowercase hex MAC of a string's UTF-8 bytes.
+        public func hex(_ text: String) -> String {
+            var text = text
+            var out: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+            let ok = withUnsafeMutableBytes(of: &out) { o in
+                withUnsafePointer(to: pads) { p in
+                    text.withUTF8 { ccrypto_hmac_sha256(p, $0.baseAddress, $0.count, o.baseAddress?.assumingMemoryBound(to: UInt8.self)) == 1 }
+                }
+            }
+            precondition(ok, "HMAC-SHA256 failed")
+            return withUnsafeBytes(of: out) { Hex.encode($0) }
+        }
+    }
+
+    /// The 32-byte MAC of `message` under `key` (sets the key up for this one call).
+    public static func authenticationCode(for message: some Collection<UInt8>, key: [UInt8]) -> [UInt8] {
+        Key(key).authenticationCode(for: message)
     }
 
     /// Lowercase hex MAC of a string's UTF-8 bytes.
-    public static func hex(_ text: String, key: [UInt8]) throws -> String {
-        Hex.encode(try authenticationCode(for: Array(text.utf8), key: key))
+    public static func hex(_ text: String, key: [UInt8]) -> String {
+        Key(key).hex(text)
     }
 }
 

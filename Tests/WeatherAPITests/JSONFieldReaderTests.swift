@@ -9,6 +9,17 @@ import Testing
         try JSONFieldReader.strings(names, in: Array(text.utf8))
     }
 
+    /// Content-Type: `application/json` in any case, with parameters and surrounding spaces.
+    @Test(arguments: [
+        ("application/json", true), ("Application/JSON", true), ("application/json; charset=utf-8", true),
+        (" \tapplication/json ;charset=utf-8", true), ("application/json;", true),
+        ("", false), ("text/plain", false), ("application/jsonp", false), ("application/json5", false),
+        ("application json", false), ("application\\json", false), ("xapplication/json", false), ("application/", false),
+    ])
+    func jsonMediaTypeIsRecognised(_ value: String, _ expected: Bool) {
+        #expect(JSONBody.isJSONMediaType(value) == expected)
+    }
+
     @Test func wantedStringsAreReadAndTheRestSkipped() throws {
         let body = #" { "extra": {"a": [1, -2.5e+3, true, false, null, "x", {}, []]}, "platform" : "ios","#
             + #" "installationId": "8F1A\u00e9\/\"\\\n\uD83D\uDE00", "appVersion": null, "n": 0 } "#

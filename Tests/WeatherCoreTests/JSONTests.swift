@@ -117,6 +117,17 @@ import Testing
         }
     }
 
+    /// Strings are escaped where JSON needs it, anywhere in the string, and everything else is
+    /// copied as it is: each decodes back to itself.
+    @Test(arguments: ["", "plain", "\"", "a\"b\\c", "\\end\"", "tab\there\nnew\u{1}\u{1f}", "\u{0}", "héllo ☂︎ 雨", "\u{7f}/</script>"])
+    func stringsAreEscapedAndDecodeBack(_ text: String) throws {
+        var w = JSONWriter()
+        w.object { w in w.field("s", text) }
+        let decoded = try JSONSerialization.jsonObject(with: Data(w.bytes)) as? [String: String]
+        #expect(decoded == ["s": text])
+        #expect(!w.bytes.contains { $0 < 0x20 })
+    }
+
     @Test func aNumberThatIsNotFiniteIsWrittenAsNull() throws {
         let r = report(current: nil, values: [.infinity, .nan])
         let text = String(decoding: r.json, as: UTF8.self)

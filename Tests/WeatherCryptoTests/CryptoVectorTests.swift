@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 import WeatherCore
 import WeatherCrypto
@@ -24,7 +25,12 @@ import WeatherCrypto
         ([UInt8](repeating: 0xaa, count: 131), Array("Test Using Larger Than Block-Size Key - Hash Key First".utf8), "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"),
     ])
     func hmacMatchesRFC4231(key: [UInt8], message: [UInt8], mac: String) throws {
-        #expect(Hex.encode(try HMACSHA256.authenticationCode(for: message, key: key)) == mac)
+        #expect(Hex.encode(HMACSHA256.authenticationCode(for: message, key: key)) == mac)
+        // A kept key (its pads hashed once) gives the same MAC every time, from bytes or a string.
+        let kept = HMACSHA256.Key(key)
+        #expect(Hex.encode(kept.authenticationCode(for: message)) == mac)
+        #expect(Hex.encode(kept.authenticationCode(for: message[...])) == mac)
+        if let text = String(validating: message, as: UTF8.self) { #expect(kept.hex(text) == mac) }
     }
 
     @Test func randomBytesAreFreshAndSized() throws {
@@ -45,6 +51,15 @@ import WeatherCrypto
         #expect(Base64URL.encode(Array("foobar".utf8)) == "Zm9vYmFy")
         #expect(Base64URL.encode(Array("fo".utf8)) == "Zm8")
         #expect(Base64URL.encode([UInt8](repeating: 0, count: 32)).count == 43)
+        // Every length from 0 to 40 against Foundation's base64, translated to the URL alphabet.
+        var generator = SystemRandomNumberGenerator()
+        for count in 0...40 {
+            let bytes = (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            let reference = Data(bytes).base64EncodedString()
+                .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+                .replacingOccurrences(of: "=", with: "")
+            #expect(Base64URL.encode(bytes) == reference, "length \(count)")
+        }
         #expect(Hex.decode("00ff10") == [0, 255, 16])
         #expect(Hex.decode("0g") == nil)
     }

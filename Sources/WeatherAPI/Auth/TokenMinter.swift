@@ -7,11 +7,11 @@ import Glibc
 /// Makes tokens and hashes with the server's key. The only holder of plaintext tokens, and only
 /// for the moment between minting and writing the response.
 public struct TokenMinter: Sendable {
-    let hashKey: [UInt8]
+    let hashKey: HMACSHA256.Key
 
     public init(hashKey: [UInt8]) {
         precondition(hashKey.count >= 16, "hash key too short")
-        self.hashKey = hashKey
+        self.hashKey = HMACSHA256.Key(hashKey)
     }
 
     /// A plaintext pair and what the database may keep of it.
@@ -37,8 +37,8 @@ public struct TokenMinter: Sendable {
     /// refresh request presented again gets the very same pair without any plaintext being stored.
     /// Unpredictable without both the presented 256-bit token and the server key.
     public func successorPair(of refreshToken: String, lifetimes: TokenLifetimes) throws -> Pair {
-        let access = try HMACSHA256.authenticationCode(for: Array(("successor-access:" + refreshToken).utf8), key: hashKey)
-        let refresh = try HMACSHA256.authenticationCode(for: Array(("successor-refresh:" + refreshToken).utf8), key: hashKey)
+        let access = hashKey.authenticationCode(for: ("successor-access:" + refreshToken).utf8)
+        let refresh = hashKey.authenticationCode(for: ("successor-refresh:" + refreshToken).utf8)
         return pair(access: TokenKind.access.prefix + Base64URL.encode(access),
                     refresh: TokenKind.refresh.prefix + Base64URL.encode(refresh),
                     rowIdBits: try SecureRandom.bytes(16)[...], lifetimes: lifetimes)
@@ -84,8 +84,8 @@ public struct TokenMinter: Sendable {
     public func tokenDigest(_ token: String) -> TokenDigest { TokenDigest(words: SHA256.words(token)) }
 
     /// `installation_id_hash`: lowercase hex HMAC-SHA256(hash key, lowercased UUID).
-    public func installationHash(_ installationId: String) throws -> String {
-        try HMACSHA256.hex(installationId.lowercased(), key: hashKey)
+    public func installationHash(_ installationId: String) -> String {
+        hashKey.hex(installationId.lowercased())
     }
 
     /// Constant-time comparison for the legacy token.

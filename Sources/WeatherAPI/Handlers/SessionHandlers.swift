@@ -63,7 +63,7 @@ struct CreateSessionHandler: Responder {
         let installationHash: String
         do {
             (sessionId, pair) = try services.minter.newSession(lifetimes: lifetimes)
-            installationHash = try services.minter.installationHash(installationId)
+            installationHash = services.minter.installationHash(installationId)
         } catch {
             throw .internalError
         }

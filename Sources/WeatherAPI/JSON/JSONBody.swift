@@ -21,9 +21,24 @@ enum JSONBody {
     }
 
     private static func checkMediaType(_ request: Request) throws(HTTPError) {
-        let contentType = (request.headers["content-type"] ?? "").lowercased()
-        let mediaType = contentType.split(separator: ";").first.map { $0.trimmingSpaces() } ?? ""
-        guard mediaType == "application/json" else { throw .unsupportedMediaType }
+        guard isJSONMediaType(request.headers["content-type"] ?? "") else { throw .unsupportedMediaType }
         guard !request.body.isEmpty else { throw .invalidRequest("the body must be a JSON object") }
+    }
+
+    /// True when a Content-Type value names `application/json` (in any letter case), with or
+    /// without parameters after a `;` and with spaces or tabs around the type. On the bytes:
+    /// lowercasing and splitting the string was 4% of creating a session.
+    static func isJSONMediaType(_ value: String) -> Bool {
+        let expected = "application/json".utf8
+        var value = value
+        return value.withUTF8 { v in
+            func isSpace(_ c: UInt8) -> Bool { c == UInt8(ascii: " ") || c == UInt8(ascii: "\t") }
+            var start = 0, end = v.firstIndex(of: UInt8(ascii: ";")) ?? v.count
+            while start < end, isSpace(v[start]) { start += 1 }
+            while end > start, isSpace(v[end - 1]) { end -= 1 }
+            guard end - start == expected.count else { return false }
+            // Each byte is the expected one, or the capital of an expected lowercase letter.
+            return zip(v[start..<end], expected).allSatisfy { c, e in c == e || (e >= 0x61 && e <= 0x7a && c == e - 0x20) }
+        }
     }
 }
