@@ -26,6 +26,34 @@ import Testing
         #expect(router.resolve(r).route == "/v1/health")
     }
 
+    /// Every `HTTP_` parameter becomes a lower-case header with dashes; `CONTENT_TYPE` is the
+    /// content type even when an `HTTP_CONTENT_TYPE` came too; other parameters are not headers.
+    @Test func headersComeFromHTTPParametersAndContentType() throws {
+        let r = try parse(["REQUEST_METHOD": "POST", "REQUEST_URI": "/x", "HTTP_X_WEATHER_SESSION_TOKEN": "wta_a",
+                           "HTTP_X_REQUEST_ID": "id-1", "HTTP_CONTENT_TYPE": "text/plain", "CONTENT_TYPE": "application/json",
+                           "HTTPS": "on", "REMOTE_ADDR": "10.0.0.1"])
+        #expect(r.headers["x-weather-session-token"] == "wta_a")
+        #expect(r.headers["x-request-id"] == "id-1")
+        #expect(r.headers["content-type"] == "application/json")
+        #expect(r.headers["x-weather-token"] == nil)
+        #expect(r.headers["s"] == nil && r.headers["remote-addr"] == nil)
+        #expect(Array(r.headers).count == 3)
+    }
+
+    /// A field list behaves as a dictionary: set, replace (the last value wins), remove.
+    @Test func fieldListSetsReplacesAndRemoves() {
+        var fields: HeaderFields = ["a": "1", "bb": "2"]
+        fields["a"] = "3"
+        fields["c"] = "4"
+        fields["bb"] = nil
+        #expect(fields["a"] == "3" && fields["bb"] == nil && fields["c"] == "4")
+        #expect(Array(fields).map { "\($0)=\($1)" } == ["a=3", "c=4"])
+        var appended = HeaderFields()
+        appended.append("x", "1")
+        appended.append("x", "2")
+        #expect(appended["x"] == "2")
+    }
+
     @Test func bodyIsReadByContentLength() throws {
         let r = try parse(["REQUEST_METHOD": "POST", "REQUEST_URI": "/x", "CONTENT_LENGTH": "3", "CONTENT_TYPE": "application/json"], body: Array("{}xyz".utf8))
         #expect(r.body == Array("{}x".utf8))

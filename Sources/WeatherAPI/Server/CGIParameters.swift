@@ -1,8 +1,15 @@
-/// The parameters of one request (CGI/FastCGI `NAME=value`). A request has a dozen that matter,
-/// so a linear search of short names beats hashing every name on insert and on every lookup; the
-/// names' byte counts are kept beside them, so most names are passed over without a string
-/// comparison. A name given twice: the last one wins, as in a dictionary.
-public struct CGIParameters: Sendable, ExpressibleByDictionaryLiteral, Sequence {
+/// The parameters of one request (CGI/FastCGI `NAME=value`).
+public typealias CGIParameters = FieldList
+
+/// The header fields of one request, by lower-case name (`content-type`, `x-weather-token`).
+public typealias HeaderFields = FieldList
+
+/// A few names with their values: a request's parameters or its header fields. A request has a
+/// dozen of each that matter, so a linear search of short names beats hashing every name on
+/// insert and on every lookup (a dictionary of headers was a tenth of a cached request's
+/// instructions); the names' byte counts are kept beside them, so most names are passed over
+/// without a string comparison. A name given twice: the last one wins, as in a dictionary.
+public struct FieldList: Sendable, ExpressibleByDictionaryLiteral, Sequence {
     private var names: [String] = []
     private var lengths: [Int] = []
     private var values: [String] = []

@@ -10,11 +10,11 @@ public struct Request: Sendable {
     /// Decoded query parameters in order; duplicates kept so validation can refuse them.
     public var query: [(name: String, value: String)]
     /// Header names lowercased with `-` (`x-weather-session-token`).
-    public var headers: [String: String]
+    public var headers: HeaderFields
     public var remoteAddr: String
     public var body: [UInt8]
 
-    public init(method: String, path: String, query: [(name: String, value: String)] = [], headers: [String: String] = [:], remoteAddr: String = "127.0.0.1", body: [UInt8] = []) {
+    public init(method: String, path: String, query: [(name: String, value: String)] = [], headers: HeaderFields = [:], remoteAddr: String = "127.0.0.1", body: [UInt8] = []) {
         self.method = method
         self.path = path
         self.query = query
@@ -79,7 +79,7 @@ public struct Request: Sendable {
             throw HTTPError.invalidRequest("the query string is not valid UTF-8")
         }
 
-        var headers: [String: String] = [:]
+        var headers = HeaderFields()
         // The first byte sorts out most names before the generic prefix comparison.
         for (key, value) in params where key.utf8.first == UInt8(ascii: "H") && key.utf8.starts(with: "HTTP_".utf8) {
             headers[headerName(cgiName: key)] = value
