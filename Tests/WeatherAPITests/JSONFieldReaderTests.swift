@@ -12,7 +12,7 @@ import Testing
     /// Content-Type: `application/json` in any case, with parameters and surrounding spaces.
     @Test(arguments: [
         ("application/json", true), ("Application/JSON", true), ("application/json; charset=utf-8", true),
-        (" \tapplication/json ;charset=utf-8", true), ("application/json;", true),
+        (" \tapplication/json ;charset=utf-8", true), ("application/json;", true), ("application/json\r", true),
         ("", false), ("text/plain", false), ("application/jsonp", false), ("application/json5", false),
         ("application json", false), ("application\\json", false), ("xapplication/json", false), ("application/", false),
     ])

@@ -26,13 +26,14 @@ enum JSONBody {
     }
 
     /// True when a Content-Type value names `application/json` (in any letter case), with or
-    /// without parameters after a `;` and with spaces or tabs around the type. On the bytes:
-    /// lowercasing and splitting the string was 4% of creating a session.
+    /// without parameters after a `;` and with spaces, tabs or carriage returns around the type
+    /// (the rule the string version applied). On the bytes: lowercasing and splitting the string
+    /// was 4% of creating a session.
     static func isJSONMediaType(_ value: String) -> Bool {
         let expected = "application/json".utf8
         var value = value
         return value.withUTF8 { v in
-            func isSpace(_ c: UInt8) -> Bool { c == UInt8(ascii: " ") || c == UInt8(ascii: "\t") }
+            func isSpace(_ c: UInt8) -> Bool { c == UInt8(ascii: " ") || c == UInt8(ascii: "\t") || c == UInt8(ascii: "\r") }
             var start = 0, end = v.firstIndex(of: UInt8(ascii: ";")) ?? v.count
             while start < end, isSpace(v[start]) { start += 1 }
             while end > start, isSpace(v[end - 1]) { end -= 1 }
