@@ -21,8 +21,8 @@ static inline int ccrypto_sha256(const void *data, size_t count, unsigned char *
 }
 
 /* HMAC-SHA256 (RFC 2104) with the key's two padded blocks absorbed once: `pads` holds the SHA-256
- * states after (key ^ ipad) and after (key ^ opad), so one MAC of a short message costs two
- * compression rounds of its own plus one, and no allocation. */
+ * states after (key ^ ipad) and after (key ^ opad), so one MAC of a message under 56 bytes costs
+ * two compression rounds (the message's block and the outer hash's) and no allocation. */
 typedef struct {
     SHA256_CTX inner;
     SHA256_CTX outer;

@@ -4,7 +4,7 @@ public enum Base64URL {
 
     /// Encodes without `=` padding, straight into the string's storage.
     public static func encode(_ bytes: [UInt8]) -> String {
-        let length = bytes.count / 3 * 4 + [0, 2, 3][bytes.count % 3]
+        let length = (bytes.count * 4 + 2) / 3  // 4 characters per 3 bytes, 2 or 3 for a last 1 or 2
         return alphabet.withUnsafeBufferPointer { table in
             String(unsafeUninitializedCapacity: length) { out in
                 var i = 0, o = 0

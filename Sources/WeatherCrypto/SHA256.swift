@@ -53,9 +53,9 @@ public enum SHA256 {
 /// HMAC-SHA256 (RFC 2104) with every libcrypto return code checked.
 public enum HMACSHA256 {
     /// A key with its two padded blocks already hashed (`ccrypto_hmac_sha256_pads`): make one per
-    /// key and keep it. A MAC of a short message is then three SHA-256 blocks and no allocation;
-    /// spelled out over whole arrays it was five blocks and six arrays. OpenSSL 3's `HMAC()`
-    /// fetches SHA-256 from the provider on every call.
+    /// key and keep it. A MAC of a message under 56 bytes is then two SHA-256 blocks and no
+    /// allocation; spelled out over whole arrays it was four blocks and about six arrays.
+    /// OpenSSL 3's `HMAC()` fetches SHA-256 from the provider on every call.
     public struct Key: @unchecked Sendable {  // two SHA-256 states: plain integers, copied by value
         private var pads = ccrypto_hmac_pads()
 
