@@ -12,7 +12,7 @@ mkdir -p "$out"
 swiftc=${SWIFTC:-$(command -v swiftc || echo /opt/swift/usr/bin/swiftc)}
 sources=(
   $(find "$root/Sources/WeatherCore" -name '*.swift' | sort)
-  "$root/Sources/WeatherAPI/Server/CGIParameters.swift"
+  "$root/Sources/WeatherAPI/Server/FieldList.swift"
   "$root/Sources/WeatherAPI/Server/Request.swift"
   "$root/Sources/WeatherAPI/Server/Response.swift"
   $(find "$root/Sources/WeatherAPI/JSON" -name '*.swift' | sort)
