@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Where a worker spends its instructions on one path: one worker (limits off, or LIMITS=high)
 # under `valgrind --tool=callgrind` behind nginx answers cached weather requests with a session
-# token (PATH_KIND=session; or legacy, or create: session creation) for PROFILE_DURATION (20s,
-# a few thousand requests at valgrind's pace); then
+# token (PATH_KIND=session; or legacy, or create: session creation, or refresh: each request
+# spending one of PAIRS (5000) refresh tokens seeded first, with the counters zeroed after the
+# seeding) for PROFILE_DURATION (20s, a few thousand requests at valgrind's pace); then
 # callgrind_annotate's top functions by inclusive cost go to bench/RESULTS.md (top 10) and
 # bench/out/profile-*/annotate.txt (top 60). Instruction counts, not time: memory and syscall
 # waits do not show.
 #
 # usage: bench/profile.sh [--label TEXT]
-# Environment: PROFILE_DURATION (20s), PATH_KIND (session | legacy | create), LIMITS (off | high),
-# GATEWAY_BIN, RESULTS.
+# Environment: PROFILE_DURATION (20s), PATH_KIND (session | legacy | create | refresh), LIMITS
+# (off | high), PAIRS (refresh only), GATEWAY_BIN, RESULTS.
 source "$(dirname "$0")/lib.sh"
 
 bench_args "$@"
@@ -38,7 +39,8 @@ case $kind in
   legacy) header="X-Weather-Token: $BENCH_LEGACY_TOKEN" what="cached weather (legacy token)" ;;
   session) header="X-Weather-Session-Token: $ACCESS_TOKEN" what="cached weather (session token)" ;;
   create) header="X-Weather-Session-Token: $ACCESS_TOKEN" what="session creation" ;;
-  *) die "PATH_KIND takes session, legacy or create" ;;
+  refresh) header="X-Weather-Session-Token: $ACCESS_TOKEN" what="refresh" ;;
+  *) die "PATH_KIND takes session, legacy, create or refresh" ;;
 esac
 weather_probe "$gw" "$header" >/dev/null
 probe=$(weather_probe "$gw" "$header")
@@ -47,6 +49,12 @@ probe=$(weather_probe "$gw" "$header")
 log "profiling $what for $duration"
 if [ "$kind" = create ]; then
   wrk -t1 -c1 -d"$duration" -s "$BENCH_LUA/create.lua" "$gw/v1/weather/session" >"$OUT/wrk.txt" 2>&1
+elif [ "$kind" = refresh ]; then
+  THREADS=1 CONNECTIONS=4 DURATION=$duration seed_pairs profile "$gw" "${PAIRS:-5000}"
+  callgrind_control -z "$vpid" >/dev/null  # count the refreshes only, not the seeding
+  PAIRS_FILE=$OUT/pairs-profile.txt BENCH_THREADS=1 \
+    wrk -t1 -c1 -d"$duration" -s "$BENCH_LUA/refresh.lua" "$gw/v1/weather/session/refresh" >"$OUT/wrk.txt" 2>&1
+  grep -q '^NOTE' "$OUT/wrk.txt" && log "warning: $(grep -m1 '^NOTE' "$OUT/wrk.txt") (set PAIRS higher)"
 else
   wrk -t1 -c1 -d"$duration" -s "$BENCH_LUA/report.lua" -H "$header" "$(weather_url "$gw")" >"$OUT/wrk.txt" 2>&1
 fi
@@ -67,9 +75,11 @@ top=$(grep -E '^ *[0-9,]+ \([ 0-9.]+%\) ' "$OUT/annotate-full.txt" | grep -v 'PR
       c = $1; gsub(",", "", c); printf "%6s%%  %9d instr/request  %s\n", $2, c / r, $3 }' | head -"${TOP:-12}" || true)
 handle=$(grep -m1 'Gateway.handle' <<<"$top" | awk '{ print $2 }')
 
+span="over the worker's whole life (start-up included)"
+[ "$kind" = refresh ] && span="from the end of the seeding of ${PAIRS:-5000} sessions on"
 {
   results_header "bench/profile.sh${label:+ ($label)}" "PROFILE_DURATION=$duration PATH_KIND=$kind LIMITS=$limits bench/profile.sh $args"
-  echo "One worker under valgrind --tool=callgrind, $requests requests of $what (limits $limits) through nginx (wrk -t1 -c1); total $total instructions over the worker's whole life (start-up included); Gateway.handle: ${handle:-?} instructions per request. Top functions by inclusive instructions (callgrind_annotate --inclusive=yes; % of the whole life, instructions divided by the $requests requests):"
+  echo "One worker under valgrind --tool=callgrind, $requests requests of $what (limits $limits) through nginx (wrk -t1 -c1); total $total instructions $span; Gateway.handle: ${handle:-?} instructions per request. Top functions by inclusive instructions (callgrind_annotate --inclusive=yes; % of that total, instructions divided by the $requests requests):"
   echo
   echo '```'
   echo "$top"

@@ -64,7 +64,9 @@ public final class Metrics {
                 touchBacklog = false
                 return true
             }
-            writing = seen.map { (id: $0.key, at: $0.value) }.sorted { $0.id.utf8.lexicographicallyPrecedes($1.id.utf8) }
+            // Session ids are ASCII, for which `<` is byte order, compared with `memcmp`; walking
+            // two UTF8Views was 16,000 instructions a refresh (callgrind, session 7).
+            writing = seen.map { (id: $0.key, at: $0.value) }.sorted { $0.id < $1.id }
             written = 0
             seen.removeAll(keepingCapacity: true)
         }
