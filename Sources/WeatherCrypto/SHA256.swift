@@ -56,7 +56,7 @@ public enum HMACSHA256 {
     /// key and keep it. A MAC of a message under 56 bytes is then two SHA-256 blocks and no
     /// allocation; spelled out over whole arrays it was four blocks and about six arrays.
     /// OpenSSL 3's `HMAC()` fetches SHA-256 from the provider on every call.
-    public struct Key: @unchecked Sendable {  // two SHA-256 states: plain integers, copied by value
+    public struct Key: Sendable {
         private var pads = ccrypto_hmac_pads()
 
         public init(_ key: [UInt8]) {
