@@ -60,7 +60,6 @@ public enum TokenSyntax {
             return true
         }
     }
-
 }
 
 /// The lifetimes a freshly issued pair gets, computed from one `now`.
