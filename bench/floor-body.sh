@@ -47,18 +47,17 @@ gw_pids=$(pgrep -P "$GATEWAY_PID" | tr '\n' ' ')
 nginx_pids=$(pgrep -P "$NGINX_PID" | tr '\n' ' ')
 [ "$(curl -s -o /dev/null -w '%{size_download}' "http://127.0.0.1:$bport/")" = "$bytes" ] || die "the sized floor does not answer $bytes bytes"
 
-ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat"))); done; echo "$t"; }
 hz=$(getconf CLK_TCK)
 declare -A RPS US NGX
 measure() {  # measure NAME ROUND URL "HEADER" PIDS...
   local name=$1 r=$2 url=$3 hdr=$4; shift 4
   local a n out requests
-  a=$(ticks "$@") n=$(ticks $nginx_pids)
+  a=$(cpu_ticks "$@") n=$(cpu_ticks $nginx_pids)
   out=$(wrk -t2 -c32 -d"$round" ${hdr:+-H "$hdr"} "$url")
   requests=$(awk '/requests in/ { print $1 }' <<<"$out")
   RPS[$name-$r]=$(awk '/Requests\/sec/ { printf "%.0f", $2 }' <<<"$out")
-  US[$name-$r]=$(awk -v t=$(( $(ticks "$@") - a )) -v r="$requests" -v hz="$hz" 'BEGIN { printf "%.1f", t * 1e6 / hz / r }')
-  NGX[$name-$r]=$(awk -v t=$(( $(ticks $nginx_pids) - n )) -v r="$requests" -v hz="$hz" 'BEGIN { printf "%.1f", t * 1e6 / hz / r }')
+  US[$name-$r]=$(awk -v t=$(( $(cpu_ticks "$@") - a )) -v r="$requests" -v hz="$hz" 'BEGIN { printf "%.1f", t * 1e6 / hz / r }')
+  NGX[$name-$r]=$(awk -v t=$(( $(cpu_ticks $nginx_pids) - n )) -v r="$requests" -v hz="$hz" 'BEGIN { printf "%.1f", t * 1e6 / hz / r }')
   log "round $r $name: ${RPS[$name-$r]} req/s, responders ${US[$name-$r]} us/req, nginx ${NGX[$name-$r]} us/req"
 }
 for r in $(seq "$rounds"); do

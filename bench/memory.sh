@@ -7,7 +7,9 @@
 # total reaches REQUESTS; RSS is sampled after every round, so a leak shows as a trend.
 #
 # usage: bench/memory.sh [--label TEXT]
-# Environment: REQUESTS (100000), ROUND (5s), CONNECTIONS (32), THREADS (2), GATEWAY_BIN, RESULTS.
+# Environment: REQUESTS (100000), ROUND (5s), CONNECTIONS (32), THREADS (2), GATEWAY_BIN, RESULTS,
+# SMAPS_DIR (if set, /proc/PID/smaps is copied there at start, after warming, after the first round
+# and at the end, to see which mappings grew).
 source "$(dirname "$0")/lib.sh"
 
 bench_args "$@"
@@ -22,7 +24,8 @@ conf=$("$BENCH_ROOT/scripts/nginx-conf.sh" "$port" "$sock" "$OUT/nginx")
 start_gateway "$sock" 1 "$OUT/db/weather.sqlite3" high
 worker=$GATEWAY_PID
 sleep 0.5
-rss_start=$(rss_kb "$worker") split_start=$(rss_split "$worker")
+snapshot() { [ -z "${SMAPS_DIR:-}" ] || { mkdir -p "$SMAPS_DIR"; cp "/proc/$worker/smaps" "$SMAPS_DIR/$1.smaps"; }; }
+rss_start=$(rss_kb "$worker") split_start=$(rss_split "$worker"); snapshot start
 start_nginx "$conf"
 gw="http://127.0.0.1:$port"
 wait_http "$gw/v1/health"
@@ -34,7 +37,7 @@ for p in "${plist[@]}"; do
   code=$(curl -s -o /dev/null -w '%{http_code}' "$gw/v1/weather?lat=${p%,*}&lon=${p#*,}" -H "X-Weather-Token: $BENCH_LEGACY_TOKEN")
   [ "$code" = 200 ] || die "warming $p answered $code"
 done
-rss_warm=$(rss_kb "$worker") split_warm=$(rss_split "$worker")
+rss_warm=$(rss_kb "$worker") split_warm=$(rss_split "$worker"); snapshot warm
 log "worker $worker: VmRSS $rss_start kB after start, $rss_warm kB after warming the cache"
 
 total=0 errors=0 samples="" rss_first=""
@@ -48,11 +51,11 @@ while [ "$total" -lt "$requests" ]; do
   errors=$(( errors + $(kv http_errors "$line") + $(kv socket_errors "$line") ))
   kill -0 "$worker" 2>/dev/null || die "the worker died (pid $worker)"
   rss=$(rss_kb "$worker")
-  [ -n "$rss_first" ] || { rss_first=$rss; first_total=$total; split_first=$(rss_split "$worker"); }
+  [ -n "$rss_first" ] || { rss_first=$rss; first_total=$total; split_first=$(rss_split "$worker"); snapshot first; }
   samples+="${samples:+, }$total: $rss"
   log "  $total requests ($(kv rps "$line") req/s), errors $errors, VmRSS $rss kB"
 done
-rss_end=$(rss_kb "$worker") split_end=$(rss_split "$worker")
+rss_end=$(rss_kb "$worker") split_end=$(rss_split "$worker"); snapshot end
 served=$(sqlite3 "$OUT/db/weather.sqlite3" "SELECT count(*) FROM anonymous_weather_sessions" 2>/dev/null || echo "?")
 
 mb() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }

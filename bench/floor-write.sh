@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# What the process model allows session creation. In ROUNDS (3) rounds of ROUND (5s), each through
+# nginx: c-hello (the floor, GET, 2 processes); bench/floor-write.c as the write floor (2 processes
+# of one thread: c-hello plus the rows a creation writes, one SQLite transaction a request, the
+# gateway's schema and durability settings, nothing else); the same with group commit
+# (GROUP_PROCESSES (1) processes of GROUP_THREADS (16) threads sharing one connection, one
+# transaction for all the requests waiting); and the gateway's session creation (2 workers; POST,
+# the same bodies as the write floors'). For each: req/s, p99, errors, and CPU microseconds per
+# request of the responder processes (threads included) and of nginx's worker.
+# Not a target: it says how much of the gap between creation and 0.4 x the floor any worker with
+# the gateway's process model (single-threaded, its own SQLite connection) would also have, and how
+# much group commit would buy.
+#
+# usage: bench/floor-write.sh [--label TEXT]
+# Environment: ROUNDS (3), ROUND (5s), GROUP_PROCESSES (1), GROUP_THREADS (16), GATEWAY_BIN, RESULTS.
+source "$(dirname "$0")/lib.sh"
+
+bench_args "$@"
+rounds=${ROUNDS:-3} round=${ROUND:-5s} group_processes=${GROUP_PROCESSES:-1} group_threads=${GROUP_THREADS:-16}
+export NGINX_WORKERS=1
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+
+bench_init floorwrite
+build_gateway
+start_fake_provider
+sock=$OUT/gw.sock port=$(free_port)
+conf=$("$BENCH_ROOT/scripts/nginx-conf.sh" "$port" "$sock" "$OUT/nginx")
+start_gateway "$sock" 2 "$OUT/db/weather.sqlite3" off
+gw="http://127.0.0.1:$port"
+hport=$(free_port) wport=$(free_port) gport=$(free_port)
+start_hello "$OUT/hello.sock" 2
+hello_pids=$(cat "$OUT/hello.pid")
+
+# The write floor: built here, on a database of its own with the gateway's migrations applied.
+cc -O2 -pthread -o "$OUT/floor-write" "$BENCH_DIR/floor-write.c" -lfcgi -lsqlite3 || die "cannot build floor-write.c"
+mkdir -p "$OUT/wdb"
+for db in write grouped; do
+  cat "$BENCH_ROOT"/migrations/*.sql | sqlite3 "$OUT/wdb/$db.sqlite3" || die "cannot apply the migrations"
+done
+{
+  echo "server { listen 127.0.0.1:$hport; location / { include /etc/nginx/fastcgi_params; fastcgi_pass unix:$OUT/hello.sock; fastcgi_keep_conn off; } }"
+  echo "server { listen 127.0.0.1:$wport; location / { include /etc/nginx/fastcgi_params; fastcgi_pass unix:$OUT/write.sock; fastcgi_keep_conn off; } }"
+  echo "server { listen 127.0.0.1:$gport; location / { include /etc/nginx/fastcgi_params; fastcgi_pass unix:$OUT/grouped.sock; fastcgi_keep_conn off; } }"
+} >"$OUT/extra.conf"
+sed -i "0,/http {/s||http {\n  include $OUT/extra.conf;|" "$conf"
+start_nginx "$conf"
+wait_http "$gw/v1/health"
+create_session "$gw"
+bytes=$(curl -s -o /dev/null -w '%{size_download}' -X POST "$gw/v1/weather/session" -H 'Content-Type: application/json' \
+  -d "{\"platform\":\"ios\",\"appVersion\":\"1.0\",\"installationId\":\"$(cat /proc/sys/kernel/random/uuid)\"}")
+start_write_floor() {  # start_write_floor NAME PROCESSES THREADS
+  FLOOR_WRITE_DB=$OUT/wdb/$1.sqlite3 FLOOR_WRITE_BYTES=$bytes FLOOR_WRITE_THREADS=$3 \
+    spawn-fcgi -s "$OUT/$1.sock" -M 0666 -F "$2" -P "$OUT/$1.pid" -- "$OUT/floor-write" >"$OUT/$1.log" 2>&1
+  local p
+  for p in $(cat "$OUT/$1.pid"); do track "$p"; done
+  wait_socket "$OUT/$1.sock"
+}
+start_write_floor write 2 1
+start_write_floor grouped "$group_processes" "$group_threads"
+write_pids=$(cat "$OUT/write.pid") grouped_pids=$(cat "$OUT/grouped.pid")
+gw_pids=$(pgrep -P "$GATEWAY_PID" | tr '\n' ' ')
+nginx_pids=$(pgrep -P "$NGINX_PID" | tr '\n' ' ')
+for p in "$wport" "$gport"; do
+  [ "$(curl -s -o /dev/null -w '%{http_code} %{size_download}' -X POST -d '{}' "http://127.0.0.1:$p/")" = "201 $bytes" ] \
+    || die "the write floor on port $p does not answer 201 with $bytes bytes"
+done
+
+hz=$(getconf CLK_TCK)
+declare -A US NGX
+measure() {  # measure NAME ROUND URL SCRIPT PIDS...
+  local name=$1 r=$2 url=$3 script=$4; shift 4
+  local a n
+  a=$(cpu_ticks "$@") n=$(cpu_ticks $nginx_pids)
+  NO_WARMUP=1 DURATION=$round wrk_run "$name-$r" "$url" "$script"
+  US[$name-$r]=$(awk -v t=$(( $(cpu_ticks "$@") - a )) -v r="${REQS[$name-$r]}" -v hz="$hz" 'BEGIN { printf "%.1f", t * 1e6 / hz / r }')
+  NGX[$name-$r]=$(awk -v t=$(( $(cpu_ticks $nginx_pids) - n )) -v r="${REQS[$name-$r]}" -v hz="$hz" 'BEGIN { printf "%.1f", t * 1e6 / hz / r }')
+  log "  responders ${US[$name-$r]} us/req, nginx ${NGX[$name-$r]} us/req"
+}
+for r in $(seq "$rounds"); do
+  measure floor "$r" "http://127.0.0.1:$hport/" report.lua $hello_pids
+  measure write "$r" "http://127.0.0.1:$wport/" create.lua $write_pids
+  measure grouped "$r" "http://127.0.0.1:$gport/" create.lua $grouped_pids
+  measure create "$r" "$gw/v1/weather/session" create.lua $gw_pids
+done
+rows_written=$(sqlite3 "$OUT/wdb/write.sqlite3" "SELECT count(*) FROM anonymous_weather_sessions")
+rows_grouped=$(sqlite3 "$OUT/wdb/grouped.sqlite3" "SELECT count(*) FROM anonymous_weather_sessions")
+
+{
+  results_header "bench/floor-write.sh${label:+ ($label)}" "ROUNDS=$rounds ROUND=$round bench/floor-write.sh $args"
+  echo "wrk -t2 -c32 through nginx (1 worker). Floor: c-hello, 2 processes, GET. Write floor: bench/floor-write.c, 2 processes of one thread (POST, reads the body, inserts a session and two token rows in one transaction, WAL, synchronous=NORMAL, answers $bytes bytes, as the gateway's creation does; $rows_written sessions written in all). Grouped: the same program, $group_processes process(es) of $group_threads threads sharing one connection with group commit ($rows_grouped sessions). Creation: the gateway, 2 workers, the same bodies. CPU per request from /proc/PID/stat (utime + stime, threads included) over each measurement."
+  echo
+  echo "| round | floor req/s | write floor req/s | grouped req/s | creation req/s | write floor / floor | grouped / floor | creation / floor | creation / write floor | p99 ms: floor, write, grouped, creation | errors: floor, write, grouped, creation | µs/req responders: floor, write, grouped, creation | µs/req nginx: floor, write, grouped, creation |"
+  echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|"
+  for r in $(seq "$rounds"); do
+    echo "| $r | ${RPS[floor-$r]} | ${RPS[write-$r]} | ${RPS[grouped-$r]} | ${RPS[create-$r]} | $(ratio "${RPS[write-$r]}" "${RPS[floor-$r]}") | $(ratio "${RPS[grouped-$r]}" "${RPS[floor-$r]}") | $(ratio "${RPS[create-$r]}" "${RPS[floor-$r]}") | $(ratio "${RPS[create-$r]}" "${RPS[write-$r]}") | ${P99[floor-$r]}, ${P99[write-$r]}, ${P99[grouped-$r]}, ${P99[create-$r]} | ${ERRS[floor-$r]}, ${ERRS[write-$r]}, ${ERRS[grouped-$r]}, ${ERRS[create-$r]} | ${US[floor-$r]}, ${US[write-$r]}, ${US[grouped-$r]}, ${US[create-$r]} | ${NGX[floor-$r]}, ${NGX[write-$r]}, ${NGX[grouped-$r]}, ${NGX[create-$r]} |"
+  done
+} >>"$RESULTS"
+log "appended to $RESULTS"
