@@ -32,7 +32,6 @@ start_hello "$OUT/hello.sock" 2
 hello_pids=$(cat "$OUT/hello.pid")
 
 # The write floor: built here, on a database of its own with the gateway's migrations applied.
-cc -O2 -pthread -o "$OUT/floor-write" "$BENCH_DIR/floor-write.c" -lfcgi -lsqlite3 || die "cannot build floor-write.c"
 mkdir -p "$OUT/wdb"
 for db in write grouped; do
   cat "$BENCH_ROOT"/migrations/*.sql | sqlite3 "$OUT/wdb/$db.sqlite3" || die "cannot apply the migrations"
@@ -48,16 +47,10 @@ wait_http "$gw/v1/health"
 create_session "$gw"
 bytes=$(curl -s -o /dev/null -w '%{size_download}' -X POST "$gw/v1/weather/session" -H 'Content-Type: application/json' \
   -d "{\"platform\":\"ios\",\"appVersion\":\"1.0\",\"installationId\":\"$(cat /proc/sys/kernel/random/uuid)\"}")
-start_write_floor() {  # start_write_floor NAME PROCESSES THREADS
-  FLOOR_WRITE_DB=$OUT/wdb/$1.sqlite3 FLOOR_WRITE_BYTES=$bytes FLOOR_WRITE_THREADS=$3 \
-    spawn-fcgi -s "$OUT/$1.sock" -M 0666 -F "$2" -P "$OUT/$1.pid" -- "$OUT/floor-write" >"$OUT/$1.log" 2>&1
-  local p
-  for p in $(cat "$OUT/$1.pid"); do track "$p"; done
-  wait_socket "$OUT/$1.sock"
-}
-start_write_floor write 2 1
-start_write_floor grouped "$group_processes" "$group_threads"
-write_pids=$(cat "$OUT/write.pid") grouped_pids=$(cat "$OUT/grouped.pid")
+start_write_floor "$OUT/write.sock" 2 1 "$OUT/wdb/write.sqlite3" "$bytes"
+write_pids=$WRITE_PIDS
+start_write_floor "$OUT/grouped.sock" "$group_processes" "$group_threads" "$OUT/wdb/grouped.sqlite3" "$bytes"
+grouped_pids=$WRITE_PIDS
 gw_pids=$(pgrep -P "$GATEWAY_PID" | tr '\n' ' ')
 nginx_pids=$(pgrep -P "$NGINX_PID" | tr '\n' ' ')
 for p in "$wport" "$gport"; do

@@ -201,6 +201,25 @@ start_hello() {
   wait_socket "$sock"
 }
 
+# The write floor (bench/floor-write.c), built once into $OUT.
+build_write_floor() {
+  [ -x "$OUT/floor-write" ] && return 0
+  cc -O2 -pthread -o "$OUT/floor-write" "$BENCH_DIR/floor-write.c" -lfcgi -lsqlite3 || die "cannot build floor-write.c"
+}
+
+# start_write_floor SOCK PROCESSES THREADS DB BYTES: the write floor on DB (already migrated),
+# answering BYTES bytes; sets WRITE_PIDS.
+start_write_floor() {
+  local sock=$1 p
+  build_write_floor
+  rm -f "$sock"
+  FLOOR_WRITE_DB=$4 FLOOR_WRITE_BYTES=$5 FLOOR_WRITE_THREADS=$3 \
+    spawn-fcgi -s "$sock" -M 0666 -F "$2" -P "$sock.pid" -- "$OUT/floor-write" >>"$OUT/floor-write.log" 2>&1
+  WRITE_PIDS=$(cat "$sock.pid")
+  for p in $WRITE_PIDS; do track "$p"; done
+  wait_socket "$sock"
+}
+
 # start_nginx CONF: sets NGINX_PID.
 start_nginx() {
   nginx -t -c "$1" >"$OUT/nginx-test.log" 2>&1 || { cat "$OUT/nginx-test.log" >&2; die "bad nginx config"; }
