@@ -6,6 +6,11 @@
  * from a xorshift generator. It answers a 201 with FLOOR_WRITE_BYTES (default 400) bytes of JSON,
  * the size of the gateway's creation response, after its rows are committed.
  *
+ * FLOOR_WRITE_KIND=refresh writes what a refresh writes instead: it finds the refresh token it
+ * issued last by its hash (outside the transaction, as the gateway does), marks it spent by rowid
+ * and inserts the session's next access and refresh token rows (its first request creates the
+ * session it refreshes from then on). Only with one thread.
+ *
  * FLOOR_WRITE_THREADS=1 (the default) is the gateway's process model: one thread, one connection,
  * one transaction per request. With N > 1, N threads accept requests and share the process's one
  * connection through group commit: a request's rows join the batch that is open; the first thread
@@ -37,7 +42,8 @@ struct rows {
 };
 
 static sqlite3 *db;
-static sqlite3_stmt *begin, *commit, *rollback, *session, *token;
+static sqlite3_stmt *begin, *commit, *rollback, *session, *token, *find, *spend;
+static int refresh_kind;
 static char answer[4001];
 static int answer_length;
 
@@ -102,6 +108,35 @@ static int write_batch(struct rows **batch, int count) {
     return rc;
 }
 
+/* Refresh: spends the refresh token r->hash[1] names (kept from the last request), then inserts
+ * r's new pair for session r->id. The first call, with no token yet, creates the session. */
+static int rotate(struct rows *r, const char *spent_hash) {
+    if (!spent_hash[0]) return write_batch(&r, 1);
+    sqlite3_bind_text(find, 1, spent_hash, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(find);
+    sqlite3_int64 rowid = rc == SQLITE_ROW ? sqlite3_column_int64(find, 0) : -1;
+    sqlite3_reset(find);
+    if (rowid < 0) return SQLITE_NOTFOUND;
+    rc = run(begin);
+    if (!rc) {
+        sqlite3_bind_int64(spend, 1, rowid);
+        sqlite3_bind_text(spend, 2, r->now, -1, SQLITE_STATIC);
+        rc = run(spend);
+    }
+    for (int k = 0; k < 2 && !rc; k++) {
+        sqlite3_bind_text(token, 1, r->row[k], -1, SQLITE_STATIC);
+        sqlite3_bind_text(token, 2, r->id, -1, SQLITE_STATIC);
+        sqlite3_bind_text(token, 3, r->hash[k], -1, SQLITE_STATIC);
+        sqlite3_bind_text(token, 4, k ? "refresh" : "access", -1, SQLITE_STATIC);
+        sqlite3_bind_text(token, 5, r->later, -1, SQLITE_STATIC);
+        sqlite3_bind_text(token, 6, r->now, -1, SQLITE_STATIC);
+        rc = run(token);
+    }
+    if (!rc) rc = run(commit);
+    if (rc) run(rollback);
+    return rc;
+}
+
 /* Returns once r's rows are committed (0) or their transaction failed. */
 static int submit(struct rows *r) {
     pthread_mutex_lock(&lock);
@@ -134,7 +169,7 @@ static int submit(struct rows *r) {
 static void *serve(void *unused) {
     (void)unused;
     uint64_t state = ((uint64_t)getpid() << 32) ^ (uint64_t)time(0) ^ (uint64_t)(uintptr_t)&state ^ 0x9e3779b97f4a7c15ULL;
-    char body[4096];
+    char body[4096], spent_hash[72] = "";
     struct rows r;
     FCGX_Request req;
     FCGX_InitRequest(&req, 0, 0);
@@ -147,13 +182,17 @@ static void *serve(void *unused) {
         t += 900;
         gmtime_r(&t, &tm);
         strftime(r.later, sizeof r.later, "%Y-%m-%dT%H:%M:%SZ", &tm);
-        hex(&state, r.id, "aws_", 18);
-        hex(&state, r.installation, "", 64);
+        if (!refresh_kind || !spent_hash[0]) {
+            hex(&state, r.id, "aws_", 18);
+            hex(&state, r.installation, "", 64);
+        }
         for (int k = 0; k < 2; k++) {
             hex(&state, r.row[k], "wst_", 24);
             hex(&state, r.hash[k], "", 64);
         }
-        if (submit(&r)) {
+        int rc = refresh_kind ? rotate(&r, spent_hash) : submit(&r);
+        if (refresh_kind) strcpy(spent_hash, rc ? "" : r.hash[1]);
+        if (rc) {
             FCGX_PutS("Status: 503 Service Unavailable\r\nContent-Type: application/json\r\n\r\n{\"error\":\"busy\"}", req.out);
         } else {
             FCGX_FPrintF(req.out, "Status: 201 Created\r\nContent-Type: application/json\r\nCache-Control: no-store\r\n"
@@ -177,6 +216,9 @@ int main(void) {
     const char *n = getenv("FLOOR_WRITE_THREADS");
     int threads = n ? atoi(n) : 1;
     if (threads < 1 || threads > MAX_THREADS) threads = 1;
+    const char *kind = getenv("FLOOR_WRITE_KIND");
+    refresh_kind = kind && !strcmp(kind, "refresh");
+    if (refresh_kind && threads != 1) fail("FLOOR_WRITE_KIND=refresh takes one thread");
 
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX, 0) != SQLITE_OK) fail("open");
     sqlite3_busy_timeout(db, 5000);
@@ -189,7 +231,9 @@ int main(void) {
         sqlite3_prepare_v2(db, "INSERT INTO anonymous_weather_sessions(id, installation_id_hash, platform, app_version,"
                                " status, created_at, last_seen_at) VALUES (?1, ?2, 'ios', '1.0', 'active', ?3, ?3)", -1, &session, 0) ||
         sqlite3_prepare_v2(db, "INSERT INTO weather_session_tokens(id, session_id, token_hash, token_type, expires_at,"
-                               " created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)", -1, &token, 0))
+                               " created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)", -1, &token, 0) ||
+        sqlite3_prepare_v2(db, "SELECT rowid FROM weather_session_tokens WHERE token_hash = ?1", -1, &find, 0) ||
+        sqlite3_prepare_v2(db, "UPDATE weather_session_tokens SET revoked_at = ?2 WHERE rowid = ?1 AND revoked_at IS NULL", -1, &spend, 0))
         fail("prepare");
 
     FCGX_Init();

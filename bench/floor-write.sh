@@ -5,8 +5,11 @@
 # gateway's schema and durability settings, nothing else); the same with group commit
 # (GROUP_PROCESSES (1) processes of GROUP_THREADS (16) threads sharing one connection, one
 # transaction for all the requests waiting); and the gateway's session creation (2 workers; POST,
-# the same bodies as the write floors'). For each: req/s, p99, errors, and CPU microseconds per
-# request of the responder processes (threads included) and of nginx's worker.
+# the same bodies as the write floors'). Then the same for refresh: the write floor writing what a
+# refresh writes (FLOOR_WRITE_KIND=refresh, 2 processes) and the gateway's refresh (each request
+# spending a fresh refresh token, seeded before each round as bench/run.sh does). For each: req/s,
+# p99, errors, and CPU microseconds per request of the responder processes (threads included) and
+# of nginx's worker.
 # Not a target: it says how much of the gap between creation and 0.4 x the floor any worker with
 # the gateway's process model (single-threaded, its own SQLite connection) would also have, and how
 # much group commit would buy.
@@ -27,19 +30,20 @@ sock=$OUT/gw.sock port=$(free_port)
 conf=$("$BENCH_ROOT/scripts/nginx-conf.sh" "$port" "$sock" "$OUT/nginx")
 start_gateway "$sock" 2 "$OUT/db/weather.sqlite3" off
 gw="http://127.0.0.1:$port"
-hport=$(free_port) wport=$(free_port) gport=$(free_port)
+hport=$(free_port) wport=$(free_port) gport=$(free_port) rport=$(free_port)
 start_hello "$OUT/hello.sock" 2
 hello_pids=$(cat "$OUT/hello.pid")
 
 # The write floor: built here, on a database of its own with the gateway's migrations applied.
 mkdir -p "$OUT/wdb"
-for db in write grouped; do
+for db in write grouped refresh; do
   cat "$BENCH_ROOT"/migrations/*.sql | sqlite3 "$OUT/wdb/$db.sqlite3" || die "cannot apply the migrations"
 done
 {
   echo "server { listen 127.0.0.1:$hport; location / { include /etc/nginx/fastcgi_params; fastcgi_pass unix:$OUT/hello.sock; fastcgi_keep_conn off; } }"
   echo "server { listen 127.0.0.1:$wport; location / { include /etc/nginx/fastcgi_params; fastcgi_pass unix:$OUT/write.sock; fastcgi_keep_conn off; } }"
   echo "server { listen 127.0.0.1:$gport; location / { include /etc/nginx/fastcgi_params; fastcgi_pass unix:$OUT/grouped.sock; fastcgi_keep_conn off; } }"
+  echo "server { listen 127.0.0.1:$rport; location / { include /etc/nginx/fastcgi_params; fastcgi_pass unix:$OUT/refresh.sock; fastcgi_keep_conn off; } }"
 } >"$OUT/extra.conf"
 sed -i "0,/http {/s||http {\n  include $OUT/extra.conf;|" "$conf"
 start_nginx "$conf"
@@ -51,9 +55,11 @@ start_write_floor "$OUT/write.sock" 2 1 "$OUT/wdb/write.sqlite3" "$bytes"
 write_pids=$WRITE_PIDS
 start_write_floor "$OUT/grouped.sock" "$group_processes" "$group_threads" "$OUT/wdb/grouped.sqlite3" "$bytes"
 grouped_pids=$WRITE_PIDS
+FLOOR_WRITE_KIND=refresh start_write_floor "$OUT/refresh.sock" 2 1 "$OUT/wdb/refresh.sqlite3" "$bytes"
+refresh_pids=$WRITE_PIDS
 gw_pids=$(pgrep -P "$GATEWAY_PID" | tr '\n' ' ')
 nginx_pids=$(pgrep -P "$NGINX_PID" | tr '\n' ' ')
-for p in "$wport" "$gport"; do
+for p in "$wport" "$gport" "$rport"; do
   [ "$(curl -s -o /dev/null -w '%{http_code} %{size_download}' -X POST -d '{}' "http://127.0.0.1:$p/")" = "201 $bytes" ] \
     || die "the write floor on port $p does not answer 201 with $bytes bytes"
 done
@@ -74,9 +80,19 @@ for r in $(seq "$rounds"); do
   measure write "$r" "http://127.0.0.1:$wport/" create.lua $write_pids
   measure grouped "$r" "http://127.0.0.1:$gport/" create.lua $grouped_pids
   measure create "$r" "$gw/v1/weather/session" create.lua $gw_pids
+  measure write_refresh "$r" "http://127.0.0.1:$rport/" create.lua $refresh_pids
+  THREADS=2 CONNECTIONS=32 DURATION=$round seed_pairs "r$r" "$gw" \
+    "$(awk -v c="${RPS[create-$r]}" -v d="$(duration_seconds "$round")" 'BEGIN { printf "%d", c * d * 3 + 2000 }')"
+  PAIRS_FILE=$OUT/pairs-r$r.txt measure refresh "$r" "$gw/v1/weather/session/refresh" refresh.lua $gw_pids
+  [ -z "${NOTE[refresh-$r]:-}" ] || log "warning: ${NOTE[refresh-$r]}"
 done
 rows_written=$(sqlite3 "$OUT/wdb/write.sqlite3" "SELECT count(*) FROM anonymous_weather_sessions")
 rows_grouped=$(sqlite3 "$OUT/wdb/grouped.sqlite3" "SELECT count(*) FROM anonymous_weather_sessions")
+wal_sizes=""
+for db in write grouped refresh; do
+  wal_sizes+="${wal_sizes:+, }$db $(awk -v b="$(stat -c %s "$OUT/wdb/$db.sqlite3-wal" 2>/dev/null || echo 0)" 'BEGIN { printf "%.1f", b / 1048576 }') MiB"
+done
+rows_refreshed=$(sqlite3 "$OUT/wdb/refresh.sqlite3" "SELECT count(*) FROM weather_session_tokens WHERE token_type = 'refresh' AND revoked_at IS NOT NULL")
 
 {
   results_header "bench/floor-write.sh${label:+ ($label)}" "ROUNDS=$rounds ROUND=$round bench/floor-write.sh $args"
@@ -86,6 +102,16 @@ rows_grouped=$(sqlite3 "$OUT/wdb/grouped.sqlite3" "SELECT count(*) FROM anonymou
   echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|"
   for r in $(seq "$rounds"); do
     echo "| $r | ${RPS[floor-$r]} | ${RPS[write-$r]} | ${RPS[grouped-$r]} | ${RPS[create-$r]} | $(ratio "${RPS[write-$r]}" "${RPS[floor-$r]}") | $(ratio "${RPS[grouped-$r]}" "${RPS[floor-$r]}") | $(ratio "${RPS[create-$r]}" "${RPS[floor-$r]}") | $(ratio "${RPS[create-$r]}" "${RPS[write-$r]}") | ${P99[floor-$r]}, ${P99[write-$r]}, ${P99[grouped-$r]}, ${P99[create-$r]} | ${ERRS[floor-$r]}, ${ERRS[write-$r]}, ${ERRS[grouped-$r]}, ${ERRS[create-$r]} | ${US[floor-$r]}, ${US[write-$r]}, ${US[grouped-$r]}, ${US[create-$r]} | ${NGX[floor-$r]}, ${NGX[write-$r]}, ${NGX[grouped-$r]}, ${NGX[create-$r]} |"
+  done
+  echo
+  echo "The write floors checkpoint inline (SQLite's autocheckpoint, PASSIVE, every 4,000 pages; no RESTART); their WAL files at the end: $wal_sizes. The gateway checkpoints on a thread of its own and starts the WAL over past 64 MiB."
+  echo
+  echo "Refresh: the write floor with FLOOR_WRITE_KIND=refresh, 2 processes (finds its last refresh token by hash, then in one transaction marks it spent by rowid and inserts the next pair; $rows_refreshed tokens spent in all), and the gateway's refresh, each request spending a fresh token seeded before the round."
+  echo
+  echo "| round | floor req/s | refresh write floor req/s | refresh req/s | refresh write floor / floor | refresh / floor | refresh / refresh write floor | p99 ms: write floor, refresh | errors: write floor, refresh | µs/req responders: write floor, refresh | µs/req nginx: write floor, refresh |"
+  echo "|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|"
+  for r in $(seq "$rounds"); do
+    echo "| $r | ${RPS[floor-$r]} | ${RPS[write_refresh-$r]} | ${RPS[refresh-$r]} | $(ratio "${RPS[write_refresh-$r]}" "${RPS[floor-$r]}") | $(ratio "${RPS[refresh-$r]}" "${RPS[floor-$r]}") | $(ratio "${RPS[refresh-$r]}" "${RPS[write_refresh-$r]}") | ${P99[write_refresh-$r]}, ${P99[refresh-$r]} | ${ERRS[write_refresh-$r]}, ${ERRS[refresh-$r]} | ${US[write_refresh-$r]}, ${US[refresh-$r]} | ${NGX[write_refresh-$r]}, ${NGX[refresh-$r]} |"
   done
 } >>"$RESULTS"
 log "appended to $RESULTS"

@@ -346,10 +346,10 @@ api_paths() {
   PAIRS_FILE=$OUT/pairs-$p.txt NO_WARMUP=1 wrk_run "$p-refresh" "$base/v1/weather/session/refresh" refresh.lua
 }
 
-# VmRSS of a process in kB.
 # CPU clock ticks (utime + stime, threads included) of the processes PIDS..., summed.
 cpu_ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat"))); done; echo "$t"; }
 
+# VmRSS of a process in kB.
 rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
 # "RssAnon kB anonymous + RssFile kB file-backed": what VmRSS is made of (file pages, the shared
 # libraries mostly, are shared with every other worker).
