@@ -4,9 +4,11 @@
 # both see the same machine. Each build has its own database, migrated by itself, and its own
 # nginx; 2 workers each, limits off, wrk -t2 -c32. Refresh pairs are seeded first and split per
 # round. For a change to the write path (schema, transactions): A the build before, B after.
+# With SESSIONS=N each database first gets N sessions as bench/scale.sh's big one does (about
+# 1.2 GB and 30 s per million, twice).
 #
 # usage: A_BIN=old/weather-fcgi B_BIN=new/weather-fcgi bench/ab-write.sh [--label TEXT]
-# Environment: A_BIN, B_BIN (required), ROUNDS (3), ROUND_SECONDS (4), RESULTS.
+# Environment: A_BIN, B_BIN (required), ROUNDS (3), ROUND_SECONDS (4), SESSIONS (0), RESULTS.
 source "$(dirname "$0")/lib.sh"
 
 bench_args "$@"
@@ -23,6 +25,11 @@ for v in A B; do
   GATEWAY_BIN=${!bin_var}
   sock=$OUT/gw$v.sock port=$(free_port)
   conf=$("$BENCH_ROOT/scripts/nginx-conf.sh" "$port" "$sock" "$OUT/nginx$v")
+  if [ "${SESSIONS:-0}" -gt 0 ]; then
+    start_gateway "$sock" 1 "$OUT/db$v/weather.sqlite3" off "gateway$v"  # migrates it
+    stop_gateway "$sock"
+    seed_big_db "$OUT/db$v/weather.sqlite3" "$SESSIONS"
+  fi
   start_gateway "$sock" 2 "$OUT/db$v/weather.sqlite3" off "gateway$v"
   start_nginx "$conf"
   wait_http "http://127.0.0.1:$port/v1/health"
@@ -48,9 +55,11 @@ for r in $(seq "$rounds"); do
   done
 done
 
+seeded=""
+[ "${SESSIONS:-0}" -gt 0 ] && seeded=" Each database held $SESSIONS seeded sessions (3 tokens each) at the start."
 {
-  results_header "bench/ab-write.sh${label:+ ($label)}" "A_BIN=$A_BIN B_BIN=$B_BIN ROUNDS=$rounds ROUND_SECONDS=$secs bench/ab-write.sh $args"
-  echo "Interleaved rounds of ${secs} s, wrk -t2 -c32 through nginx (1 worker) to 2 workers per build, limits off; req/s (p99 ms), B / A per round."
+  results_header "bench/ab-write.sh${label:+ ($label)}" "A_BIN=$A_BIN B_BIN=$B_BIN ROUNDS=$rounds ROUND_SECONDS=$secs SESSIONS=${SESSIONS:-0} bench/ab-write.sh $args"
+  echo "Interleaved rounds of ${secs} s, wrk -t2 -c32 through nginx (1 worker) to 2 workers per build, limits off; req/s (p99 ms), B / A per round.$seeded"
   echo
   echo "| round | creation A | creation B | B / A | refresh A | refresh B | B / A |"
   echo "|---:|---:|---:|---:|---:|---:|---:|"

@@ -50,32 +50,8 @@ DB[big]=$OUT/big/weather.sqlite3
 migrated_db "${DB[empty]}"
 migrated_db "${DB[big]}"
 
-log "inserting $sessions sessions, $((sessions * 3)) tokens, $sessions rate-limit buckets"
-t0=$(date +%s.%N)
-created=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-access_exp=$(date -u -d '+12 hours' +%Y-%m-%dT%H:%M:%SZ)
-refresh_exp=$(date -u -d '+30 days' +%Y-%m-%dT%H:%M:%SZ)
-now_ms=$(( $(date +%s) * 1000 ))
-sqlite3 "${DB[big]}" >"$OUT/insert.log" 2>&1 <<SQL
-PRAGMA cache_size = -262144;
-BEGIN;
-CREATE TEMP TABLE n AS WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < $sessions) SELECT i FROM c;
-INSERT INTO anonymous_weather_sessions(id, installation_id_hash, platform, app_version, status, created_at, last_seen_at, revoked_at)
-  SELECT printf('aws_scale%09d', i), lower(hex(randomblob(32))), CASE i % 4 WHEN 0 THEN 'android' ELSE 'ios' END,
-         '1.0', 'active', '$created', '$created', NULL FROM n;
-INSERT INTO weather_session_tokens(id, session_id, token_hash, token_type, expires_at, created_at, revoked_at)
-  SELECT printf('wst_scale_a%09d', i), printf('aws_scale%09d', i), lower(hex(randomblob(32))), 'access', '$access_exp', '$created', NULL FROM n;
-INSERT INTO weather_session_tokens(id, session_id, token_hash, token_type, expires_at, created_at, revoked_at)
-  SELECT printf('wst_scale_r%09d', i), printf('aws_scale%09d', i), lower(hex(randomblob(32))), 'refresh', '$refresh_exp', '$created', NULL FROM n;
-INSERT INTO weather_session_tokens(id, session_id, token_hash, token_type, expires_at, created_at, revoked_at)
-  SELECT printf('wst_scale_o%09d', i), printf('aws_scale%09d', i), lower(hex(randomblob(32))), 'refresh', '$refresh_exp', '$created', '$created' FROM n;
-INSERT INTO weather_rate_limits(bucket_key, tat_ms)
-  SELECT printf('weather_session:aws_scale%09d', i), $now_ms FROM n;
-COMMIT;
-PRAGMA wal_checkpoint(TRUNCATE);
-SQL
-[ -s "$OUT/insert.log" ] && grep -qi error "$OUT/insert.log" && { cat "$OUT/insert.log" >&2; die "insert failed"; }
-insert_s=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+seed_big_db "${DB[big]}" "$sessions"
+insert_s=$SEED_SECONDS
 big_size=$(du -m "${DB[big]}" | cut -f1)
 rows=$(sqlite3 "${DB[big]}" "SELECT (SELECT count(*) FROM anonymous_weather_sessions) || ' sessions, ' || (SELECT count(*) FROM weather_session_tokens) || ' tokens, ' || (SELECT count(*) FROM weather_rate_limits) || ' rate-limit rows'")
 log "inserted in ${insert_s}s: $rows, ${big_size} MB"
