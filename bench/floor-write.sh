@@ -10,12 +10,16 @@
 # spending a fresh refresh token, seeded before each round as bench/run.sh does). For each: req/s,
 # p99, errors, and CPU microseconds per request of the responder processes (threads included) and
 # of nginx's worker.
+# With MEMORY_DIR (default /dev/shm, if it is writable; empty to skip) the write floor also runs
+# on a database there: a RAM file system, no disk at all, which no deployment would use; it says
+# how much of the write floor's pace is the disk's file system.
 # Not a target: it says how much of the gap between creation and 0.4 x the floor any worker with
 # the gateway's process model (single-threaded, its own SQLite connection) would also have, and how
 # much group commit would buy.
 #
 # usage: bench/floor-write.sh [--label TEXT]
-# Environment: ROUNDS (3), ROUND (5s), GROUP_PROCESSES (1), GROUP_THREADS (16), GATEWAY_BIN, RESULTS.
+# Environment: ROUNDS (3), ROUND (5s), GROUP_PROCESSES (1), GROUP_THREADS (16), MEMORY_DIR,
+# GATEWAY_BIN, RESULTS.
 source "$(dirname "$0")/lib.sh"
 
 bench_args "$@"
@@ -30,7 +34,14 @@ sock=$OUT/gw.sock port=$(free_port)
 conf=$("$BENCH_ROOT/scripts/nginx-conf.sh" "$port" "$sock" "$OUT/nginx")
 start_gateway "$sock" 2 "$OUT/db/weather.sqlite3" off
 gw="http://127.0.0.1:$port"
-hport=$(free_port) wport=$(free_port) gport=$(free_port) rport=$(free_port)
+hport=$(free_port) wport=$(free_port) gport=$(free_port) rport=$(free_port) mport=$(free_port)
+memory_dir=${MEMORY_DIR-/dev/shm}
+[ -n "$memory_dir" ] && { [ -d "$memory_dir" ] && [ -w "$memory_dir" ] || memory_dir=""; }
+mdb=""
+if [ -n "$memory_dir" ]; then
+  mdb=$(mktemp -d "$memory_dir/floor-write.XXXXXX")
+  BENCH_DIRS+=("$mdb")  # removed at exit, after the processes using it
+fi
 start_hello "$OUT/hello.sock" 2
 hello_pids=$(cat "$OUT/hello.pid")
 
@@ -44,6 +55,7 @@ done
   echo "server { listen 127.0.0.1:$wport; location / { include /etc/nginx/fastcgi_params; fastcgi_pass unix:$OUT/write.sock; fastcgi_keep_conn off; } }"
   echo "server { listen 127.0.0.1:$gport; location / { include /etc/nginx/fastcgi_params; fastcgi_pass unix:$OUT/grouped.sock; fastcgi_keep_conn off; } }"
   echo "server { listen 127.0.0.1:$rport; location / { include /etc/nginx/fastcgi_params; fastcgi_pass unix:$OUT/refresh.sock; fastcgi_keep_conn off; } }"
+  echo "server { listen 127.0.0.1:$mport; location / { include /etc/nginx/fastcgi_params; fastcgi_pass unix:$OUT/memory.sock; fastcgi_keep_conn off; } }"
 } >"$OUT/extra.conf"
 sed -i "0,/http {/s||http {\n  include $OUT/extra.conf;|" "$conf"
 start_nginx "$conf"
@@ -57,6 +69,11 @@ start_write_floor "$OUT/grouped.sock" "$group_processes" "$group_threads" "$OUT/
 grouped_pids=$WRITE_PIDS
 FLOOR_WRITE_KIND=refresh start_write_floor "$OUT/refresh.sock" 2 1 "$OUT/wdb/refresh.sqlite3" "$bytes"
 refresh_pids=$WRITE_PIDS
+if [ -n "$mdb" ]; then
+  cat "$BENCH_ROOT"/migrations/*.sql | sqlite3 "$mdb/write.sqlite3" || die "cannot apply the migrations in $mdb"
+  start_write_floor "$OUT/memory.sock" 2 1 "$mdb/write.sqlite3" "$bytes"
+  memory_pids=$WRITE_PIDS
+fi
 gw_pids=$(pgrep -P "$GATEWAY_PID" | tr '\n' ' ')
 nginx_pids=$(pgrep -P "$NGINX_PID" | tr '\n' ' ')
 for p in "$wport" "$gport" "$rport"; do
@@ -79,6 +96,7 @@ for r in $(seq "$rounds"); do
   measure floor "$r" "http://127.0.0.1:$hport/" report.lua $hello_pids
   measure write "$r" "http://127.0.0.1:$wport/" create.lua $write_pids
   measure grouped "$r" "http://127.0.0.1:$gport/" create.lua $grouped_pids
+  [ -z "$mdb" ] || measure memory "$r" "http://127.0.0.1:$mport/" create.lua $memory_pids
   measure create "$r" "$gw/v1/weather/session" create.lua $gw_pids
   measure write_refresh "$r" "http://127.0.0.1:$rport/" create.lua $refresh_pids
   THREADS=2 CONNECTIONS=32 DURATION=$round seed_pairs "r$r" "$gw" \
@@ -103,6 +121,17 @@ rows_refreshed=$(sqlite3 "$OUT/wdb/refresh.sqlite3" "SELECT count(*) FROM weathe
   for r in $(seq "$rounds"); do
     echo "| $r | ${RPS[floor-$r]} | ${RPS[write-$r]} | ${RPS[grouped-$r]} | ${RPS[create-$r]} | $(ratio "${RPS[write-$r]}" "${RPS[floor-$r]}") | $(ratio "${RPS[grouped-$r]}" "${RPS[floor-$r]}") | $(ratio "${RPS[create-$r]}" "${RPS[floor-$r]}") | $(ratio "${RPS[create-$r]}" "${RPS[write-$r]}") | ${P99[floor-$r]}, ${P99[write-$r]}, ${P99[grouped-$r]}, ${P99[create-$r]} | ${ERRS[floor-$r]}, ${ERRS[write-$r]}, ${ERRS[grouped-$r]}, ${ERRS[create-$r]} | ${US[floor-$r]}, ${US[write-$r]}, ${US[grouped-$r]}, ${US[create-$r]} | ${NGX[floor-$r]}, ${NGX[write-$r]}, ${NGX[grouped-$r]}, ${NGX[create-$r]} |"
   done
+  echo
+  if [ -n "$mdb" ]; then
+    echo
+    echo "The write floor on a RAM file system ($memory_dir, 2 processes, the same program; no disk, no durability, not a deployment):"
+    echo
+    echo "| round | floor req/s | write floor req/s | write floor in RAM req/s | in RAM / floor | in RAM / write floor | p99 ms in RAM | µs/req responders in RAM |"
+    echo "|---:|---:|---:|---:|---:|---:|---:|---:|"
+    for r in $(seq "$rounds"); do
+      echo "| $r | ${RPS[floor-$r]} | ${RPS[write-$r]} | ${RPS[memory-$r]} | $(ratio "${RPS[memory-$r]}" "${RPS[floor-$r]}") | $(ratio "${RPS[memory-$r]}" "${RPS[write-$r]}") | ${P99[memory-$r]} | ${US[memory-$r]} |"
+    done
+  fi
   echo
   echo "The write floors checkpoint inline (SQLite's autocheckpoint, PASSIVE, every 4,000 pages; no RESTART); their WAL files at the end: $wal_sizes. The gateway checkpoints on a thread of its own and starts the WAL over past 64 MiB."
   echo

@@ -20,7 +20,7 @@ BENCH_HASH_KEY=${BENCH_HASH_KEY:-bench-hash-key-0123456789abcdef0123456789abcdef
 BENCH_LAT=31.2304
 BENCH_LON=121.4737
 
-BENCH_PIDS=()
+BENCH_PIDS=() BENCH_DIRS=()  # stopped and removed at exit
 
 # The command line of a script that takes only --label TEXT and --help: sets `label`, and `args`
 # (the arguments quoted again, for the results file's command line).
@@ -54,6 +54,7 @@ bench_cleanup() {
   local rc=$? i
   trap - EXIT INT TERM
   for ((i = ${#BENCH_PIDS[@]} - 1; i >= 0; i--)); do stop_pid "${BENCH_PIDS[$i]}"; done
+  for i in "${BENCH_DIRS[@]}"; do rm -rf "$i"; done
   exit $rc
 }
 
