@@ -39,6 +39,7 @@ enum { MAX_THREADS = 64 };
 struct rows {
     char id[32], installation[72], row[2][32], hash[2][72], now[32], later[32];
     long batch;
+    int rc; /* the result of the transaction that held these rows */
 };
 
 static sqlite3 *db;
@@ -53,7 +54,6 @@ static pthread_cond_t committed = PTHREAD_COND_INITIALIZER;
 static struct rows *pending[MAX_THREADS];
 static int pending_count, committing;
 static long open_batch = 1, done_batch;
-static int batch_rc[1024];
 
 static void fail(const char *what) {
     fprintf(stderr, "floor-write: %s: %s\n", what, db ? sqlite3_errmsg(db) : "?");
@@ -156,14 +156,13 @@ static int submit(struct rows *r) {
         pthread_mutex_unlock(&lock);
         int rc = write_batch(batch, count);
         pthread_mutex_lock(&lock);
-        batch_rc[number & 1023] = rc;
+        for (int i = 0; i < count; i++) batch[i]->rc = rc;
         done_batch = number;
         committing = 0;
         pthread_cond_broadcast(&committed);
     }
-    int rc = batch_rc[r->batch & 1023];
     pthread_mutex_unlock(&lock);
-    return rc;
+    return r->rc;
 }
 
 static void *serve(void *unused) {
