@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What the process model allows session creation. In ROUNDS (3) rounds of ROUND (5s), each through
+# How fast the process model lets session creation and refresh go. In ROUNDS (3) rounds of ROUND (5s), each through
 # nginx: c-hello (the floor, GET, 2 processes); bench/floor-write.c as the write floor (2 processes
 # of one thread: c-hello plus the rows a creation writes, one SQLite transaction a request, the
 # gateway's schema and durability settings, nothing else); the same with group commit
@@ -45,7 +45,7 @@ fi
 start_hello "$OUT/hello.sock" 2
 hello_pids=$(cat "$OUT/hello.pid")
 
-# The write floor: built here, on a database of its own with the gateway's migrations applied.
+# The write floors' databases, each with the gateway's migrations applied.
 mkdir -p "$OUT/wdb"
 for db in write grouped refresh; do
   cat "$BENCH_ROOT"/migrations/*.sql | sqlite3 "$OUT/wdb/$db.sqlite3" || die "cannot apply the migrations"
@@ -60,7 +60,6 @@ done
 sed -i "0,/http {/s||http {\n  include $OUT/extra.conf;|" "$conf"
 start_nginx "$conf"
 wait_http "$gw/v1/health"
-create_session "$gw"
 bytes=$(curl -s -o /dev/null -w '%{size_download}' -X POST "$gw/v1/weather/session" -H 'Content-Type: application/json' \
   -d "{\"platform\":\"ios\",\"appVersion\":\"1.0\",\"installationId\":\"$(cat /proc/sys/kernel/random/uuid)\"}")
 start_write_floor "$OUT/write.sock" 2 1 "$OUT/wdb/write.sqlite3" "$bytes"
