@@ -44,26 +44,12 @@ for p in $(cat "$OUT/body.pid"); do track "$p"; done
 wait_socket "$OUT/body.sock"
 body_pids=$(cat "$OUT/body.pid")
 gw_pids=$(pgrep -P "$GATEWAY_PID" | tr '\n' ' ')
-nginx_pids=$(pgrep -P "$NGINX_PID" | tr '\n' ' ')
 [ "$(curl -s -o /dev/null -w '%{size_download}' "http://127.0.0.1:$bport/")" = "$bytes" ] || die "the sized floor does not answer $bytes bytes"
 
-hz=$(getconf CLK_TCK)
-declare -A RPS US NGX
-measure() {  # measure NAME ROUND URL "HEADER" PIDS...
-  local name=$1 r=$2 url=$3 hdr=$4; shift 4
-  local a n out requests
-  a=$(cpu_ticks "$@") n=$(cpu_ticks $nginx_pids)
-  out=$(wrk -t2 -c32 -d"$round" ${hdr:+-H "$hdr"} "$url")
-  requests=$(awk '/requests in/ { print $1 }' <<<"$out")
-  RPS[$name-$r]=$(awk '/Requests\/sec/ { printf "%.0f", $2 }' <<<"$out")
-  US[$name-$r]=$(awk -v t=$(( $(cpu_ticks "$@") - a )) -v r="$requests" -v hz="$hz" 'BEGIN { printf "%.1f", t * 1e6 / hz / r }')
-  NGX[$name-$r]=$(awk -v t=$(( $(cpu_ticks $nginx_pids) - n )) -v r="$requests" -v hz="$hz" 'BEGIN { printf "%.1f", t * 1e6 / hz / r }')
-  log "round $r $name: ${RPS[$name-$r]} req/s, responders ${US[$name-$r]} us/req, nginx ${NGX[$name-$r]} us/req"
-}
 for r in $(seq "$rounds"); do
-  measure floor "$r" "http://127.0.0.1:$hport/" "" $hello_pids
-  measure sized "$r" "http://127.0.0.1:$bport/" "" $body_pids
-  measure gateway "$r" "$(weather_url "$gw")" "$header" $gw_pids
+  ROUND=$round measure_cpu "floor-$r" "http://127.0.0.1:$hport/" report.lua "$hello_pids"
+  ROUND=$round measure_cpu "sized-$r" "http://127.0.0.1:$bport/" report.lua "$body_pids"
+  ROUND=$round measure_cpu "gateway-$r" "$(weather_url "$gw")" report.lua "$gw_pids" -H "$header"
 done
 
 {

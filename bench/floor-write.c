@@ -82,11 +82,9 @@ static int run(sqlite3_stmt *s) {
     return rc == SQLITE_DONE ? 0 : rc;
 }
 
-static int insert(const struct rows *r) {
-    sqlite3_bind_text(session, 1, r->id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(session, 2, r->installation, -1, SQLITE_STATIC);
-    sqlite3_bind_text(session, 3, r->now, -1, SQLITE_STATIC);
-    int rc = run(session);
+/* The access and refresh token rows of r's session. */
+static int insert_pair(const struct rows *r) {
+    int rc = 0;
     for (int k = 0; k < 2 && !rc; k++) {
         sqlite3_bind_text(token, 1, r->row[k], -1, SQLITE_STATIC);
         sqlite3_bind_text(token, 2, r->id, -1, SQLITE_STATIC);
@@ -97,6 +95,15 @@ static int insert(const struct rows *r) {
         rc = run(token);
     }
     return rc;
+}
+
+/* A new session and its pair. */
+static int insert(const struct rows *r) {
+    sqlite3_bind_text(session, 1, r->id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(session, 2, r->installation, -1, SQLITE_STATIC);
+    sqlite3_bind_text(session, 3, r->now, -1, SQLITE_STATIC);
+    int rc = run(session);
+    return rc ? rc : insert_pair(r);
 }
 
 /* One transaction for `count` requests' rows; 0 when it committed. */
@@ -123,15 +130,7 @@ static int rotate(struct rows *r, const char *spent_hash) {
         sqlite3_bind_text(spend, 2, r->now, -1, SQLITE_STATIC);
         rc = run(spend);
     }
-    for (int k = 0; k < 2 && !rc; k++) {
-        sqlite3_bind_text(token, 1, r->row[k], -1, SQLITE_STATIC);
-        sqlite3_bind_text(token, 2, r->id, -1, SQLITE_STATIC);
-        sqlite3_bind_text(token, 3, r->hash[k], -1, SQLITE_STATIC);
-        sqlite3_bind_text(token, 4, k ? "refresh" : "access", -1, SQLITE_STATIC);
-        sqlite3_bind_text(token, 5, r->later, -1, SQLITE_STATIC);
-        sqlite3_bind_text(token, 6, r->now, -1, SQLITE_STATIC);
-        rc = run(token);
-    }
+    if (!rc) rc = insert_pair(r);
     if (!rc) rc = run(commit);
     if (rc) run(rollback);
     return rc;

@@ -74,33 +74,21 @@ if [ -n "$mdb" ]; then
   memory_pids=$WRITE_PIDS
 fi
 gw_pids=$(pgrep -P "$GATEWAY_PID" | tr '\n' ' ')
-nginx_pids=$(pgrep -P "$NGINX_PID" | tr '\n' ' ')
 for p in "$wport" "$gport" "$rport"; do
   [ "$(curl -s -o /dev/null -w '%{http_code} %{size_download}' -X POST -d '{}' "http://127.0.0.1:$p/")" = "201 $bytes" ] \
     || die "the write floor on port $p does not answer 201 with $bytes bytes"
 done
 
-hz=$(getconf CLK_TCK)
-declare -A US NGX
-measure() {  # measure NAME ROUND URL SCRIPT PIDS...
-  local name=$1 r=$2 url=$3 script=$4; shift 4
-  local a n
-  a=$(cpu_ticks "$@") n=$(cpu_ticks $nginx_pids)
-  NO_WARMUP=1 DURATION=$round wrk_run "$name-$r" "$url" "$script"
-  US[$name-$r]=$(awk -v t=$(( $(cpu_ticks "$@") - a )) -v r="${REQS[$name-$r]}" -v hz="$hz" 'BEGIN { printf "%.1f", t * 1e6 / hz / r }')
-  NGX[$name-$r]=$(awk -v t=$(( $(cpu_ticks $nginx_pids) - n )) -v r="${REQS[$name-$r]}" -v hz="$hz" 'BEGIN { printf "%.1f", t * 1e6 / hz / r }')
-  log "  responders ${US[$name-$r]} us/req, nginx ${NGX[$name-$r]} us/req"
-}
 for r in $(seq "$rounds"); do
-  measure floor "$r" "http://127.0.0.1:$hport/" report.lua $hello_pids
-  measure write "$r" "http://127.0.0.1:$wport/" create.lua $write_pids
-  measure grouped "$r" "http://127.0.0.1:$gport/" create.lua $grouped_pids
-  [ -z "$mdb" ] || measure memory "$r" "http://127.0.0.1:$mport/" create.lua $memory_pids
-  measure create "$r" "$gw/v1/weather/session" create.lua $gw_pids
-  measure write_refresh "$r" "http://127.0.0.1:$rport/" create.lua $refresh_pids
+  ROUND=$round measure_cpu "floor-$r" "http://127.0.0.1:$hport/" report.lua "$hello_pids"
+  ROUND=$round measure_cpu "write-$r" "http://127.0.0.1:$wport/" create.lua "$write_pids"
+  ROUND=$round measure_cpu "grouped-$r" "http://127.0.0.1:$gport/" create.lua "$grouped_pids"
+  [ -z "$mdb" ] || ROUND=$round measure_cpu "memory-$r" "http://127.0.0.1:$mport/" create.lua "$memory_pids"
+  ROUND=$round measure_cpu "create-$r" "$gw/v1/weather/session" create.lua "$gw_pids"
+  ROUND=$round measure_cpu "write_refresh-$r" "http://127.0.0.1:$rport/" create.lua "$refresh_pids"
   THREADS=2 CONNECTIONS=32 DURATION=$round seed_pairs "r$r" "$gw" \
     "$(awk -v c="${RPS[create-$r]}" -v d="$(duration_seconds "$round")" 'BEGIN { printf "%d", c * d * 3 + 2000 }')"
-  PAIRS_FILE=$OUT/pairs-r$r.txt measure refresh "$r" "$gw/v1/weather/session/refresh" refresh.lua $gw_pids
+  PAIRS_FILE=$OUT/pairs-r$r.txt ROUND=$round measure_cpu "refresh-$r" "$gw/v1/weather/session/refresh" refresh.lua "$gw_pids"
   [ -z "${NOTE[refresh-$r]:-}" ] || log "warning: ${NOTE[refresh-$r]}"
 done
 rows_written=$(sqlite3 "$OUT/wdb/write.sqlite3" "SELECT count(*) FROM anonymous_weather_sessions")

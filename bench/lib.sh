@@ -383,6 +383,22 @@ api_paths() {
 # CPU clock ticks (utime + stime, threads included) of the processes PIDS..., summed.
 cpu_ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat"))); done; echo "$t"; }
 
+# measure_cpu NAME URL SCRIPT "PIDS" [wrk args...]: one wrk_run of ROUND (no warm-up) and the CPU
+# microseconds per request it cost the processes PIDS (US[NAME]) and nginx's workers (NGX[NAME]).
+declare -A US NGX
+measure_cpu() {
+  local name=$1 url=$2 script=$3 pids=$4 hz a n ngx; shift 4
+  hz=$(getconf CLK_TCK) ngx=$(pgrep -P "$NGINX_PID" | tr '\n' ' ')
+  # shellcheck disable=SC2086 # lists of pids
+  a=$(cpu_ticks $pids) n=$(cpu_ticks $ngx)
+  NO_WARMUP=1 DURATION=${ROUND:-5s} wrk_run "$name" "$url" "$script" "$@"
+  # shellcheck disable=SC2086
+  US[$name]=$(awk -v t=$(( $(cpu_ticks $pids) - a )) -v r="${REQS[$name]}" -v hz="$hz" 'BEGIN { printf "%.1f", t * 1e6 / hz / r }')
+  # shellcheck disable=SC2086
+  NGX[$name]=$(awk -v t=$(( $(cpu_ticks $ngx) - n )) -v r="${REQS[$name]}" -v hz="$hz" 'BEGIN { printf "%.1f", t * 1e6 / hz / r }')
+  log "  responders ${US[$name]} us/req, nginx ${NGX[$name]} us/req"
+}
+
 # VmRSS of a process in kB.
 rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
 # "RssAnon kB anonymous + RssFile kB file-backed": what VmRSS is made of (file pages, the shared
