@@ -28,11 +28,8 @@ hello_pids=$(cat "$OUT/hello.pid")
 
 # The sized floor: built here, started like the floor, answering the gateway's response size.
 cc -O2 -o "$OUT/floor-body" "$BENCH_DIR/floor-body.c" -lfcgi || die "cannot build floor-body.c"
-{
-  echo "server { listen 127.0.0.1:$hport; location / { include /etc/nginx/fastcgi_params; fastcgi_pass unix:$OUT/hello.sock; fastcgi_keep_conn off; } }"
-  echo "server { listen 127.0.0.1:$bport; location / { include /etc/nginx/fastcgi_params; fastcgi_pass unix:$OUT/body.sock; fastcgi_keep_conn off; } }"
-} >"$OUT/extra.conf"
-sed -i "0,/http {/s||http {\n  include $OUT/extra.conf;|" "$conf"
+fcgi_server "$conf" "$hport" "$OUT/hello.sock"
+fcgi_server "$conf" "$bport" "$OUT/body.sock"
 start_nginx "$conf"
 wait_http "$gw/v1/health"
 create_session "$gw"

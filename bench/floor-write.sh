@@ -50,14 +50,11 @@ mkdir -p "$OUT/wdb"
 for db in write grouped refresh; do
   cat "$BENCH_ROOT"/migrations/*.sql | sqlite3 "$OUT/wdb/$db.sqlite3" || die "cannot apply the migrations"
 done
-{
-  echo "server { listen 127.0.0.1:$hport; location / { include /etc/nginx/fastcgi_params; fastcgi_pass unix:$OUT/hello.sock; fastcgi_keep_conn off; } }"
-  echo "server { listen 127.0.0.1:$wport; location / { include /etc/nginx/fastcgi_params; fastcgi_pass unix:$OUT/write.sock; fastcgi_keep_conn off; } }"
-  echo "server { listen 127.0.0.1:$gport; location / { include /etc/nginx/fastcgi_params; fastcgi_pass unix:$OUT/grouped.sock; fastcgi_keep_conn off; } }"
-  echo "server { listen 127.0.0.1:$rport; location / { include /etc/nginx/fastcgi_params; fastcgi_pass unix:$OUT/refresh.sock; fastcgi_keep_conn off; } }"
-  echo "server { listen 127.0.0.1:$mport; location / { include /etc/nginx/fastcgi_params; fastcgi_pass unix:$OUT/memory.sock; fastcgi_keep_conn off; } }"
-} >"$OUT/extra.conf"
-sed -i "0,/http {/s||http {\n  include $OUT/extra.conf;|" "$conf"
+fcgi_server "$conf" "$hport" "$OUT/hello.sock"
+fcgi_server "$conf" "$wport" "$OUT/write.sock"
+fcgi_server "$conf" "$gport" "$OUT/grouped.sock"
+fcgi_server "$conf" "$rport" "$OUT/refresh.sock"
+fcgi_server "$conf" "$mport" "$OUT/memory.sock"
 start_nginx "$conf"
 wait_http "$gw/v1/health"
 bytes=$(curl -s -o /dev/null -w '%{size_download}' -X POST "$gw/v1/weather/session" -H 'Content-Type: application/json' \

@@ -254,6 +254,14 @@ start_write_floor() {
   wait_socket "$sock"
 }
 
+# fcgi_server CONF PORT SOCK: one more nginx server in CONF (before start_nginx), on PORT, passing
+# every request to the FastCGI socket SOCK (as the shipped config does, without keep-alive).
+fcgi_server() {
+  local conf=$1 extra=$OUT/extra.conf
+  grep -q "include $extra;" "$conf" || sed -i "0,/http {/s||http {\n  include $extra;|" "$conf"
+  echo "server { listen 127.0.0.1:$2; location / { include /etc/nginx/fastcgi_params; fastcgi_pass unix:$3; fastcgi_keep_conn off; } }" >>"$extra"
+}
+
 # start_nginx CONF: sets NGINX_PID.
 start_nginx() {
   nginx -t -c "$1" >"$OUT/nginx-test.log" 2>&1 || { cat "$OUT/nginx-test.log" >&2; die "bad nginx config"; }

@@ -10,7 +10,7 @@
 # reported), legacy, creation, refresh, and cached weather with limits on at 10,000,000 (never
 # refusing). Then, on the same database with the gateway stopped, the write floor
 # (bench/floor-write.c, as many processes as WORKERS): the rows a creation writes and nothing else,
-# to tell the loss SQLite's deeper B-trees cost any writer from the gateway's own.
+# a rough yardstick for the loss SQLite's deeper B-trees cost any writer.
 #
 # usage: bench/scale.sh [--label TEXT]
 # Environment: SESSIONS (1000000), ORDER ("empty big big empty": the phases in order, each
@@ -31,8 +31,7 @@ start_fake_provider
 sock=$OUT/gw.sock port=$(free_port)
 conf=$("$BENCH_ROOT/scripts/nginx-conf.sh" "$port" "$sock" "$OUT/nginx")
 wport=$(free_port) wsock=$OUT/write.sock
-echo "server { listen 127.0.0.1:$wport; location / { include /etc/nginx/fastcgi_params; fastcgi_pass unix:$wsock; fastcgi_keep_conn off; } }" >"$OUT/extra.conf"
-sed -i "0,/http {/s||http {\n  include $OUT/extra.conf;|" "$conf"
+fcgi_server "$conf" "$wport" "$wsock"
 build_write_floor
 start_nginx "$conf"
 gw="http://127.0.0.1:$port"
@@ -141,7 +140,7 @@ plan() {  # plan LABEL SQL
   done
   for n in "${!NOTE[@]}"; do [ -n "${NOTE[$n]}" ] && echo && echo "Note ($n): ${NOTE[$n]}"; done
   echo
-  echo "write-floor: not the gateway: bench/floor-write.c, $WORKERS single-threaded processes writing a creation's rows (a session and two tokens, one transaction each) on the same database, nothing else; its loss is what the big database costs any writer with this schema."
+  echo "write-floor: not the gateway: bench/floor-write.c, $WORKERS single-threaded processes writing a creation's rows (a session and two tokens, one transaction each) on the same database, nothing else; its loss is what the big database costs a writer that does nothing else (a rough yardstick: it runs slower than the gateway, its checkpoints inline)."
   echo
   echo "weather-many: cached weather with $MANY_TOKENS different session tokens in turn, on a gateway started afresh after the refresh path (whose sessions' last_seen_at writes are left for later responses; the stop writes them). Loss = 1 - big/empty (negative: the big database was faster, i.e. noise)."
   drains=""
