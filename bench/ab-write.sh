@@ -8,7 +8,9 @@
 # 1.2 GB and 30 s per million, twice).
 #
 # usage: A_BIN=old/weather-fcgi B_BIN=new/weather-fcgi bench/ab-write.sh [--label TEXT]
-# Environment: A_BIN, B_BIN (required), ROUNDS (3), ROUND_SECONDS (4), SESSIONS (0), RESULTS.
+# Environment: A_BIN, B_BIN (required), ROUNDS (3), ROUND_SECONDS (4), SESSIONS (0),
+# PAIRS_PER_SECOND (9000: refresh pairs seeded per second of refresh; a round that runs out says
+# so, and its refresh figure is then a ceiling, not a measurement), RESULTS.
 source "$(dirname "$0")/lib.sh"
 
 bench_args "$@"
@@ -34,7 +36,7 @@ for v in A B; do
   start_nginx "$conf"
   wait_http "http://127.0.0.1:$port/v1/health"
   PORT[$v]=$port
-  REFRESH_HEADROOM=$rounds seed_pairs "$v" "http://127.0.0.1:$port" $((rounds * secs * 6000))
+  REFRESH_HEADROOM=$rounds seed_pairs "$v" "http://127.0.0.1:$port" $((rounds * secs * ${PAIRS_PER_SECOND:-9000}))
   split -n "l/$rounds" -d -a 3 "$OUT/pairs-$v.txt" "$OUT/pairs-$v.round"
 done
 
