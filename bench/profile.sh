@@ -9,8 +9,10 @@
 # waits do not show.
 #
 # usage: bench/profile.sh [--label TEXT]
+# With SESSIONS=N the database first gets N sessions as bench/scale.sh's big one does, to see
+# what a big database costs a path in instructions.
 # Environment: PROFILE_DURATION (20s), PATH_KIND (session | legacy | create | refresh), LIMITS
-# (off | high), PAIRS (refresh only), GATEWAY_BIN, RESULTS.
+# (off | high), PAIRS (refresh only), SESSIONS (0), GATEWAY_BIN, RESULTS.
 source "$(dirname "$0")/lib.sh"
 
 bench_args "$@"
@@ -22,6 +24,13 @@ build_gateway
 start_fake_provider
 sock=$OUT/gw.sock port=$(free_port)
 conf=$("$BENCH_ROOT/scripts/nginx-conf.sh" "$port" "$sock" "$OUT/nginx")
+seeded=""
+if [ "${SESSIONS:-0}" -gt 0 ]; then
+  seeded=1
+  start_gateway "$sock" 1 "$OUT/db/weather.sqlite3" "$limits"  # migrates it
+  stop_gateway "$sock"
+  seed_big_db "$OUT/db/weather.sqlite3" "$SESSIONS"
+fi
 gateway_env "$OUT/db/weather.sqlite3" "$limits"
 mkdir -p "$OUT/db"
 : >"$OUT/empty.conf"
@@ -78,8 +87,8 @@ handle=$(grep -m1 'Gateway.handle' <<<"$top" | awk '{ print $2 }')
 span="over the worker's whole life (start-up included)"
 [ "$kind" = refresh ] && span="from the end of the seeding of ${PAIRS:-5000} sessions on"
 {
-  results_header "bench/profile.sh${label:+ ($label)}" "PROFILE_DURATION=$duration PATH_KIND=$kind LIMITS=$limits bench/profile.sh $args"
-  echo "One worker under valgrind --tool=callgrind, $requests requests of $what (limits $limits) through nginx (wrk -t1 -c1); total $total instructions $span; Gateway.handle: ${handle:-?} instructions per request. Top functions by inclusive instructions (callgrind_annotate --inclusive=yes; % of that total, instructions divided by the $requests requests):"
+  results_header "bench/profile.sh${label:+ ($label)}" "PROFILE_DURATION=$duration PATH_KIND=$kind LIMITS=$limits${seeded:+ SESSIONS=$SESSIONS} bench/profile.sh $args"
+  echo "One worker under valgrind --tool=callgrind, $requests requests of $what (limits $limits) through nginx (wrk -t1 -c1)${seeded:+ on a database seeded with $SESSIONS sessions}; total $total instructions $span; Gateway.handle: ${handle:-?} instructions per request. Top functions by inclusive instructions (callgrind_annotate --inclusive=yes; % of that total, instructions divided by the $requests requests):"
   echo
   echo '```'
   echo "$top"
