@@ -54,7 +54,7 @@ fcgi_server "$conf" "$hport" "$OUT/hello.sock"
 fcgi_server "$conf" "$wport" "$OUT/write.sock"
 fcgi_server "$conf" "$gport" "$OUT/grouped.sock"
 fcgi_server "$conf" "$rport" "$OUT/refresh.sock"
-fcgi_server "$conf" "$mport" "$OUT/memory.sock"
+[ -z "$mdb" ] || fcgi_server "$conf" "$mport" "$OUT/memory.sock"
 start_nginx "$conf"
 wait_http "$gw/v1/health"
 bytes=$(curl -s -o /dev/null -w '%{size_download}' -X POST "$gw/v1/weather/session" -H 'Content-Type: application/json' \
