@@ -73,14 +73,74 @@ import Glibc
         // Misplaced secrets in the document root are refused, whatever their name says.
         for name in ["weather.conf", "hash.key", "weather.sqlite3", "weather.sqlite3-wal", "weather.sqlite3-shm", ".env"] {
             let r = try HTTPClient.send(port: apache.port, "GET", "/\(name)")
-            #expect(r.status == 403 || r.status == 404, "\(name) answered \(r.status)")
+            #expect(r.status == 403, "\(name) answered \(r.status)")
             #expect(!r.text.contains("SECRET"), "\(name) leaked")
+            expectEnvelope(r, "forbidden", name)
+        }
+        // Apache's own errors in this folder get the envelope too (ErrorDocument in .htaccess).
+        for path in ["/nothing", "/", "/v2/weather"] {
+            expectEnvelope(try HTTPClient.send(port: apache.port, "GET", path), "not_found", path)
         }
         #expect(try HTTPClient.send(port: apache.port, "GET", "/privacy.html").status == 200)
         // The real database lives outside the document root, beside the config the program found itself.
         #expect(FileManager.default.fileExists(atPath: apache.dataDirectory + "/weather.sqlite3"))
+        if module == "cgi" {
+            // A program that cannot answer (a broken upload): Apache's 500, in the envelope. (CGI
+            // runs the file anew for each request; mod_fcgid keeps the process it started.)
+            let program = apache.root.appendingPathComponent("home/public_html/weather.fcgi").path
+            try "#!/bin/sh\necho not a CGI answer\n".write(toFile: program, atomically: false, encoding: .utf8)
+            expectEnvelope(try HTTPClient.send(port: apache.port, "GET", "/v1/health"), "internal_error", "broken program")
+        }
         withExtendedLifetime(fake) {}
     }
+
+    /// `deploy/apache/closet-weather.conf` (mod_proxy_fcgi to the workers' socket) as shipped, only
+    /// its address, socket, document root and logs changed (`scripts/apache-conf.sh`): the app's
+    /// flow works, and what Apache refuses by itself, before or instead of a worker, is the JSON
+    /// envelope with a request id.
+    @Test func vpsVirtualHostServesTheFlowAndAnswersItsOwnErrorsInJSON() throws {
+        let fake = try FakeProviders()
+        let h = try GatewayHarness(workers: 2, env: fake.environment().merging(["CLOSET_WEATHER_PROXY_TOKEN": Self.legacy]) { $1 }, startNginx: false)
+        h.companions.append(fake)
+        let apache = try ApacheVirtualHost(socketPath: h.socketPath, directory: h.directory.appendingPathComponent("apache").path)
+        let port = apache.port
+        try flow(port: port)
+        #expect(try HTTPClient.send(port: port, "GET", "/privacy.html").status == 200)
+
+        func raw(_ text: String) throws -> HTTPResponse { try HTTPClient.send(port: port, "", "", rawRequest: Array(text.utf8)) }
+        let create = "POST /v1/weather/session HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n"
+        let cases: [(name: String, code: String, send: () throws -> HTTPResponse)] = [
+            ("garbage request line", "invalid_request", { try raw("GARBAGE\r\n\r\n") }),
+            ("NUL in the request line", "invalid_request", { try HTTPClient.send(port: port, "", "", rawRequest: Array("GET /v1/health?a=".utf8) + [0] + Array(" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8)) }),
+            ("16 KB header", "invalid_request", { try HTTPClient.send(port: port, "GET", "/v1/health", headers: ["X-Big": String(repeating: "a", count: 16 * 1024)]) }),
+            ("negative Content-Length", "invalid_request", { try raw(create + "Content-Length: -1\r\n\r\n") }),
+            ("path above the root", "invalid_request", { try raw("GET /../v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n") }),
+            ("HTTP/1.1 without Host", "invalid_request", { try raw("GET /v1/health HTTP/1.1\r\nConnection: close\r\n\r\n") }),
+            ("%00 in the path", "not_found", { try HTTPClient.send(port: port, "GET", "/v1/weather%00") }),
+            ("a path outside the API", "not_found", { try HTTPClient.send(port: port, "GET", "/nothing") }),
+            ("a database copied into the document root", "forbidden", { try HTTPClient.send(port: port, "GET", "/weather.sqlite3") }),
+            ("TRACE", "method_not_allowed", { try HTTPClient.send(port: port, "TRACE", "/v1/health") }),
+            ("20 KB body", "payload_too_large", { try HTTPClient.send(port: port, "POST", "/v1/weather/session", headers: ["Content-Type": "application/json"], body: [UInt8](repeating: 32, count: 20_000)) }),
+        ]
+        for c in cases {
+            let r = try c.send()
+            #expect((400..<500).contains(r.status), "\(c.name): \(r.status)")
+            expectEnvelope(r, c.code, c.name)
+            #expect(r.headers["x-request-id"]?.isEmpty == false, "\(c.name): \(r.headers)")
+        }
+        // No worker to answer: 503 in the envelope, not Apache's page.
+        h.stopApp()
+        let down = try HTTPClient.send(port: port, "GET", "/v1/health")
+        #expect(down.status == 503)
+        expectEnvelope(down, "service_unavailable", "workers stopped")
+    }
+}
+
+/// An error answer in the contract's shape: the code, JSON labelled as such, nosniff.
+func expectEnvelope(_ r: HTTPResponse, _ code: String, _ what: String, sourceLocation: SourceLocation = #_sourceLocation) {
+    #expect(r.errorCode == code, "\(what): \(r.status) \(r.text)", sourceLocation: sourceLocation)
+    #expect(r.headers["content-type"] == "application/json; charset=utf-8", "\(what): \(r.headers)", sourceLocation: sourceLocation)
+    #expect(r.headers["x-content-type-options"] == "nosniff", "\(what): \(r.headers)", sourceLocation: sourceLocation)
 }
 
 func utcDay(_ offset: Int) -> String {
@@ -165,4 +225,26 @@ final class ApacheSharedHost {
         process?.stop()
         try? FileManager.default.removeItem(at: root)
     }
+}
+
+/// A private Apache 2.4 running `deploy/apache/closet-weather.conf` through `scripts/apache-conf.sh`
+/// against workers listening on `socketPath` (the VPS layout). Stopped by pid when released.
+final class ApacheVirtualHost {
+    let port = freePort()
+    private var process: ChildProcess?
+
+    init(socketPath: String, directory: String) throws {
+        let conf = ChildProcessOutput.run("/bin/bash", [repositoryRoot.appendingPathComponent("scripts/apache-conf.sh").path, "\(port)", socketPath, directory])
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        // Apache's children run as nobody: they must reach the htdocs copy and the socket (0666).
+        _ = ChildProcessOutput.run("/bin/chmod", ["-R", "a+rX", directory])
+        _ = ChildProcessOutput.run("/bin/chmod", ["a+x", (socketPath as NSString).deletingLastPathComponent])
+        process = try ChildProcess("/usr/sbin/apache2", ["-f", conf, "-DFOREGROUND"], environment: ["PATH": "/usr/sbin:/usr/bin:/bin"],
+                                   stderr: directory + "/logs/stderr.log")
+        guard waitUntil({ (try? HTTPClient.send(port: self.port, "GET", "/privacy.html", timeout: 2)) != nil }) else {
+            throw ClientError("apache did not start: \((try? String(contentsOfFile: directory + "/logs/error.log", encoding: .utf8)) ?? "")")
+        }
+    }
+
+    deinit { process?.stop() }
 }
