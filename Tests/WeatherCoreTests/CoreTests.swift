@@ -49,6 +49,35 @@ import Testing
         #expect(throws: ConfigError.self) { try ConfigLoader.parseFile("WEATHER_CACHE_TTL\n") }
     }
 
+    /// A secret typed into the wrong place is refused without being repeated in the message
+    /// (which goes to the log and to `weatherctl check`).
+    @Test func refusedSettingsNeverRepeatWhatCouldBeASecret() {
+        let secret = "Zm9vYmFyU0VDUkVUS0VZMTIzNDU2Nzg5MA"
+        for (file, environment) in [
+            ("CAIYUN_API_TOKEN: \(secret)==\n", [String: String]()),
+            ("\(secret)=1\n", [:]),
+            ("", ["WEATHER_PROVIDER_TIMEOUT": secret]),
+            ("", ["WEATHER_GRID_DEGREES": "sk_live_\(secret)"]),
+        ] {
+            do {
+                _ = try ConfigLoader.load(environment: environment, file: try ConfigLoader.parseFile(file))
+                Issue.record("accepted \(file) \(environment)")
+            } catch {
+                #expect(!error.description.contains(secret.prefix(12)), "\(error)")
+            }
+        }
+        // A mistyped number is still shown, which is what the operator needs to see.
+        do {
+            _ = try ConfigLoader.load(environment: ["WEATHER_PROVIDER_TIMEOUT": "4s"])
+            Issue.record("accepted 4s")
+        } catch {
+            #expect(error.variable == "WEATHER_PROVIDER_TIMEOUT" && error.problem.hasSuffix("got \"4s\""), "\(error)")
+        }
+        #expect(throws: ConfigError(variable: "line 2", problem: "has no setting name before `=` (letters, digits and _)")) {
+            try ConfigLoader.parseFile("# settings\nCAIYUN_API_TOKEN: x=y\n")
+        }
+    }
+
     @Test func zeroTurnsALimitOff() throws {
         let c = try ConfigLoader.load(environment: ["WEATHER_REQUESTS_PER_IP_PER_HOUR": "0"])
         #expect(!Quota(limit: c.limits.requestsPerIPPerHour, window: 3600).isEnabled)

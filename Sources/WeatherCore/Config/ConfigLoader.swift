@@ -39,6 +39,11 @@ public enum ConfigLoader {
                 throw ConfigError(variable: "line \(n + 1)", problem: "is not KEY=VALUE")
             }
             let key = String(line[..<eq]).trimmingSpaces()
+            // Only a name-shaped key is ever repeated in an error: a line such as
+            // `CAIYUN_API_TOKEN: secret=` must not put the secret in the log.
+            guard isSettingName(key) else {
+                throw ConfigError(variable: "line \(n + 1)", problem: "has no setting name before `=` (letters, digits and _)")
+            }
             var value = String(line[line.index(after: eq)...]).trimmingSpaces()
             if value.count >= 2, let f = value.first, f == "\"" || f == "'", value.last == f {
                 value = String(value.dropFirst().dropLast())
@@ -48,9 +53,27 @@ public enum ConfigLoader {
         return out
     }
 
+    static let settingPrefixes = ["WEATHER_", "CAIYUN_", "VISUAL_CROSSING_", "CLOSET_WEATHER_"]
+
+    static func isSettingName(_ key: String) -> Bool {
+        !key.isEmpty && key.utf8.count <= 64 && key.utf8.allSatisfy { $0 == UInt8(ascii: "_") || (48...57).contains($0) || (65...90).contains($0) || (97...122).contains($0) }
+    }
+
+    /// A value that was refused, for the error message: repeated only when it is short and looks
+    /// like a mistyped number (`4s`, `1e3`, `-1`), never when it could be a secret pasted into the
+    /// wrong variable.
+    static func shown(_ text: String) -> String {
+        let numberish = text.utf8.count <= 12 && text.utf8.allSatisfy { "0123456789.,+-_ eEsmhdSMHD".utf8.contains($0) }
+        return numberish ? "got \"\(text)\"" : "got a value of \(text.count) characters (not shown)"
+    }
+
     /// Builds the configuration: `environment` first, then `file`.
     public static func load(environment: [String: String], file: [String: String] = [:]) throws(ConfigError) -> GatewayConfig {
         for key in file.keys where !knownVariables.contains(key) {
+            // A typo of a setting is named; anything else might be a secret on a line of its own.
+            guard settingPrefixes.contains(where: key.hasPrefix) else {
+                throw ConfigError(variable: "a name in the configuration file", problem: "is not a known setting (\(key.count) characters, not shown; settings begin with \(settingPrefixes.joined(separator: ", ")))")
+            }
             throw ConfigError(variable: key, problem: "is not a known setting")
         }
         for key in environment.keys where key.hasPrefix("WEATHER_") && !knownVariables.contains(key) {
@@ -63,14 +86,14 @@ public enum ConfigLoader {
         func int(_ key: String, _ range: ClosedRange<Int64>) throws(ConfigError) -> Int64? {
             guard let text = value(key) else { return nil }
             guard let n = Int64(text), range.contains(n) else {
-                throw ConfigError(variable: key, problem: "must be a whole number in \(range.lowerBound)...\(range.upperBound), got \"\(text.prefix(40))\"")
+                throw ConfigError(variable: key, problem: "must be a whole number in \(range.lowerBound)...\(range.upperBound), \(shown(text))")
             }
             return n
         }
         func double(_ key: String, _ range: ClosedRange<Double>) throws(ConfigError) -> Double? {
             guard let text = value(key) else { return nil }
             guard let n = Double(text), n.isFinite, range.contains(n) else {
-                throw ConfigError(variable: key, problem: "must be a number in \(range.lowerBound)...\(range.upperBound), got \"\(text.prefix(40))\"")
+                throw ConfigError(variable: key, problem: "must be a number in \(range.lowerBound)...\(range.upperBound), \(shown(text))")
             }
             return n
         }
