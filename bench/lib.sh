@@ -12,6 +12,9 @@ BENCH_LUA="$BENCH_DIR/lua"
 RESULTS=${RESULTS:-$BENCH_DIR/RESULTS.md}
 SHARED=${SHARED:-$BENCH_ROOT/../shared}
 export BENCH_LUA
+# The shipped nginx site writes an access log; the floor and ceiling servers beside it do not, and
+# results before session 9 were taken without one. NGINX_ACCESS_LOG=PATH measures with it.
+export NGINX_ACCESS_LOG=${NGINX_ACCESS_LOG:-off}
 
 # The same fixed secrets every run: the numbers must not depend on a generated key.
 BENCH_LEGACY_TOKEN=${BENCH_LEGACY_TOKEN:-bench-legacy-token-0123456789abcdef}

@@ -20,7 +20,7 @@ import Glibc
         let shipped = try String(contentsOf: repositoryRoot.appendingPathComponent("deploy/nginx/closet-weather.conf"), encoding: .utf8)
         let used = try String(contentsOfFile: dir + "/server.conf", encoding: .utf8)
         let changed = zip(shipped.split(separator: "\n", omittingEmptySubsequences: false), used.split(separator: "\n", omittingEmptySubsequences: false)).filter { $0 != $1 }
-        #expect(changed.allSatisfy { $0.0.contains("listen") || $0.0.contains("weather.sock") || $0.0.contains("fastcgi_params") }, "\(changed)")
+        #expect(changed.allSatisfy { $0.0.contains("listen") || $0.0.contains("weather.sock") || $0.0.contains("fastcgi_params") || $0.0.contains("/var/log/nginx/") }, "\(changed)")
     }
 
     @Test func wholeFlowThroughTheShippedNginxConfig() throws {
@@ -34,6 +34,14 @@ import Glibc
         let outside = try HTTPClient.send(port: h.port, "GET", "/weather.sqlite3")
         #expect(outside.status == 404)
         #expect(outside.errorCode == "not_found")
+        // Raw coordinates reach no log: not the access log, not nginx's error logs even when no
+        // worker answers (where nginx would quote the request line), not the gateway's.
+        h.stopApp()
+        #expect(try HTTPClient.send(port: h.port, "GET", "/v1/weather?lat=31.2304&lon=121.4737").status == 503)
+        let logs = logFiles(under: h.directory.appendingPathComponent("nginx").path)
+        #expect(logs["access.log"]?.contains("\"GET /v1/weather HTTP/1.1\" 200") == true, "\(logs["access.log"] ?? "no access log")")
+        #expect(logs["access.log"]?.contains("\"GET /v1/weather HTTP/1.1\" 503") == true && logs["access.log"]?.contains("upstream=502") == true)
+        expectNoCoordinates(in: logs.merging(["gateway": h.log]) { $1 })
     }
 
     /// Session → weather → refresh → weather → revoke → 401, as the app does it.
@@ -130,9 +138,30 @@ import Glibc
         }
         // No worker to answer: 503 in the envelope, not Apache's page.
         h.stopApp()
-        let down = try HTTPClient.send(port: port, "GET", "/v1/health")
+        let down = try HTTPClient.send(port: port, "GET", "/v1/weather?lat=31.2304&lon=121.4737")
         #expect(down.status == 503)
         expectEnvelope(down, "service_unavailable", "workers stopped")
+        // Raw coordinates reach no log (the flow asked for 31.2304,121.4737 too).
+        let logs = logFiles(under: apache.directory + "/logs")
+        #expect(logs["closet-weather-access.log"]?.contains("\"GET /v1/weather HTTP/1.1\" 200") == true, "\(logs.keys.sorted())")
+        expectNoCoordinates(in: logs.merging(["gateway": h.log]) { $1 })
+    }
+}
+
+/// Every regular file below `directory` (logs), by name.
+func logFiles(under directory: String) -> [String: String] {
+    var out: [String: String] = [:]
+    for name in (FileManager.default.enumerator(atPath: directory)?.allObjects as? [String]) ?? [] where name.hasSuffix(".log") {
+        out[(name as NSString).lastPathComponent] = try? String(contentsOfFile: directory + "/" + name, encoding: .utf8)
+    }
+    return out
+}
+
+/// The test coordinates (31.2304, 121.4737) appear in none of `logs`; only their grid cell may.
+func expectNoCoordinates(in logs: [String: String], sourceLocation: SourceLocation = #_sourceLocation) {
+    #expect(!logs.isEmpty, sourceLocation: sourceLocation)
+    for (name, text) in logs {
+        #expect(!text.contains("31.2304") && !text.contains("121.4737") && !text.contains("lat="), "\(name): \(text.suffix(600))", sourceLocation: sourceLocation)
     }
 }
 
@@ -231,9 +260,11 @@ final class ApacheSharedHost {
 /// against workers listening on `socketPath` (the VPS layout). Stopped by pid when released.
 final class ApacheVirtualHost {
     let port = freePort()
+    let directory: String
     private var process: ChildProcess?
 
     init(socketPath: String, directory: String) throws {
+        self.directory = directory
         let conf = ChildProcessOutput.run("/bin/bash", [repositoryRoot.appendingPathComponent("scripts/apache-conf.sh").path, "\(port)", socketPath, directory])
             .trimmingCharacters(in: .whitespacesAndNewlines)
         // Apache's children run as nobody: they must reach the htdocs copy and the socket (0666).
