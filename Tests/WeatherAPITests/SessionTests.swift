@@ -85,8 +85,9 @@ import WeatherCrypto
         let t = try TestGateway { $0.tokenPolicy.refreshRetryWindow = 0 }
         let s = t.createSession()
         #expect(t.refresh(s).status == 200)
-        t.clock.advance(1)
+        // The very same second: with the window off, a replay is a replay however soon it comes.
         #expect(t.refresh(s).errorCode == "refresh_token_reused")
+        #expect(try t.store.db.scalarText("SELECT status FROM anonymous_weather_sessions") == "revoked")
     }
 
     @Test func refreshRefusesUnknownExpiredForeignAndAccessTokens() throws {

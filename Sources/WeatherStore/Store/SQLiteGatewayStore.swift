@@ -148,7 +148,8 @@ public final class SQLiteGatewayStore: GatewayStore {
             }
             // Already rotated. The successor is derived from this very token, so its hash tells
             // whether this is the same request again, without any plaintext having been kept.
-            if now.seconds - rotatedAt.seconds <= retryWindow,
+            // A window of 0 turns retries off, even within the second of the rotation.
+            if retryWindow > 0, now.seconds - rotatedAt.seconds <= retryWindow,
                let issued = try db.scalarText(
                    "SELECT created_at FROM weather_session_tokens WHERE token_hash = ?1 AND session_id = ?2 AND revoked_at IS NULL",
                    [.text(successor.refreshHash), .text(sessionId)]),
