@@ -90,10 +90,12 @@ if listenAddress == nil && FastCGIServer.isCGI {
         FastCGIServer.serveCGI(handler: gateway.handle)
         gateway.afterResponse(force: true)
     } catch {
-        StandardErrorLog().write("weather-fcgi: \(error)")
-        // A CGI caller still gets a JSON answer rather than an empty 500.
-        let body = "{\"error\":{\"code\":\"service_unavailable\",\"message\":\"the service is not configured correctly\"}}"
-        print("Status: 503 Service Unavailable\r\nContent-Type: application/json; charset=utf-8\r\n\r\n\(body)", terminator: "")
+        // A CGI caller still gets the JSON envelope rather than an empty 500.
+        FastCGIServer.serveCGI { params, _ in
+            let answer = Gateway.notStarted(params: params)
+            StandardErrorLog().write("weather-fcgi: request_id=\(answer.requestId) \(error)")
+            return answer.response
+        }
         exit(78)
     }
     exit(0)

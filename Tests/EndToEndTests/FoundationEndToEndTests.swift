@@ -109,8 +109,20 @@ import Glibc
         let out = ChildProcessOutput.runData("/bin/bash", ["-c", "WEATHER_DB_PATH=/nonexistent-dir/w.sqlite3 \(binDirectory)/weather-fcgi --listen /tmp/cw-never-\(getpid()).sock 2>&1"])
         let text = String(decoding: out.stdout, as: UTF8.self)
         #expect(out.status != 0)
-        #expect(text.contains("/nonexistent-dir"))
-        #expect(text.contains("WEATHER_DB_PATH"))
+        #expect(!text.contains("/nonexistent-dir"), "a log line with a file path: \(text)")  // API.md: none in any log line
+        #expect(text.contains("WEATHER_DB_PATH") && text.contains("weatherctl check"), "\(text)")
+    }
+
+    /// Run as plain CGI and unable to start, the program still answers its one request with the
+    /// envelope and the headers every answer carries, and logs why under the same request id.
+    @Test func cgiThatCannotStartAnswersTheEnvelope() throws {
+        let out = ChildProcessOutput.runData("/bin/bash", ["-c", "REQUEST_METHOD=GET REQUEST_URI=/v1/health HTTP_X_REQUEST_ID=rid-cgi-1 WEATHER_DB_PATH=/nonexistent-dir/w.sqlite3 \(binDirectory)/weather-fcgi 2>&1 </dev/null"])
+        let text = String(decoding: out.stdout, as: UTF8.self)
+        #expect(out.status == 78)
+        #expect(text.contains("Status: 503 Service Unavailable\r\n"), "\(text)")
+        #expect(text.contains("\r\nX-Request-Id: rid-cgi-1\r\n") && text.contains("\r\nX-Content-Type-Options: nosniff\r\n"), "\(text)")
+        #expect(text.contains(#"{"error":{"code":"service_unavailable","#), "\(text)")
+        #expect(text.contains("request_id=rid-cgi-1 the database directory") && !text.contains("/nonexistent-dir"), "\(text)")
     }
 
     @Test func badConfigurationStopsStartupNamingTheVariable() throws {

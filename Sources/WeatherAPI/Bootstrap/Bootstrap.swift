@@ -29,7 +29,7 @@ public enum Bootstrap {
         let relevant = environment.filter { ConfigLoader.knownVariables.contains($0.key) || $0.key.hasPrefix("WEATHER_") }
         var file: [String: String] = [:]
         if let path = environment["WEATHER_CONFIG"], !path.isEmpty {
-            guard let text = readFile(path) else { throw StartupError("WEATHER_CONFIG names \(path), which cannot be read") }
+            guard let text = readFile(path) else { throw StartupError("the file WEATHER_CONFIG names cannot be read") }
             file = try ConfigLoader.parseFile(text)
         } else if let text = defaultConfigPaths().lazy.compactMap({ readFile($0) }).first {
             file = try ConfigLoader.parseFile(text)
@@ -50,6 +50,10 @@ public enum Bootstrap {
         return paths
     }
 
+    /// How start-up errors name the key file. They name settings, never paths: API.md allows no
+    /// file path in any log line, and these go to the log. `weatherctl check` prints the paths.
+    static let hashKeyFileName = "hash.key beside the database of WEATHER_DB_PATH"
+
     /// The hash key: `WEATHER_HASH_KEY`, or the key file beside the database, created once (0600)
     /// with 256 random bits when missing. A key file others can read is refused.
     public static func hashKey(for config: GatewayConfig) throws -> [UInt8] {
@@ -63,15 +67,15 @@ public enum Bootstrap {
                 let ok = hex.utf8CString.withUnsafeBufferPointer { write(fd, $0.baseAddress, hex.utf8.count) } == hex.utf8.count
                 fsync(fd)
                 close(fd)
-                guard ok else { throw StartupError("cannot write the hash key file \(path)") }
+                guard ok else { throw StartupError("cannot write the hash key file (\(Self.hashKeyFileName))") }
             } else if errno != EEXIST {
-                throw StartupError("cannot create the hash key file \(path): \(String(cString: strerror(errno)))")
+                throw StartupError("cannot create the hash key file (\(Self.hashKeyFileName)): \(String(cString: strerror(errno)))")
             }
             // EEXIST: another worker created it at the same moment; read theirs.
         }
-        guard stat(path, &st) == 0 else { throw StartupError("cannot read the hash key file \(path)") }
+        guard stat(path, &st) == 0 else { throw StartupError("cannot read the hash key file (\(Self.hashKeyFileName))") }
         guard st.st_mode & 0o077 == 0 else {
-            throw StartupError("the hash key file \(path) is readable by others; run chmod 600 on it")
+            throw StartupError("the hash key file (\(Self.hashKeyFileName)) is readable by others; run chmod 600 on it")
         }
         for _ in 0..<50 {
             if let text = readFile(path), case let key = text.trimmingSpaces().replacingNewlines(), key.utf8.count >= 32 {
@@ -79,7 +83,7 @@ public enum Bootstrap {
             }
             usleep(10_000)  // the creating worker may not have finished writing it
         }
-        throw StartupError("the hash key file \(path) is empty or too short")
+        throw StartupError("the hash key file (\(Self.hashKeyFileName)) is empty or too short")
     }
 
     /// Opens the database (creating it and applying migrations). A missing directory is a clear error.
@@ -87,12 +91,12 @@ public enum Bootstrap {
         let dir = config.databasePath.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
         var st = stat()
         if !dir.isEmpty, stat(dir, &st) != 0 || (st.st_mode & S_IFMT) != S_IFDIR {
-            throw StartupError("the database directory \(dir) does not exist (WEATHER_DB_PATH); create it and make it writable for the service user")
+            throw StartupError("the database directory (the folder of WEATHER_DB_PATH) does not exist; create it and make it writable for the service user (`weatherctl check` shows the paths)")
         }
         do {
             return try SQLiteGatewayStore(path: config.databasePath)
         } catch {
-            throw StartupError("cannot open the database \(config.databasePath) (WEATHER_DB_PATH): \(error)")
+            throw StartupError("cannot open the database (WEATHER_DB_PATH): \((error as? DatabaseError)?.summary ?? "\(type(of: error))") (`weatherctl check` shows the path)")
         }
     }
 

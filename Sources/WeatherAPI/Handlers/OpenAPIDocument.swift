@@ -1486,7 +1486,7 @@ let openAPIDocument = ##"""
       },
       "RevokeUnauthorizedError": {
         "type": "object",
-        "description": "401 on revoke: the refresh token is unknown, malformed, expired, revoked, or belongs to another session.",
+        "description": "401 on revoke: the refresh token is unknown, malformed, or belongs to another session. Any refresh token that ever belonged to the session is accepted, a rotated or expired one included, so the app can forget itself even after a lost refresh response; revoking twice is 204 both times.",
         "required": [
           "error"
         ],

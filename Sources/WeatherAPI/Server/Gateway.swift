@@ -1,4 +1,7 @@
 import WeatherCore
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The gateway: parses, routes, authenticates and answers one request at a time, and writes one
 /// log line per request. One instance per worker process.
@@ -94,6 +97,17 @@ public final class Gateway {
         limiter.returnLeases(nowMs: now.seconds * 1000, all: force)
         store.afterResponse()
         if force { store.finishHousekeeping() }
+    }
+
+    /// The answer of a CGI process that could not start (configuration, key file or database) to
+    /// the one request it was run for: 503 `service_unavailable` with the headers every answer
+    /// carries. Why it could not start goes to the log with the request id, never to the client.
+    public static func notStarted(params: CGIParameters) -> (response: Response, requestId: String) {
+        let requestId = acceptableRequestId(params["HTTP_X_REQUEST_ID"]) ?? "w\(getpid())-start"
+        var response = HTTPError(status: 503, code: "service_unavailable", message: "the service is not configured correctly").response
+        response.headers.append(("X-Request-Id", requestId))
+        response.headers.append(("X-Content-Type-Options", "nosniff"))
+        return (response, requestId)
     }
 
     /// A request id from the web server is echoed only when it is short and plain, so it cannot

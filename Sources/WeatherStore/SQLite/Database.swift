@@ -10,7 +10,9 @@ public struct DatabaseError: Error, CustomStringConvertible {
     public let message: String
     public let sql: String?
 
-    public var description: String { "SQLite error \(resultCode): \(message)" + (sql.map { " in `\($0.prefix(80))`" } ?? "") }
+    public var description: String { summary + (sql.map { " in `\($0.prefix(80))`" } ?? "") }
+    /// Without the statement, for log lines (API.md: no SQL in any log line).
+    public var summary: String { "SQLite error \(resultCode): \(message)" }
 
     /// Busy, locked, read-only, full or I/O: the database is there but not usable right now (503).
     public var isUnavailable: Bool {
