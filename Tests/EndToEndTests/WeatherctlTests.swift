@@ -293,6 +293,11 @@ import Glibc
         #expect(human.stdout.contains("WEATHER_SESSION") && human.stdout.contains("WEATHER_TOKEN"))
         let totalLine = try #require(human.stdout.split(separator: "\n").first { $0.hasPrefix("TOTAL") })
         #expect(totalLine.split(separator: " ").prefix(3) == ["TOTAL", "2", "3"])
+        // Hits and misses themselves, not only their ratio (API.md: "cache hits/misses").
+        #expect(human.stdout.contains("CACHE HITS") && human.stdout.contains("MISSES"))
+        let cache = try #require(totals["cache"] as? [String: Any])
+        let fields = totalLine.split(separator: " ").map(String.init)
+        #expect(fields.count == 13 && fields[7] == "\(cache["hit"] as? Int ?? -1)" && fields[8] == "\(cache["miss"] as? Int ?? -1)", "\(fields) \(cache)")
         #expect(human.stdout.split(separator: "\n").count == 1 + 24 + 1)
 
         let both = try ctl(["stats", "--hours", "1", "--days", "1"], h)

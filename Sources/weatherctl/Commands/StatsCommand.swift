@@ -14,8 +14,8 @@ enum StatsCommand {
         details: """
             Periods are UTC and include the current, unfinished one. Columns: requests answered by
             authMode (weather_session, weather_token), sessions created, refreshes (including
-            idempotent retries), 401 and 429 responses, the cache hit ratio (hit / (hit + miss +
-            stale)), and provider calls and errors. Workers flush counters every
+            idempotent retries), 401 and 429 responses, cache hits, misses and stale answers and
+            the hit ratio (hit / (hit + miss + stale)), and provider calls and errors. Workers flush counters every
             WEATHER_FLUSH_INTERVAL seconds, so the newest few seconds may be missing. --json adds
             the per-provider and per-limit (limited.<name>) breakdowns to every period.
             """,
@@ -105,7 +105,8 @@ enum StatsCommand {
     static func human(_ periods: [Period], total: Period, perDay: Bool) -> String {
         var table = Table([
             (perDay ? "DAY (UTC)" : "HOUR (UTC)", .left), ("WEATHER_SESSION", .right), ("WEATHER_TOKEN", .right),
-            ("CREATED", .right), ("REFRESHES", .right), ("401", .right), ("429", .right), ("CACHE HIT", .right),
+            ("CREATED", .right), ("REFRESHES", .right), ("401", .right), ("429", .right),
+            ("CACHE HITS", .right), ("MISSES", .right), ("STALE", .right), ("HIT RATIO", .right),
             ("PROVIDER CALLS", .right), ("ERRORS", .right),
         ])
         func percent(_ r: Double?) -> String {
@@ -116,7 +117,8 @@ enum StatsCommand {
         for p in periods + [total] {
             table.append([
                 p.label, "\(p.sessionRequests)", "\(p.legacyRequests)", "\(p.sessionsCreated)", "\(p.refreshes)",
-                "\(p.unauthorized)", "\(p.rateLimited)", percent(p.hitRatio), "\(p.providerCalls)", "\(p.providerErrors)",
+                "\(p.unauthorized)", "\(p.rateLimited)", "\(p.cacheHit)", "\(p.cacheMiss)", "\(p.cacheStale)",
+                percent(p.hitRatio), "\(p.providerCalls)", "\(p.providerErrors)",
             ])
         }
         var text = table.rendered
