@@ -14,7 +14,7 @@ struct WeatherClientTests {
         #expect(h.gateway.route(of: requests[0]) == .createSession)
         #expect(requests[1].method == "GET")
         #expect(requests[1].url.absoluteString
-            == "https://weather.example/api/v1/weather?lat=31.2304&lon=121.4737&days=3")
+            == "https://weather.example/api/v1/weather?lat=31.23&lon=121.47&days=3")
         let token = try #require(try h.store.loadSession()?.accessToken)
         #expect(requests[1].header("X-Weather-Session-Token") == token)
         for request in requests {
@@ -93,7 +93,7 @@ struct WeatherClientTests {
 
         let request = try #require(h.gateway.requests(to: .trip).first)
         #expect(request.url.absoluteString
-            == "https://weather.example/api/v1/weather/trip?lat=35.6812&lon=139.7671&start=2026-12-20&end=2026-12-21")
+            == "https://weather.example/api/v1/weather/trip?lat=35.68&lon=139.77&start=2026-12-20&end=2026-12-21")
         #expect(trip.current == nil)
         #expect(trip.daily.map(\.date) == [start, end])
         #expect(trip.daily[1].temperatureMaxC == nil)
@@ -160,5 +160,66 @@ struct WeatherClientTests {
 
         let request = try #require(h.gateway.requests(to: .weather).first)
         #expect(request.url.query == "lat=0&lon=-122.5")
+    }
+
+    /// Two decimals leave the phone unless the app asks for more (a gateway with a finer grid).
+    @Test func coordinatesAreRoundedToTheConfiguredDecimals() async throws {
+        let h = Harness()
+        _ = try await h.client.weather(lat: -33.86785, lon: 151.20732)
+        _ = try await WeatherClient(service: h.service, coordinateDecimals: 4).weather(lat: -33.86785, lon: 151.20732)
+        _ = try await WeatherClient(service: h.service, coordinateDecimals: 0).weather(lat: -0.4, lon: 151.5)
+        #expect(h.gateway.requests(to: .weather).map { $0.url.query ?? "" }
+            == ["lat=-33.87&lon=151.21", "lat=-33.8679&lon=151.2073", "lat=0&lon=152"])
+    }
+
+    /// A caller cancelled while it waited for a renewal sends no weather request of its own; the
+    /// renewal itself still completes and its tokens are kept.
+    @Test func cancelledCallerSendsNothingAfterTheRenewal() async throws {
+        let h = Harness()
+        _ = try await h.client.weather(lat: 1, lon: 1)
+        h.clock.advance(by: .hours(13))
+        let gate = Gate()
+        let gateway = h.gateway
+        gateway.respond(to: .refresh) { request in
+            await gate.wait()
+            return gateway.simulate(request)
+        }
+        let client = h.client
+        let task = Task { try await client.weather(lat: 1, lon: 1) }
+        while gateway.count(.refresh) == 0 { await Task.yield() }
+        task.cancel()
+        gate.open()
+        let result = await task.result
+        #expect(throws: CancellationError.self) { try result.get() }
+        #expect(gateway.count(.weather) == 1)
+        #expect(gateway.outcomes == ["rotated"])
+        // The renewal's pair was kept: the next call needs no network for its token.
+        _ = try await h.service.accessToken()
+        #expect(gateway.count(.refresh) == 1 && gateway.count(.createSession) == 1)
+    }
+
+    /// Nothing a debugger, `dump` or a logging transport prints holds a token, the installation
+    /// id or the query's coordinates.
+    @Test func printedValuesHoldNoSecret() async throws {
+        let h = Harness()
+        _ = try await h.client.weather(lat: 31.2304, lon: 121.4737)
+        let session = try #require(try h.store.loadSession())
+        let installation = try #require(try h.store.loadInstallationID()).uuidString.lowercased()
+        let response = WeatherSessionResponse(
+            anonymousSessionId: session.anonymousSessionId, weatherAccessToken: session.accessToken,
+            refreshToken: session.refreshToken, expiresAt: session.expiresAt, refreshAfter: session.refreshAfter,
+            expiresIn: 43_200, refreshTokenExpiresAt: session.refreshTokenExpiresAt)
+        var printed = [String(describing: session), String(reflecting: session), String(describing: response)]
+        for value in [session, response, h.gateway.requests[0], h.gateway.requests[1]] as [Any] {
+            var dumped = ""
+            dump(value, to: &dumped)
+            printed.append(dumped)
+        }
+        printed += h.gateway.requests.map { String(describing: $0) }
+        for text in printed {
+            #expect(!text.contains(session.accessToken) && !text.contains(session.refreshToken), "\(text)")
+            #expect(!text.lowercased().contains(installation) && !text.contains("31.23"), "\(text)")
+        }
+        #expect(printed.contains { $0.contains(session.anonymousSessionId) })
     }
 }

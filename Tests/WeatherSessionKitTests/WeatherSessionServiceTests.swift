@@ -80,7 +80,8 @@ struct WeatherSessionServiceTests {
         h.clock.advance(by: .hours(7))
 
         #expect(try await h.service.accessToken() == original)
-        #expect(h.gateway.count(.refresh) == 1)
+        // No answer at all is sent again at once, twice (see unansweredRefreshIsRepeated...).
+        #expect(h.gateway.count(.refresh) == (failure == .networkError ? 3 : 1))
         #expect(try h.store.loadSession()?.accessToken == original)
     }
 
@@ -101,6 +102,68 @@ struct WeatherSessionServiceTests {
         #expect(h.gateway.count(.refresh) == 2)
     }
 
+    /// The gateway rotated the tokens but its answer was lost: the kit repeats the very same
+    /// request at once, inside the gateway's retry window, and gets the same pair, instead of
+    /// presenting the spent token a minute later as a replay that revokes the session.
+    @Test func unansweredRefreshIsRepeatedAtOnceAndKeepsTheSession() async throws {
+        let h = Harness()
+        let first = try await h.service.accessToken()
+        let session = try #require(try h.store.loadSession())
+        h.clock.advance(by: .hours(7))
+        h.gateway.loseAnswers(to: .refresh)
+
+        let token = try await h.service.accessToken()
+
+        #expect(token != first)
+        #expect(h.gateway.outcomes == ["rotated", "retried"])
+        let refreshes = h.gateway.requests(to: .refresh)
+        #expect(refreshes.count == 2 && refreshes[0] == refreshes[1])
+        #expect(try h.store.loadSession()?.anonymousSessionId == session.anonymousSessionId)
+        #expect(h.gateway.count(.createSession) == 1)
+        // The pair it got back is the live one: the next refresh rotates normally.
+        h.clock.advance(by: .hours(7))
+        _ = try await h.service.accessToken()
+        #expect(h.gateway.outcomes == ["rotated", "retried", "rotated"])
+    }
+
+    /// A refresh refused with 429 is not tried again before its `Retry-After`, even when that is
+    /// longer than `refreshRetryInterval`.
+    @Test func rateLimitedRefreshWaitsForRetryAfter() async throws {
+        let h = Harness(refreshRetryInterval: 20)
+        let original = try await h.service.accessToken()
+        h.gateway.respond(to: .refresh) { _ in FakeGateway.error(429, "rate_limited", headers: ["Retry-After": "600"]) }
+        h.clock.advance(by: .hours(7))
+        #expect(try await h.service.accessToken() == original)
+        h.clock.advance(by: 599)
+        #expect(try await h.service.accessToken() == original)
+        #expect(h.gateway.count(.refresh) == 1)
+        h.gateway.respond(to: .refresh, with: nil)
+        h.clock.advance(by: 2)
+        #expect(try await h.service.accessToken() != original)
+        #expect(h.gateway.count(.refresh) == 2)
+    }
+
+    /// An app and its widget share one store (the Keychain with an access group). The widget
+    /// refreshes; the app, still holding the spent refresh token in memory, must not present it.
+    @Test func processesSharingAStoreDoNotReplayEachOthersRefreshTokens() async throws {
+        let clock = FakeClock()
+        let store = InMemoryWeatherSessionStore()
+        let app = Harness(store: store, clock: clock)
+        let widget = WeatherSessionService(baseURL: Harness.baseURL, store: store, transport: app.gateway, clock: clock)
+        _ = try await app.service.accessToken()
+        _ = try await widget.accessToken()
+        clock.advance(by: .hours(7))
+        let widgetToken = try await widget.accessToken()   // rotates; the store holds the new pair
+        clock.advance(by: 120)
+
+        #expect(try await app.service.accessToken() == widgetToken)   // taken from the store, no network
+        #expect(app.gateway.outcomes == ["rotated"])
+        clock.advance(by: .hours(7))
+        _ = try await app.service.accessToken()   // the app's turn: it presents the live token
+        #expect(app.gateway.outcomes == ["rotated", "rotated"])
+        #expect(app.gateway.count(.createSession) == 1)
+    }
+
     @Test func expiredTokenForcesRefreshAndThrowsWhenItFails() async throws {
         let h = Harness()
         let original = try await h.service.accessToken()
@@ -115,8 +178,9 @@ struct WeatherSessionServiceTests {
             try await h.service.accessToken()
         }
         #expect(error?.status == 500)
-        // An expired token is never handed out, and there is no retry pause once it expired.
-        #expect(h.gateway.count(.refresh) == 2)
+        // An expired token is never handed out, and there is no retry pause once it expired
+        // (3 tries without an answer, then one answered 500).
+        #expect(h.gateway.count(.refresh) == 4)
 
         h.gateway.respond(to: .refresh, with: nil)
         let renewed = try await h.service.accessToken()

@@ -24,16 +24,26 @@ public struct WeatherClient: Sendable {
 
     /// The service that supplies, and renews, access tokens.
     public let service: WeatherSessionService
+    /// Decimals coordinates are rounded to before they leave the phone (see ``init(service:coordinateDecimals:)``).
+    public let coordinateDecimals: Int
 
     /// Creates a client that talks to the same gateway and transport as `service`.
-    public init(service: WeatherSessionService) {
+    ///
+    /// - Parameter coordinateDecimals: coordinates are rounded to this many decimals before they
+    ///   are sent: 2 (about 1 km) by default. The gateway snaps them to its grid
+    ///   (`WEATHER_GRID_DEGREES`, 0.05° by default) anyway, so more digits only put a more precise
+    ///   position into the URL, and so into any log or error that records it. Use 3 only for a
+    ///   gateway whose grid is finer than 0.01°.
+    public init(service: WeatherSessionService, coordinateDecimals: Int = 2) {
+        precondition((0...6).contains(coordinateDecimals), "coordinateDecimals must be 0...6")
         self.service = service
+        self.coordinateDecimals = coordinateDecimals
     }
 
     /// Current conditions and the next `days` days (1...15; `nil` for the server default of 7).
     ///
-    /// Coordinates are sent with four decimals (about 11 m); the gateway snaps them to its
-    /// ~5 km grid before using them and returns the snapped point in `location`.
+    /// Coordinates are sent rounded to ``coordinateDecimals`` (2: about 1 km); the gateway snaps
+    /// them to its ~5 km grid before using them and returns the snapped point in `location`.
     public func weather(lat: Double, lon: Double, days: Int? = nil) async throws -> WeatherResponse {
         var query = coordinates(lat: lat, lon: lon)
         if let days {
@@ -54,11 +64,15 @@ public struct WeatherClient: Sendable {
     private func authorizedGet(_ path: String, query: [URLQueryItem]) async throws -> WeatherResponse {
         let connection = service.connection
         let token = try await service.accessToken()
+        // A caller cancelled while it waited for a renewal (which runs to its end regardless,
+        // so its tokens are kept) sends nothing more.
+        try Task.checkCancellation()
         var response = try await connection.get(path, query: query, sessionToken: token)
         if response.status == 401 {
             // Exactly one renewal and one retry. Passing the rejected token lets concurrent
             // callers that all got 401 for it share a single refresh.
             let renewed = try await service.refreshAccessToken(rejecting: token)
+            try Task.checkCancellation()
             response = try await connection.get(path, query: query, sessionToken: renewed)
         }
         return try WeatherGatewayConnection.decodeSuccess(WeatherResponse.self, from: response)
@@ -66,17 +80,20 @@ public struct WeatherClient: Sendable {
 
     private func coordinates(lat: Double, lon: Double) -> [URLQueryItem] {
         [
-            URLQueryItem(name: "lat", value: Self.decimal(lat)),
-            URLQueryItem(name: "lon", value: Self.decimal(lon)),
+            URLQueryItem(name: "lat", value: Self.decimal(lat, decimals: coordinateDecimals)),
+            URLQueryItem(name: "lon", value: Self.decimal(lon, decimals: coordinateDecimals)),
         ]
     }
 
-    /// Plain decimal notation, never an exponent (`1e-05`) the server would reject.
-    static func decimal(_ value: Double) -> String {
+    /// Plain decimal notation rounded to `decimals`, never an exponent (`1e-05`) the server
+    /// would reject.
+    static func decimal(_ value: Double, decimals: Int) -> String {
         guard value.isFinite else { return String(value) }  // the server answers 400, as it should
-        let rounded = (value * 10_000).rounded() / 10_000
-        let text = String(format: "%.4f", rounded == 0 ? 0 : rounded)  // no "-0.0000"
-        // Trim trailing zeros: 31.2300 -> 31.23, 8.0000 -> 8.
+        let scale = (0..<decimals).reduce(1.0) { result, _ in result * 10 }
+        let rounded = (value * scale).rounded() / scale
+        let text = String(format: "%.\(decimals)f", rounded == 0 ? 0 : rounded)  // no "-0.00"
+        // Trim trailing zeros: 31.20 -> 31.2, 8.00 -> 8.
+        guard decimals > 0 else { return text }
         var trimmed = Substring(text)
         while trimmed.hasSuffix("0") { trimmed.removeLast() }
         if trimmed.hasSuffix(".") { trimmed.removeLast() }

@@ -36,3 +36,19 @@ public struct WeatherSessionResponse: Sendable, Equatable, Codable {
         self.refreshTokenExpiresAt = refreshTokenExpiresAt
     }
 }
+
+extension WeatherSessionResponse: CustomStringConvertible, CustomReflectable {
+    /// Redacted: the session id and server times, never a token.
+    public var description: String {
+        "WeatherSessionResponse(\(anonymousSessionId), refreshAfter: \(refreshAfter), expiresAt: \(expiresAt))"
+    }
+
+    /// Redacted too, for `dump` and debuggers.
+    public var customMirror: Mirror {
+        Mirror(self, children: [
+            "anonymousSessionId": anonymousSessionId, "weatherAccessToken": redactedToken, "refreshToken": redactedToken,
+            "expiresAt": expiresAt, "refreshAfter": refreshAfter, "expiresIn": expiresIn,
+            "refreshTokenExpiresAt": refreshTokenExpiresAt,
+        ], displayStyle: .struct)
+    }
+}

@@ -69,3 +69,16 @@ public struct WeatherSession: Sendable, Equatable, Codable, CustomStringConverti
         "WeatherSession(\(anonymousSessionId), refreshAfter: \(refreshAfter), expiresAt: \(expiresAt))"
     }
 }
+
+extension WeatherSession: CustomReflectable {
+    /// Redacted too, for `dump` and debuggers: the tokens show as `<redacted>`.
+    public var customMirror: Mirror {
+        Mirror(self, children: [
+            "anonymousSessionId": anonymousSessionId, "accessToken": redactedToken, "refreshToken": redactedToken,
+            "expiresAt": expiresAt, "refreshAfter": refreshAfter, "refreshTokenExpiresAt": refreshTokenExpiresAt,
+        ], displayStyle: .struct)
+    }
+}
+
+/// What redacted values print as.
+let redactedToken = "<redacted>"

@@ -23,11 +23,17 @@ import Foundation
 /// - **before `refreshAfter`**: returns the stored token, no network;
 /// - **between `refreshAfter` and `expiresAt`**: refreshes. If that fails (offline, 5xx, 429)
 ///   the stored token is still good, so it is returned, and the refresh is not attempted again
-///   for `refreshRetryInterval` so a failing server is not hit on every call;
+///   for `refreshRetryInterval` (or a 429's `Retry-After`, if longer) so a failing server is not
+///   hit on every call;
 /// - **after `expiresAt`**: must refresh; if that fails, the error is thrown;
 /// - **refresh answered 401** (refresh token expired, revoked, or replayed): the stored session
 ///   is dropped, the installation id is kept, and a new session is created. Same when the
 ///   refresh token is known to have expired locally, without asking.
+/// - **refresh with no answer** (the connection failed after the request may have gone out):
+///   the very same request is sent again at once, up to twice. The gateway may already have
+///   rotated the tokens; only a repeat within its retry window (`WEATHER_REFRESH_RETRY_WINDOW`,
+///   30 s by default) gets the new pair back instead of being taken for a replay that revokes the
+///   session. For the same reason `refreshRetryInterval` defaults to 20 s, inside that window.
 ///
 /// ## One renewal at a time
 /// Refresh tokens rotate: each can be used once. If two callers refreshed with the same token,
@@ -44,8 +50,11 @@ import Foundation
 /// A damaged stored session is discarded (a new session is created); a damaged installation id
 /// is replaced by a new random one.
 ///
-/// One service per store: two services (or processes) sharing a store would each refresh on
-/// their own and could replay each other's refresh tokens.
+/// Sharing a store with an app extension (a widget, a background task): each renewal first
+/// re-reads the stored session, and uses it if another process has renewed it meanwhile, so a
+/// process never presents a refresh token the other has already spent. Two processes renewing
+/// in the very same moment can still collide; the loser's session is then replaced by a new
+/// one. Within one process, use one service per store.
 public actor WeatherSessionService {
     /// The gateway root and transport, shared with ``WeatherClient``.
     nonisolated let connection: WeatherGatewayConnection
@@ -75,7 +84,9 @@ public actor WeatherSessionService {
     ///   - appVersion: sent on creation, at most 32 printable ASCII characters (for example
     ///     `CFBundleShortVersionString`); `nil` to omit it.
     ///   - refreshRetryInterval: seconds to wait after a failed refresh before trying again while
-    ///     the current token is still valid.
+    ///     the current token is still valid (a 429's `Retry-After` wins when longer). Keep it
+    ///     below the gateway's `WEATHER_REFRESH_RETRY_WINDOW` (30 s by default), so that a refresh
+    ///     whose answer was lost is repeated while the gateway still recognises it.
     public init(
         baseURL: URL,
         store: any WeatherSessionStore,
@@ -83,7 +94,7 @@ public actor WeatherSessionService {
         clock: any WeatherClock = SystemWeatherClock(),
         platform: String = "ios",
         appVersion: String? = nil,
-        refreshRetryInterval: TimeInterval = 60
+        refreshRetryInterval: TimeInterval = 20
     ) {
         if let appVersion {
             precondition(
@@ -133,7 +144,8 @@ public actor WeatherSessionService {
                 // The session was dropped (the refresh got 401) or the token died meanwhile.
                 throw error
             }
-            refreshPausedUntil = later.addingTimeInterval(refreshRetryInterval)
+            let retryAfter = (error as? WeatherAPIError)?.retryAfter.map(TimeInterval.init) ?? 0
+            refreshPausedUntil = later.addingTimeInterval(max(refreshRetryInterval, retryAfter))
             return current.accessToken
         }
     }
@@ -216,6 +228,16 @@ public actor WeatherSessionService {
         // sees the stored result instead of a finished task.
         defer { renewal = nil }
 
+        var current = current
+        // Another process sharing the store may have renewed the session since it was read: its
+        // refresh token is the live one, and the one held here may be spent already. (Issued
+        // later means it expires later; an older stored copy is one this process failed to save.)
+        if let stored = try? store.loadSession(), stored.expiresAt > current?.expiresAt ?? .distantPast {
+            session = stored
+            sessionLoaded = true
+            if clock.now() < stored.refreshAfter { return stored }
+            current = stored
+        }
         if let current, clock.now() < current.refreshTokenExpiresAt {
             do {
                 return try await refresh(current)
@@ -237,10 +259,24 @@ public actor WeatherSessionService {
         return try adopt(response)
     }
 
+    /// How many times a refresh that got no answer is sent again at once (see "Token lifecycle").
+    static let unansweredRefreshRepeats = 2
+
     private func refresh(_ current: WeatherSession) async throws -> WeatherSession {
-        let response = try await connection.post(
-            "/v1/weather/session/refresh", json: SessionTokenRequest(current))
-        return try adopt(response)
+        var repeats = 0
+        while true {
+            let response: WeatherHTTPResponse
+            do {
+                response = try await connection.post(
+                    "/v1/weather/session/refresh", json: SessionTokenRequest(current))
+            } catch where repeats < Self.unansweredRefreshRepeats && !(error is CancellationError) {
+                // No answer: the gateway may have rotated the tokens. Only the same request,
+                // soon, gets them back; an answer of any status is final.
+                repeats += 1
+                continue
+            }
+            return try adopt(response)
+        }
     }
 
     /// Turns a create/refresh answer into the current session, in memory first: if the store

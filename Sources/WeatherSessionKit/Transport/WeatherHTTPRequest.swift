@@ -29,6 +29,21 @@ public struct WeatherHTTPRequest: Sendable, Equatable {
     }
 }
 
+extension WeatherHTTPRequest: CustomStringConvertible, CustomReflectable {
+    /// For a logging transport: method, path and header names, never a header value (the session
+    /// token travels in one), the query (coordinates) or the body (tokens, the installation id).
+    public var description: String {
+        "\(method) \(url.path) headers: [\(headers.keys.sorted().joined(separator: ", "))] body: \(body?.count ?? 0) bytes"
+    }
+
+    /// Redacted the same way, for `dump` and debuggers.
+    public var customMirror: Mirror {
+        Mirror(self, children: [
+            "method": method, "path": url.path, "headerNames": headers.keys.sorted(), "bodyBytes": body?.count ?? 0,
+        ], displayStyle: .struct)
+    }
+}
+
 /// Looks a header up case-insensitively; one function for requests and responses.
 func headerValue(_ name: String, in headers: [String: String]) -> String? {
     if let exact = headers[name] { return exact }

@@ -4,8 +4,9 @@ import WeatherSessionKit
 /// A scripted weather gateway behind the ``WeatherHTTPTransport`` seam.
 ///
 /// By default it simulates the contract in API.md: it issues sessions, rotates refresh tokens
-/// (a used one is dead), answers weather routes only for live `X-Weather-Session-Token`s, and
-/// answers 401 otherwise. Tests replace single routes with `respond(to:with:)` to script
+/// (a used one is dead; presented again within `retryWindow` it gets the same pair back, later
+/// it is a replay that revokes the session), answers weather routes only for live
+/// `X-Weather-Session-Token`s, and answers 401 otherwise. Tests replace single routes with `respond(to:with:)` to script
 /// failures, and read back every request the kit sent.
 final class FakeGateway: WeatherHTTPTransport, @unchecked Sendable {
     enum Route: Hashable, Sendable {
@@ -16,6 +17,8 @@ final class FakeGateway: WeatherHTTPTransport, @unchecked Sendable {
     static let accessTTL: TimeInterval = .hours(12)
     static let refreshAfter: TimeInterval = .hours(6)
     static let refreshTTL: TimeInterval = .days(30)
+    /// `WEATHER_REFRESH_RETRY_WINDOW`'s default.
+    static let retryWindow: TimeInterval = 30
 
     let clock: FakeClock
     let mountPrefix: String
@@ -28,6 +31,11 @@ final class FakeGateway: WeatherHTTPTransport, @unchecked Sendable {
     private var issued = 0
     private var accessTokens: [String: (session: String, expiresAt: Date)] = [:]
     private var refreshTokens: [String: (session: String, expiresAt: Date)] = [:]
+    /// Spent refresh tokens: when, and the answer they got.
+    private var rotated: [String: (session: String, at: Date, answer: WeatherHTTPResponse)] = [:]
+    private var lostAnswers: [Route: Int] = [:]
+    /// What each refresh came to: `rotated`, `retried`, `refresh_token_reused`, `invalid`.
+    private(set) var refreshOutcomes: [String] = []
 
     init(clock: FakeClock, mountPrefix: String = "/api") {
         self.clock = clock
@@ -42,13 +50,23 @@ final class FakeGateway: WeatherHTTPTransport, @unchecked Sendable {
             recorded.append(request)
             return overrides[route]
         }
-        if let override {
-            return try await override(request)
+        let response = try await override?(request) ?? simulate(request)
+        let lose = lock.withLock { () -> Bool in
+            guard let n = lostAnswers[route], n > 0 else { return false }
+            lostAnswers[route] = n - 1
+            return true
         }
-        return simulate(request)
+        if lose { throw URLError(.networkConnectionLost) }  // done on the server, never seen by the phone
+        return response
     }
 
     // MARK: Scripting
+
+    /// The next `count` requests to `route` are carried out, but their answers are lost on the way
+    /// back (the transport throws `networkConnectionLost`).
+    func loseAnswers(to route: Route, count: Int = 1) {
+        lock.withLock { lostAnswers[route] = count }
+    }
 
     /// Replaces the behaviour of `route`; `nil` restores the simulation.
     func respond(to route: Route, with responder: Responder?) {
@@ -70,8 +88,12 @@ final class FakeGateway: WeatherHTTPTransport, @unchecked Sendable {
         lock.withLock {
             accessTokens = [:]
             refreshTokens = [:]
+            rotated = [:]
         }
     }
+
+    /// `refreshOutcomes`, read under the lock.
+    var outcomes: [String] { lock.withLock { refreshOutcomes } }
 
     var requests: [WeatherHTTPRequest] {
         lock.withLock { recorded }
@@ -126,11 +148,27 @@ final class FakeGateway: WeatherHTTPTransport, @unchecked Sendable {
 
         case .refresh:
             return lock.withLock {
-                guard let token = body["refreshToken"], let entry = refreshTokens[token],
-                      entry.session == body["anonymousSessionId"], serverNow() < entry.expiresAt
-                else { return Self.error(401, "invalid_refresh_token") }
+                let token = body["refreshToken"] ?? ""
+                if let spent = rotated[token], spent.session == body["anonymousSessionId"] {
+                    if serverNow().timeIntervalSince(spent.at) <= Self.retryWindow {
+                        refreshOutcomes.append("retried")
+                        return spent.answer
+                    }
+                    refreshOutcomes.append("refresh_token_reused")
+                    accessTokens = accessTokens.filter { $0.value.session != spent.session }
+                    refreshTokens = refreshTokens.filter { $0.value.session != spent.session }
+                    return Self.error(401, "refresh_token_reused")
+                }
+                guard let entry = refreshTokens[token], entry.session == body["anonymousSessionId"], serverNow() < entry.expiresAt
+                else {
+                    refreshOutcomes.append("invalid")
+                    return Self.error(401, "invalid_refresh_token")
+                }
                 refreshTokens[token] = nil   // rotation: the presented token is dead now
-                return issuePair(session: entry.session, status: 200)
+                let answer = issuePair(session: entry.session, status: 200)
+                rotated[token] = (entry.session, serverNow(), answer)
+                refreshOutcomes.append("rotated")
+                return answer
             }
 
         case .revoke:
