@@ -124,6 +124,7 @@ import Glibc
             ("negative Content-Length", "invalid_request", { try raw(create + "Content-Length: -1\r\n\r\n") }),
             ("path above the root", "invalid_request", { try raw("GET /../v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n") }),
             ("HTTP/1.1 without Host", "invalid_request", { try raw("GET /v1/health HTTP/1.1\r\nConnection: close\r\n\r\n") }),
+            ("9 KB query", "uri_too_long", { try HTTPClient.send(port: port, "GET", "/v1/weather?lat=1&lon=2&x=" + String(repeating: "a", count: 9000)) }),
             ("%00 in the path", "not_found", { try HTTPClient.send(port: port, "GET", "/v1/weather%00") }),
             ("a path outside the API", "not_found", { try HTTPClient.send(port: port, "GET", "/nothing") }),
             ("a database copied into the document root", "forbidden", { try HTTPClient.send(port: port, "GET", "/weather.sqlite3") }),

@@ -453,6 +453,8 @@ import Glibc
             ("%00 in the path", { try h.request("GET", "/v1/weather%00", headers: ["X-Weather-Token": Self.legacy]) }),
             ("NUL in the body", { try raw(create + "Content-Length: 3\r\n\r\n", body: [0x7B, 0x00, 0x7D]) }),
             ("raw NUL in the request line", { try rawBytes(Array("GET /v1/health?a=".utf8) + [0] + Array(" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8)) }),
+            ("9 KB query", { try h.request("GET", "/v1/weather?lat=1&lon=2&x=" + String(repeating: "a", count: 9000), headers: ["X-Weather-Token": Self.legacy]) }),
+            ("1,500 query parameters", { try h.request("GET", "/v1/weather?" + (0..<1500).map { "p\($0)=1" }.joined(separator: "&"), headers: ["X-Weather-Token": Self.legacy]) }),
             ("garbage request line", { try raw("GARBAGE\r\n\r\n") }),
             ("HTTP/9.9", { try raw("GET /v1/health HTTP/9.9\r\nHost: x\r\nConnection: close\r\n\r\n") }),
             ("path above the root", { try raw("GET /../v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n") }),

@@ -77,6 +77,15 @@ let shanghai = GridPoint(lat: 31.3, lon: 121.5)
         #expect(r.daily[1].precipitationProbability == 0.25)
     }
 
+    /// A `server_time` no wire timestamp can carry (beyond Int64 it used to trap and take the
+    /// worker down; far past 9999 or before 1970 it printed a malformed time) is replaced by the
+    /// fetch time, and the answer is still served.
+    @Test(arguments: [1e300, -1e300, 9.3e18, 1e16, -1e18, -1, 253_402_300_800])
+    func serverTimeOutsideTheWireFormatFallsBackToTheFetchTime(value: Double) throws {
+        let r = try report(modified { $0["server_time"] = value })
+        #expect(r.current?.observedAt == fixtureNow.iso8601)
+    }
+
     @Test func missingOptionalFieldsBecomeNullNotInvented() throws {
         let body = try modified { o in
             o["server_time"] = nil

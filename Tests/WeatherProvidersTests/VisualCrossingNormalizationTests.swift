@@ -78,6 +78,17 @@ let newYork = GridPoint(lat: 40.7, lon: -74)
         #expect(r.daily[6].temperatureMinC == -3)
     }
 
+    /// `datetimeEpoch` out of the wire format's range (see the Caiyun test of `server_time`).
+    @Test(arguments: [1e300, -1e300, 9.3e18, 1e16, -1e18, -1, 253_402_300_800])
+    func observationTimeOutsideTheWireFormatFallsBackToTheFetchTime(value: Double) throws {
+        let r = try report(modified { o in
+            var current = o["currentConditions"] as! [String: Any]
+            current["datetimeEpoch"] = value
+            o["currentConditions"] = current
+        })
+        #expect(r.current?.observedAt == fixtureNow.iso8601)
+    }
+
     @Test func missingOptionalFieldsBecomeNullNotInvented() throws {
         let body = try modified { o in
             var current = o["currentConditions"] as! [String: Any]

@@ -110,3 +110,23 @@ import WeatherCore
         #expect(try store.admitCell("1,3", sessionId: "s", quota: q, nowMs: 86_400_001).verdict == .allowed)
     }
 }
+
+@Suite struct HealthTests {
+    /// A database moved (or deleted) under a running worker is reported unhealthy: a worker
+    /// started afterwards would create a new, empty one at the path and split the service.
+    @Test func aDatabaseMovedAwayFromItsPathIsUnhealthy() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-health-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("w.sqlite3").path
+        let store = try SQLiteGatewayStore(path: path)
+        #expect(store.isHealthy())
+        try FileManager.default.moveItem(atPath: path, toPath: path + ".moved")
+        #expect(!store.isHealthy())
+        let newcomer = try SQLiteGatewayStore(path: path)  // what a restarted worker would do
+        #expect(newcomer.isHealthy())
+        #expect(!store.isHealthy())
+        try FileManager.default.removeItem(atPath: path)
+        #expect(!newcomer.isHealthy())
+    }
+}

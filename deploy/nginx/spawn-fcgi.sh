@@ -35,6 +35,9 @@ WEB_GROUP=${WEB_GROUP:-www-data}
 USE_SUPERVISOR=${USE_SUPERVISOR:-0}
 # The worker reads its settings from this file (environment variables win over it).
 export WEATHER_CONFIG="${WEATHER_CONFIG:-/etc/closet-weather/weather.conf}"
+# A crashing worker must not print a stack trace (with source paths) into the log: API.md allows
+# none. Set SWIFT_BACKTRACE=enable=yes yourself while you debug a crash.
+export SWIFT_BACKTRACE="${SWIFT_BACKTRACE:-enable=no}"
 
 if [ "${1:-start}" = "stop" ]; then
     # Only the processes this script recorded; SIGTERM lets each finish its request in hand.

@@ -37,7 +37,7 @@ extension CaiyunProvider {
     /// `server_time` is when Caiyun computed the answer, the closest thing to an observation time
     /// it sends; without it, the time of the fetch is the honest fallback.
     static func currentWeather(_ realtime: CaiyunPayload.Realtime, serverTime: Double?, now: Timestamp) -> CurrentWeather {
-        let observed = serverTime.flatMap { $0.isFinite ? Timestamp(seconds: Int64($0)) : nil } ?? now
+        let observed = serverTime.flatMap(Timestamp.init(epochSeconds:)) ?? now
         return CurrentWeather(
             observedAt: observed.iso8601,
             temperatureC: realtime.temperature,

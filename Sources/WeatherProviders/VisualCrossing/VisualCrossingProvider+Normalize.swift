@@ -33,7 +33,7 @@ extension VisualCrossingProvider {
 
     /// `datetimeEpoch` is the observation time; without it, the time of the fetch.
     static func currentWeather(_ conditions: VisualCrossingPayload.Current, now: Timestamp) -> CurrentWeather {
-        let observed = conditions.datetimeEpoch.flatMap { $0.isFinite ? Timestamp(seconds: Int64($0)) : nil } ?? now
+        let observed = conditions.datetimeEpoch.flatMap(Timestamp.init(epochSeconds:)) ?? now
         return CurrentWeather(
             observedAt: observed.iso8601,
             temperatureC: conditions.temp,

@@ -57,6 +57,26 @@ public final class Database {
         // Frames spilled in the middle of a transaction would wait in the buffer for a commit
         // that a rollback never brings (shim.h); the largest worker transaction is a few dozen pages.
         if vfs != nil { try execute("PRAGMA cache_spill=OFF") }
+        fileIdentity = Self.identity(of: path)
+    }
+
+    /// Device and inode of the database file when it was opened.
+    private var fileIdentity: (dev: UInt64, ino: UInt64)?
+
+    private static func identity(of path: String) -> (dev: UInt64, ino: UInt64)? {
+        var st = stat()
+        guard stat(path, &st) == 0 else { return nil }
+        return (UInt64(st.st_dev), UInt64(st.st_ino))
+    }
+
+    /// Whether the file at the database's path is still the one this connection has open. It is
+    /// not when someone moved or deleted the database under a running worker: a worker started
+    /// afterwards would create a new, empty database there, and the two would split the service
+    /// (tokens valid on one and not the other). `/v1/health` reports that.
+    public var isStillAtItsPath: Bool {
+        guard let opened = fileIdentity, let name = sqlite3_db_filename(handle, "main"), name.pointee != 0,
+              let now = Self.identity(of: String(cString: name)) else { return fileIdentity == nil }
+        return now == opened
     }
 
     /// How a connection's commits reach the WAL.

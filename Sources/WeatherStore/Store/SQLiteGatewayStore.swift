@@ -360,7 +360,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     public func finishHousekeeping() { db.waitForCheckpoints() }
 
     public func isHealthy() -> Bool {
-        guard (try? reopenIfFaulted()) != nil else { return false }
+        guard (try? reopenIfFaulted()) != nil, db.isStillAtItsPath else { return false }
         guard let pending = try? Migrator.pending(in: db) else { return false }
         return pending.isEmpty
     }
