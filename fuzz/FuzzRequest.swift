@@ -94,6 +94,7 @@ func fuzzOne(_ input: [UInt8]) {
     let qs = parts.count > 1 ? parts[1] : []
     let hdrs = parts.count > 2 ? parts[2] : []
     let body = Array(parts.count > 3 ? parts[3] : [])
+    fuzzProviders(body, selector: selector, trip: flags & 0x80 != 0)
 
     if !uri.isEmpty { params["REQUEST_URI"] = text(uri) }
     if !qs.isEmpty { params["QUERY_STRING"] = text(qs) }
@@ -261,4 +262,41 @@ func sameJSON(_ v: JSONValue, _ f: FuzzJSON) -> Bool {
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     fuzzOne(Array(UnsafeBufferPointer(start: data, count: size)))
     return 0
+}
+
+/// The body as a provider's answer (up to -max_len, not the request's 4096), normalised by both
+/// providers for a forecast of 1...15 days or a 3-day trip. Whatever they accept must be a report
+/// the wire can carry: well-formed times, finite numbers, no more days than asked. (A
+/// `server_time` beyond Int64 used to trap here.)
+func fuzzProviders(_ body: [UInt8], selector: UInt8, trip: Bool) {
+    let now = Timestamp(seconds: 1_796_004_191)
+    let start = LocalDate(year: 2026, month: 11, day: 30)!
+    let query: WeatherQuery = trip ? .trip(start: start, end: start.adding(days: 2)) : .forecast(days: 1 + Int(selector % 15))
+    let asked = trip ? 3 : 1 + Int(selector % 15)
+    let point = GridPoint(lat: 31.25, lon: 121.45)
+    let answer = HTTPResult(status: 200, body: body)
+    for report in [try? CaiyunProvider.report(from: answer, for: query, at: point, now: now),
+                   try? VisualCrossingProvider.report(from: answer, for: query, at: point, now: now)] {
+        guard let report else { continue }
+        fuzzCheck(wireTime(report.fetchedAt), "fetchedAt \(report.fetchedAt)")
+        fuzzCheck(report.daily.count <= asked, "\(report.daily.count) days for \(asked)")
+        if let c = report.current {
+            fuzzCheck(wireTime(c.observedAt), "observedAt \(c.observedAt)")
+            for v in [c.temperatureC, c.apparentTemperatureC, c.humidity, c.windSpeedKph, c.precipitationMmPerHour] {
+                fuzzCheck(v?.isFinite ?? true, "current value \(String(describing: v))")
+            }
+        }
+        for d in report.daily {
+            for v in [d.temperatureMinC, d.temperatureMaxC, d.precipitationProbability] {
+                fuzzCheck(v?.isFinite ?? true, "daily value \(String(describing: v))")
+            }
+        }
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ`, which the wire and the database use for every time.
+func wireTime(_ text: String) -> Bool {
+    let b = Array(text.utf8)
+    guard b.count == 20, b[4] == 45, b[7] == 45, b[10] == 84, b[13] == 58, b[16] == 58, b[19] == 90 else { return false }
+    return [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18].allSatisfy { (48...57).contains(b[$0]) }
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer target fuzz/.build/fuzz-request from the production sources that parse
-# client input (all of WeatherCore, Request, Response, JSON, WeatherParameters) plus
+# client input (all of WeatherCore, Request, Response, JSON, WeatherParameters) and provider
+# answers (the Caiyun and Visual Crossing normalisers, without their transport) plus
 # fuzz/FuzzRequest.swift, compiled as ONE module with -sanitize=fuzzer,address. (A SwiftPM
 # executable target cannot link libFuzzer's main, hence plain swiftc.) None of these files needs
 # SQLite, curl, OpenSSL or libfcgi, so no C module or stub is involved.
@@ -17,6 +18,10 @@ sources=(
   "$root/Sources/WeatherAPI/Server/Response.swift"
   $(find "$root/Sources/WeatherAPI/JSON" -name '*.swift' | sort)
   "$root/Sources/WeatherAPI/Handlers/WeatherParameters.swift"
+  $(find "$root/Sources/WeatherProviders/Caiyun" "$root/Sources/WeatherProviders/VisualCrossing" \
+         "$root/Sources/WeatherProviders/Provider" -name '*.swift' | sort)
+  "$root/Sources/WeatherProviders/Transport/HTTPResult.swift"
+  "$root/Sources/WeatherProviders/Transport/HTTPTransport.swift"
   "$root/fuzz/FuzzRequest.swift"
 )
 # Rebuild only when a source is newer than the binary.

@@ -61,6 +61,19 @@ seeds = {
     "big-header": entry(GET, 0x18, b"/v1/health", headers=[b"X-Big=" + b"A" * 3000, b"X-Request-Id=" + b"r" * 200]),
 }
 
+# The provider fixtures the tests use, minified to fit -max_len, as bodies: FuzzRequest.swift also
+# normalises every body as a Caiyun and a Visual Crossing answer. Selector 6 asks 7 days; flag
+# 0x80 makes it a 3-day trip from 2026-11-30 instead.
+import json
+fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Tests", "WeatherProvidersTests", "Fixtures")
+def minified(name):
+    with open(os.path.join(fixtures, name), "rb") as f:
+        return json.dumps(json.load(f), separators=(",", ":"), ensure_ascii=False).encode()
+seeds["caiyun-forecast"] = entry(6, EXACT, b"/v1/weather/session", body=minified("caiyun-v2.6-weather.json"))
+seeds["caiyun-trip"] = entry(6, EXACT | 0x80, b"/v1/weather/session", body=minified("caiyun-v2.6-weather.json"))
+seeds["visualcrossing-forecast"] = entry(6, EXACT, b"/v1/weather/session", body=minified("visualcrossing-timeline-forecast.json"))
+seeds["visualcrossing-trip"] = entry(6, EXACT | 0x80, b"/v1/weather/session", body=minified("visualcrossing-timeline-trip.json"))
+
 here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
 os.makedirs(here, exist_ok=True)
 for name, data in seeds.items():
