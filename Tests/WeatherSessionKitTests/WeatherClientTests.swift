@@ -180,10 +180,7 @@ struct WeatherClientTests {
         h.clock.advance(by: .hours(13))
         let gate = Gate()
         let gateway = h.gateway
-        gateway.respond(to: .refresh) { request in
-            await gate.wait()
-            return gateway.simulate(request)
-        }
+        gateway.hold(.refresh, until: gate)
         let client = h.client
         let task = Task { try await client.weather(lat: 1, lon: 1) }
         while gateway.count(.refresh) == 0 { await Task.yield() }

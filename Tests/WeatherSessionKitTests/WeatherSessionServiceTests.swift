@@ -85,14 +85,20 @@ struct WeatherSessionServiceTests {
         #expect(try h.store.loadSession()?.accessToken == original)
     }
 
-    @Test func failedRefreshIsNotRetriedBeforeTheRetryInterval() async throws {
-        let h = Harness(refreshRetryInterval: 60)
+    /// A failed refresh is not tried again before the pause: `refreshRetryInterval`, or a 429's
+    /// `Retry-After` when that is longer.
+    @Test(arguments: [(interval: 60.0, retryAfter: nil as Int?), (interval: 20.0, retryAfter: 600)])
+    func failedRefreshIsNotRetriedBeforeThePause(interval: TimeInterval, retryAfter: Int?) async throws {
+        let h = Harness(refreshRetryInterval: interval)
         let original = try await h.service.accessToken()
-        h.gateway.respond(to: .refresh, with: RefreshFailure.serverError500.responder)
+        h.gateway.respond(to: .refresh) { _ in
+            retryAfter.map { FakeGateway.error(429, "rate_limited", headers: ["Retry-After": "\($0)"]) } ?? FakeGateway.error(500, "internal_error")
+        }
         h.clock.advance(by: .hours(7))
         _ = try await h.service.accessToken()
 
-        h.clock.advance(by: 59)
+        let pause = max(interval, TimeInterval(retryAfter ?? 0))
+        h.clock.advance(by: pause - 1)
         #expect(try await h.service.accessToken() == original)
         #expect(h.gateway.count(.refresh) == 1)
 
@@ -124,23 +130,6 @@ struct WeatherSessionServiceTests {
         h.clock.advance(by: .hours(7))
         _ = try await h.service.accessToken()
         #expect(h.gateway.outcomes == ["rotated", "retried", "rotated"])
-    }
-
-    /// A refresh refused with 429 is not tried again before its `Retry-After`, even when that is
-    /// longer than `refreshRetryInterval`.
-    @Test func rateLimitedRefreshWaitsForRetryAfter() async throws {
-        let h = Harness(refreshRetryInterval: 20)
-        let original = try await h.service.accessToken()
-        h.gateway.respond(to: .refresh) { _ in FakeGateway.error(429, "rate_limited", headers: ["Retry-After": "600"]) }
-        h.clock.advance(by: .hours(7))
-        #expect(try await h.service.accessToken() == original)
-        h.clock.advance(by: 599)
-        #expect(try await h.service.accessToken() == original)
-        #expect(h.gateway.count(.refresh) == 1)
-        h.gateway.respond(to: .refresh, with: nil)
-        h.clock.advance(by: 2)
-        #expect(try await h.service.accessToken() != original)
-        #expect(h.gateway.count(.refresh) == 2)
     }
 
     /// An app and its widget share one store (the Keychain with an access group). The widget
@@ -240,10 +229,7 @@ struct WeatherSessionServiceTests {
         // The refresh is held open until every caller had the chance to pile up behind it.
         let gate = Gate()
         let gateway = h.gateway
-        gateway.respond(to: .refresh) { request in
-            await gate.wait()
-            return gateway.simulate(request)
-        }
+        gateway.hold(.refresh, until: gate)
         let service = h.service
         let tokens = try await withThrowingTaskGroup(of: String.self) { group in
             for _ in 0..<50 {
@@ -272,10 +258,7 @@ struct WeatherSessionServiceTests {
         let h = Harness()
         let gate = Gate()
         let gateway = h.gateway
-        gateway.respond(to: .createSession) { request in
-            await gate.wait()
-            return gateway.simulate(request)
-        }
+        gateway.hold(.createSession, until: gate)
         let service = h.service
         let tokens = try await withThrowingTaskGroup(of: String?.self) { group in
             for _ in 0..<50 {

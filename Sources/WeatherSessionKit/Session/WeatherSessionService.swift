@@ -231,7 +231,8 @@ public actor WeatherSessionService {
         var current = current
         // Another process sharing the store may have renewed the session since it was read: its
         // refresh token is the live one, and the one held here may be spent already. (Issued
-        // later means it expires later; an older stored copy is one this process failed to save.)
+        // later means it expires later; an older stored copy is one this process failed to save.
+        // A store that cannot be read changes nothing here: the renewal goes on from memory.)
         if let stored = try? store.loadSession(), stored.expiresAt > current?.expiresAt ?? .distantPast {
             session = stored
             sessionLoaded = true

@@ -68,6 +68,14 @@ final class FakeGateway: WeatherHTTPTransport, @unchecked Sendable {
         lock.withLock { lostAnswers[route] = count }
     }
 
+    /// Holds every request to `route` until `gate` opens; the simulation answers it then.
+    func hold(_ route: Route, until gate: Gate) {
+        respond(to: route) { [self] request in
+            await gate.wait()
+            return simulate(request)
+        }
+    }
+
     /// Replaces the behaviour of `route`; `nil` restores the simulation.
     func respond(to route: Route, with responder: Responder?) {
         lock.withLock { overrides[route] = responder }
