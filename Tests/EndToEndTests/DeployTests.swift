@@ -79,7 +79,7 @@ import Glibc
         let apache = try ApacheSharedHost(module: module, settings: fake.environment().merging(["CLOSET_WEATHER_PROXY_TOKEN": Self.legacy]) { $1 })
         try flow(port: apache.port)
         // Misplaced secrets in the document root are refused, whatever their name says.
-        for name in ["weather.conf", "hash.key", "weather.sqlite3", "weather.sqlite3-wal", "weather.sqlite3-shm", ".env"] {
+        for name in ["weather.conf", "hash.key", "weather.sqlite3", "weather.sqlite3-wal", "weather.sqlite3-shm", "weather.sqlite3-writer", ".env"] {
             let r = try HTTPClient.send(port: apache.port, "GET", "/\(name)")
             #expect(r.status == 403, "\(name) answered \(r.status)")
             #expect(!r.text.contains("SECRET"), "\(name) leaked")
@@ -199,7 +199,7 @@ final class ApacheSharedHost {
         try fm.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
         try fm.copyItem(at: repositoryRoot.appendingPathComponent("htdocs"), to: docroot)
         try fm.copyItem(atPath: "\(binDirectory)/weather-fcgi", toPath: docroot.appendingPathComponent("weather.fcgi").path)
-        for name in ["weather.conf", "hash.key", "weather.sqlite3", "weather.sqlite3-wal", "weather.sqlite3-shm", ".env"] {
+        for name in ["weather.conf", "hash.key", "weather.sqlite3", "weather.sqlite3-wal", "weather.sqlite3-shm", "weather.sqlite3-writer", ".env"] {
             try "SECRET misplaced\n".write(to: docroot.appendingPathComponent(name), atomically: true, encoding: .utf8)
         }
         var conf = "WEATHER_DB_PATH=\(dataDirectory)/weather.sqlite3\n"

@@ -92,6 +92,30 @@ import Glibc
         for run in [ok, json, bad, badJSON] { #expect(!run.stdout.contains(key) && !run.stderr.contains(key)) }
     }
 
+    /// INSTALL.md runs `migrate` and `check` before the first worker starts: no key file yet is
+    /// fine where the service user can create it, and a failure where it cannot.
+    @Test func checkBeforeTheFirstStartAcceptsAKeyFileNotCreatedYet() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-first-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { chmod(dir.path, 0o700); try? FileManager.default.removeItem(at: dir) }
+        let env = ["PATH": "/usr/bin:/bin", "WEATHER_DB_PATH": dir.appendingPathComponent("weather.sqlite3").path]
+        #expect(try ctl(["migrate"], env).status == 0)
+        let fresh = try ctl(["check"], env)
+        #expect(fresh.status == 0, "\(fresh.stdout)")
+        #expect(fresh.stdout.contains("not created yet"))
+        #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent("hash.key").path))  // check creates nothing
+
+        // A folder the service user cannot write: the worker could not create the key either.
+        // (Run as nobody, since root writes anywhere.)
+        guard getuid() == 0 else { return }
+        _ = ChildProcessOutput.run("/bin/chown", ["-R", "nobody", dir.path])
+        chmod(dir.path, 0o500)
+        let out = ChildProcessOutput.runData("/usr/sbin/runuser", ["-u", "nobody", "--", "/usr/bin/env", "WEATHER_DB_PATH=\(env["WEATHER_DB_PATH"]!)", "\(binDirectory)/weatherctl", "check"])
+        let text = String(decoding: out.stdout, as: UTF8.self)
+        #expect(out.status == 1, "\(text)")
+        #expect(text.split(separator: "\n").contains { $0.hasPrefix("FAIL") && $0.contains("hash key") && $0.contains("cannot create") }, "\(text)")
+    }
+
     @Test func migrateOnAFreshDatabaseReportsBothMigrationsThenNothing() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-ctl-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
