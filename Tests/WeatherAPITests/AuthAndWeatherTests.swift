@@ -298,3 +298,39 @@ import WeatherStore
         #expect(t.weather(token: access(s)).status == 401)
     }
 }
+
+/// A worker waiting for another worker's fetch of the same cell (`WeatherHandler.awaitFetch`).
+@Suite struct AwaitFetchTests {
+    /// The other worker stores its answer and releases its lock between the waiter's cache read
+    /// and its lock check: the waiter reads the cache again and answers the stored body, not 502.
+    @Test func aFetchThatEndsBetweenTheTwoChecksIsAHit() throws {
+        var stored: [UInt8]?
+        var polls = 0
+        let body = try WeatherHandler.awaitFetch(
+            pollAgain: { polls += 1; return polls < 100 },
+            freshBody: { () throws(StoreError) -> [UInt8]? in stored },
+            fetchEnded: { () throws(StoreError) -> Bool in
+                stored = Array("{\"ok\":1}".utf8)  // the fetch ended just now, its answer stored
+                return true
+            })
+        #expect(body == Array("{\"ok\":1}".utf8))
+        #expect(polls == 1)
+    }
+
+    @Test func aFetchThatEndsWithNothingStoredIs502AndTimeIsUpIs504() {
+        #expect(throws: HTTPError(status: 502, code: "provider_error", message: "the weather provider failed; try again later")) {
+            try WeatherHandler.awaitFetch(pollAgain: { true }, freshBody: { () throws(StoreError) -> [UInt8]? in nil },
+                                          fetchEnded: { () throws(StoreError) -> Bool in true })
+        }
+        var polls = 0
+        #expect(throws: HTTPError(status: 504, code: "provider_timeout", message: "the weather provider did not answer in time")) {
+            try WeatherHandler.awaitFetch(pollAgain: { polls += 1; return polls <= 3 }, freshBody: { () throws(StoreError) -> [UInt8]? in nil },
+                                          fetchEnded: { () throws(StoreError) -> Bool in false })
+        }
+        #expect(polls == 4)
+        #expect(throws: HTTPError.storageUnavailable) {
+            try WeatherHandler.awaitFetch(pollAgain: { true }, freshBody: { () throws(StoreError) -> [UInt8]? in throw StoreError(code: 10, message: "io") },
+                                          fetchEnded: { () throws(StoreError) -> Bool in false })
+        }
+    }
+}

@@ -118,22 +118,48 @@ final class WeatherHandler {
     /// Polls the cache while another worker fetches; gives up after that worker's time budget.
     private func awaitOtherWorker(key: String, budget: Double) throws(HTTPError) -> ([UInt8], String) {
         let deadline = MonotonicTime.now() + UInt64(budget * 1_000_000_000)
-        while MonotonicTime.now() < deadline {
-            usleep(20_000)
-            let now = Timestamp.systemNow()
-            do {
-                if let c = try store.cachedWeather(key: key, now: now), now < c.freshUntil { return (c.body, "hit") }
-                // Lock gone and still nothing cached: the other worker's providers failed.
-                if try store.acquireFetchLock(key: key, owner: owner + "-probe", now: now, until: now) {
-                    throw HTTPError(status: 502, code: "provider_error", message: "the weather provider failed; try again later")
+        let store = self.store, owner = self.owner
+        let body = try Self.awaitFetch(
+            pollAgain: { usleep(20_000); return MonotonicTime.now() < deadline },
+            freshBody: { () throws(StoreError) -> [UInt8]? in
+                let now = Timestamp.systemNow()
+                return try store.cachedWeather(key: key, now: now).flatMap { now < $0.freshUntil ? $0.body : nil }
+            },
+            fetchEnded: { () throws(StoreError) -> Bool in
+                let now = Timestamp.systemNow()
+                return try store.acquireFetchLock(key: key, owner: owner + "-probe", now: now, until: now)
+            })
+        return (body, "hit")
+    }
+
+    /// The waiting loop of `awaitOtherWorker`: a fresh body, 502 when the other worker's fetch
+    /// ended without one, 504 when `pollAgain` says time is up, 503 when storage fails.
+    ///
+    /// The fetching worker stores its answer before it releases its lock, so once the lock is
+    /// free the cache is read once more, and only if it is still empty did that fetch fail.
+    /// (Reading it only before the lock check answered 502 whenever the fetch ended between the
+    /// two reads: 9 of 600 first requests for new cells, two at a time, in session 9's test.)
+    static func awaitFetch(
+        pollAgain: () -> Bool, freshBody: () throws(StoreError) -> [UInt8]?, fetchEnded: () throws(StoreError) -> Bool
+    ) throws(HTTPError) -> [UInt8] {
+        enum Outcome { case body([UInt8]), failed, timedOut }
+        let outcome: Outcome
+        do throws(StoreError) {
+            outcome = try {  () throws(StoreError) -> Outcome in
+                while pollAgain() {
+                    if let body = try freshBody() { return .body(body) }
+                    if try fetchEnded() { return try freshBody().map(Outcome.body) ?? .failed }
                 }
-            } catch let e as HTTPError {
-                throw e
-            } catch {
-                throw .storageUnavailable
-            }
+                return .timedOut
+            }()
+        } catch {
+            throw .storageUnavailable
         }
-        throw HTTPError(status: 504, code: "provider_timeout", message: "the weather provider did not answer in time")
+        switch outcome {
+        case .body(let body): return body
+        case .failed: throw HTTPError(status: 502, code: "provider_error", message: "the weather provider failed; try again later")
+        case .timedOut: throw HTTPError(status: 504, code: "provider_timeout", message: "the weather provider did not answer in time")
+        }
     }
 
     /// `{"authMode":..., <stored report fields>, "cache":...}` without decoding the stored body.
