@@ -24,6 +24,16 @@ import WeatherCore
         #expect(t.send("POST", "/v1/weather/session", body: body, ip: "192.0.2.1").status == 201)
     }
 
+    /// An IPv6 client rotating through its own /64 still meets the per-IP quota; the next /64
+    /// is another client.
+    @Test func sessionCreationPerIPv6Subnet() throws {
+        let t = try TestGateway { $0.limits.sessionCreatePerIPPerHour = 2 }
+        let body: [String: Any] = ["platform": "ios", "installationId": UUID().uuidString]
+        let statuses = (2...11).map { t.send("POST", "/v1/weather/session", body: body, ip: "2001:db8:0:1::\(String($0, radix: 16))").status }
+        #expect(statuses == [201, 201] + Array(repeating: 429, count: 8))
+        #expect(t.send("POST", "/v1/weather/session", body: body, ip: "2001:db8:0:2::1").status == 201)
+    }
+
     @Test func refreshPerSession() throws {
         let t = try TestGateway { $0.limits.refreshPerSessionPerHour = 2 }
         var s = t.createSession()
@@ -48,6 +58,22 @@ import WeatherCore
         #expect(t.weather(token: a).status == 200)
     }
 
+    /// Two quotas refuse at once: `Retry-After` is the longer wait, after which the request
+    /// passes, not the first bucket's, after which the other one would refuse again.
+    @Test func retryAfterIsTheLongestWaitOfEveryRefusingQuota() throws {
+        let t = try TestGateway {
+            $0.limits.requestsPerSessionPerHour = 4  // one every 900 s
+            $0.limits.requestsPerIPPerHour = 2  // one every 1,800 s
+        }
+        let a = t.createSession()["weatherAccessToken"] as? String
+        for ip in ["192.0.2.1", "192.0.2.1", "192.0.2.2", "192.0.2.2"] { #expect(t.weather(token: a, ip: ip).status == 200) }
+        expectLimited(t.weather(token: a, ip: "192.0.2.1"), retryAfter: 1800, "the session's bucket refuses first, the address's longer")
+        t.clock.advance(900)
+        #expect(t.weather(token: a, ip: "192.0.2.1").status == 429)
+        t.clock.advance(900)
+        #expect(t.weather(token: a, ip: "192.0.2.1").status == 200)
+    }
+
     @Test func weatherPerIP() throws {
         let t = try TestGateway { $0.limits.requestsPerIPPerHour = 3 }
         let a = t.createSession()["weatherAccessToken"] as? String
@@ -56,7 +82,8 @@ import WeatherCore
         #expect(t.weather(token: b, ip: "2001:db8::1").status == 200)
         #expect(t.weather(token: nil, legacy: "legacy-token-0123456789", ip: "2001:db8::1").status == 200)
         expectLimited(t.weather(token: b, ip: "2001:db8:0::1"), retryAfter: 1200, "the same IPv6 address in another spelling")
-        #expect(t.weather(token: a, ip: "2001:db8::2").status == 200)
+        #expect(t.weather(token: a, ip: "2001:db8::2").status == 429)  // the same /64
+        #expect(t.weather(token: a, ip: "2001:db8:0:1::2").status == 200)  // another /64
     }
 
     @Test func distinctGridCellsPerSessionPerDay() throws {

@@ -3,6 +3,7 @@ import WeatherCore
 /// What a request learned along the way; travels beside the request, never in globals.
 public struct Context: Sendable {
     public var requestId: String
+    /// The client as per-IP quotas count it: its address, or for IPv6 its /64 (`ClientAddress.quotaKey`).
     public var clientIP: String
     public var now: Timestamp
     /// Set by authentication.

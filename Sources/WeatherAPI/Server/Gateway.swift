@@ -54,7 +54,7 @@ public final class Gateway {
         let now = clock.now()
         requestCounter &+= 1
         let requestId = Self.acceptableRequestId(params["HTTP_X_REQUEST_ID"]) ?? "\(requestIdPrefix)-\(requestCounter)"
-        let clientIP = ClientAddress.resolve(
+        let clientIP = ClientAddress.quotaKey(
             remoteAddr: params["REMOTE_ADDR"] ?? "", forwardedFor: params["HTTP_X_FORWARDED_FOR"], trusted: config.trustedProxies)
         var context = Context(requestId: requestId, clientIP: clientIP, now: now)
 

@@ -255,7 +255,18 @@ public final class SQLiteGatewayStore: GatewayStore {
                 guard b.quota.isEnabled else { taken.append((b.key, 1, 0)); continue }
                 let tat = try db.scalarInt("SELECT tat_ms FROM weather_rate_limits WHERE bucket_key = ?1", [.text(b.key)])
                 let t = GCRA.take(tat: tat, nowMs: nowMs, quota: b.quota, upTo: 1 + (i < extra.count ? max(0, extra[i]) : 0))
-                guard t.granted > 0 else { return .refused(retryAfter: t.retryAfter, bucket: b.key) }
+                guard t.granted > 0 else {
+                    // Retry-After is the longest wait of every bucket that refuses: a client told
+                    // this bucket's wait alone would meet the next one's refusal (the README
+                    // promises the request then passes). Buckets before this one had room.
+                    var wait = (retryAfter: t.retryAfter, bucket: b.key)
+                    for later in buckets[(i + 1)...] where later.quota.isEnabled {
+                        let laterTAT = try db.scalarInt("SELECT tat_ms FROM weather_rate_limits WHERE bucket_key = ?1", [.text(later.key)])
+                        let u = GCRA.take(tat: laterTAT, nowMs: nowMs, quota: later.quota, upTo: 1)
+                        if u.granted == 0, u.retryAfter > wait.retryAfter { wait = (u.retryAfter, later.key) }
+                    }
+                    return .refused(retryAfter: wait.retryAfter, bucket: wait.bucket)
+                }
                 taken.append((b.key, t.granted, t.newTAT))
             }
             for (b, t) in zip(buckets, taken) where b.quota.isEnabled {
