@@ -116,6 +116,29 @@ import Glibc
         #expect(text.split(separator: "\n").contains { $0.hasPrefix("FAIL") && $0.contains("hash key") && $0.contains("cannot create") }, "\(text)")
     }
 
+    /// The commands that only read work on a database this user may not write: a monitoring
+    /// user, or a backup copy.
+    @Test(.enabled(if: getuid() == 0, "needs root to run as nobody"))
+    func readingCommandsWorkOnADatabaseTheyCannotWrite() throws {
+        let h = try GatewayHarness(workers: 1)
+        let sid = try #require(try h.createSession()["anonymousSessionId"] as? String)
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-ro-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let copy = dir.appendingPathComponent("weather.sqlite3").path
+        _ = ChildProcessOutput.run("/usr/bin/sqlite3", [h.databasePath, ".backup '\(copy)'"])
+        // A backup in rollback mode, as most backup tools leave it (a WAL file in a folder nobody
+        // may write cannot be read by anyone: SQLite needs its -shm).
+        _ = ChildProcessOutput.run("/usr/bin/sqlite3", [copy, "PRAGMA journal_mode=DELETE"])
+        chmod(copy, 0o644)
+        chmod(dir.path, 0o755)  // root's folder and file: nobody reads, never writes
+        for args in [["stats", "--hours", "1"], ["sessions", "list"], ["sessions", "show", sid]] {
+            let out = ChildProcessOutput.runData("/usr/sbin/runuser", ["-u", "nobody", "--", "/usr/bin/env", "WEATHER_DB_PATH=\(copy)", "\(binDirectory)/weatherctl"] + args)
+            let text = String(decoding: out.stdout, as: UTF8.self)
+            #expect(out.status == 0, "\(args): \(text)")
+        }
+    }
+
     @Test func migrateOnAFreshDatabaseReportsBothMigrationsThenNothing() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-ctl-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)

@@ -25,6 +25,9 @@ struct Context {
     enum Opening {
         /// The file must exist and every migration be applied (everyday commands).
         case migrated
+        /// Likewise, for commands that only read (`stats`, `sessions`): opened read-only, so they
+        /// work for a monitoring user and on a copy nobody may write.
+        case migratedReadOnly
         /// The file may be created (`migrate`).
         case creating
         /// The file must exist; nothing is written, not even the journal mode (`check`).
@@ -44,11 +47,11 @@ struct Context {
         }
         let store: SQLiteGatewayStore
         do {
-            store = SQLiteGatewayStore(database: try Database(path: path, readOnly: opening == .readOnly))
+            store = SQLiteGatewayStore(database: try Database(path: path, readOnly: opening == .readOnly || opening == .migratedReadOnly))
         } catch {
             throw .failure("cannot open the database \(path) (WEATHER_DB_PATH): \(error)")
         }
-        if opening == .migrated {
+        if opening == .migrated || opening == .migratedReadOnly {
             let pending = try storeCall { () throws(StoreError) in try store.pendingMigrations() }
             if !pending.isEmpty {
                 throw .failure("the database \(path) has \(pending.count) pending migration(s) (\(pending.joined(separator: ", "))); run `weatherctl migrate`")

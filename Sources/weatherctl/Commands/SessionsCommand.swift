@@ -32,7 +32,7 @@ enum SessionsCommand {
     static func runShow(_ args: ParsedArguments, _ context: Context) throws(CLIError) -> Int32 {
         let id = try show.argument(0, in: args) ?? ""
         guard TokenSyntax.isSessionId(id) else { throw .usage("\"\(id.prefix(40))\" is not a session id (aws_...)") }
-        let store = try context.openStore(try context.config())
+        let store = try context.openStore(try context.config(), .migratedReadOnly)
         guard let detail = try context.storeCall({ () throws(StoreError) in try store.session(id: id, now: context.now) }) else {
             throw .failure("no session \(id)")
         }
@@ -70,7 +70,7 @@ enum SessionsCommand {
             guard TokenSyntax.isUUID(uuid) else { throw .usage("--installation-id must be a UUID (8-4-4-4-12 hex digits)") }
             filter.installationIdHash = try context.installationHash(uuid, config)
         }
-        let store = try context.openStore(config)
+        let store = try context.openStore(config, .migratedReadOnly)
         let sessions = try context.storeCall { () throws(StoreError) in try store.sessions(filter) }
         var table = Table([
             ("ID", .left), ("PLATFORM", .left), ("VERSION", .left), ("STATUS", .left), ("CREATED", .left),
