@@ -59,7 +59,8 @@ import Glibc
         #expect(try create("203.0.113.2").status == 201, "another client behind the trusted proxy")
         #expect(try create("2001:db8::1").status == 201)
         #expect(try create("2001:DB8:0:0::1").status == 429, "the same IPv6 client, other spelling")
-        #expect(try create("2001:db8::2").status == 201)
+        #expect(try create("2001:db8::2").status == 429, "the same IPv6 /64, another address")
+        #expect(try create("2001:db8:0:1::2").status == 201, "another /64")
         // An IPv6 peer straight on the FastCGI socket (no proxy in between).
         let body = #"{"platform":"ios","installationId":"0b6f1c4e-6f5a-4c0e-9d2b-2c1e8f3a7d11"}"#
         func direct() -> String {
