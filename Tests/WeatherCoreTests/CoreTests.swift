@@ -140,12 +140,12 @@ import Testing
 @Suite struct AddressTests {
     @Test func forwardedForOnlyFromTrustedPeers() {
         let trusted = [CIDR("10.0.0.0/8")!, CIDR("2001:db8::/32")!]
-        #expect(ClientAddress.resolve(remoteAddr: "203.0.113.5", forwardedFor: "1.2.3.4", trusted: trusted) == "203.0.113.5")
-        #expect(ClientAddress.resolve(remoteAddr: "10.1.2.3", forwardedFor: "1.2.3.4", trusted: trusted) == "1.2.3.4")
-        #expect(ClientAddress.resolve(remoteAddr: "10.1.2.3", forwardedFor: "6.6.6.6, 1.2.3.4, 10.9.9.9", trusted: trusted) == "1.2.3.4")
-        #expect(ClientAddress.resolve(remoteAddr: "2001:db8::1", forwardedFor: "2001:DB8:0:0:0:0:0:7, 2a00:1450::5", trusted: trusted) == "2a00:1450:0:0:0:0:0:5")
-        #expect(ClientAddress.resolve(remoteAddr: "10.1.2.3", forwardedFor: "garbage", trusted: trusted) == "10.1.2.3")
-        #expect(ClientAddress.resolve(remoteAddr: "::1", forwardedFor: nil, trusted: []) == "0:0:0:0:0:0:0:1")
+        #expect(ClientAddress.quotaKey(remoteAddr: "203.0.113.5", forwardedFor: "1.2.3.4", trusted: trusted) == "203.0.113.5")
+        #expect(ClientAddress.quotaKey(remoteAddr: "10.1.2.3", forwardedFor: "1.2.3.4", trusted: trusted) == "1.2.3.4")
+        #expect(ClientAddress.quotaKey(remoteAddr: "10.1.2.3", forwardedFor: "6.6.6.6, 1.2.3.4, 10.9.9.9", trusted: trusted) == "1.2.3.4")
+        #expect(ClientAddress.quotaKey(remoteAddr: "2001:db8::1", forwardedFor: "2001:DB8:0:0:0:0:0:7, 2a00:1450::5", trusted: trusted) == "2a00:1450:0:0::/64")
+        #expect(ClientAddress.quotaKey(remoteAddr: "10.1.2.3", forwardedFor: "garbage", trusted: trusted) == "10.1.2.3")
+        #expect(ClientAddress.quotaKey(remoteAddr: "::1", forwardedFor: nil, trusted: []) == "0:0:0:0::/64")
         // Per-IP quotas count an IPv6 client's whole /64, however it spells its address.
         for address in ["2001:db8:0:1::2", "2001:DB8:0:1:ffff:ffff:ffff:ffff", "2001:0db8:0000:0001:0:0:0:b"] {
             #expect(ClientAddress.quotaKey(remoteAddr: address, forwardedFor: nil, trusted: []) == "2001:db8:0:1::/64")

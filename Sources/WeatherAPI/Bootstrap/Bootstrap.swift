@@ -88,7 +88,7 @@ public enum Bootstrap {
 
     /// Opens the database (creating it and applying migrations). A missing directory is a clear error.
     public static func openStore(_ config: GatewayConfig) throws -> SQLiteGatewayStore {
-        let dir = config.databasePath.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+        let dir = config.databaseFolder
         var st = stat()
         if !dir.isEmpty, stat(dir, &st) != 0 || (st.st_mode & S_IFMT) != S_IFDIR {
             throw StartupError("the database directory (the folder of WEATHER_DB_PATH) does not exist; create it and make it writable for the service user (`weatherctl check` shows the paths)")

@@ -109,8 +109,8 @@ final class WeatherHandler {
         case .failure(let failure):
             if let cached { return (cached.body, "stale") }
             switch failure {
-            case .timeout: throw HTTPError(status: 504, code: "provider_timeout", message: "the weather provider did not answer in time")
-            case .providerError: throw HTTPError(status: 502, code: "provider_error", message: "the weather provider failed; try again later")
+            case .timeout: throw .providerTimeout
+            case .providerError: throw .providerError
             }
         }
     }
@@ -142,24 +142,19 @@ final class WeatherHandler {
     static func awaitFetch(
         pollAgain: () -> Bool, freshBody: () throws(StoreError) -> [UInt8]?, fetchEnded: () throws(StoreError) -> Bool
     ) throws(HTTPError) -> [UInt8] {
-        enum Outcome { case body([UInt8]), failed, timedOut }
-        let outcome: Outcome
+        var fetchFailed = false
         do throws(StoreError) {
-            outcome = try {  () throws(StoreError) -> Outcome in
-                while pollAgain() {
-                    if let body = try freshBody() { return .body(body) }
-                    if try fetchEnded() { return try freshBody().map(Outcome.body) ?? .failed }
+            while !fetchFailed && pollAgain() {
+                if let body = try freshBody() { return body }
+                if try fetchEnded() {
+                    if let body = try freshBody() { return body }
+                    fetchFailed = true
                 }
-                return .timedOut
-            }()
+            }
         } catch {
             throw .storageUnavailable
         }
-        switch outcome {
-        case .body(let body): return body
-        case .failed: throw HTTPError(status: 502, code: "provider_error", message: "the weather provider failed; try again later")
-        case .timedOut: throw HTTPError(status: 504, code: "provider_timeout", message: "the weather provider did not answer in time")
-        }
+        throw fetchFailed ? .providerError : .providerTimeout
     }
 
     /// `{"authMode":..., <stored report fields>, "cache":...}` without decoding the stored body.

@@ -70,8 +70,7 @@ public final class Gateway {
         } catch {
             response = error.response
         }
-        response.headers.append(("X-Request-Id", requestId))
-        response.headers.append(("X-Content-Type-Options", "nosniff"))
+        Self.addHeadersOfEveryAnswer(to: &response, requestId: requestId)
 
         if response.status == 401 || response.status == 429 { metrics.count(Counters.Name.status(response.status), at: now) }
         var line = LogLine()
@@ -105,9 +104,14 @@ public final class Gateway {
     public static func notStarted(params: CGIParameters) -> (response: Response, requestId: String) {
         let requestId = acceptableRequestId(params["HTTP_X_REQUEST_ID"]) ?? "w\(getpid())-start"
         var response = HTTPError(status: 503, code: "service_unavailable", message: "the service is not configured correctly").response
+        addHeadersOfEveryAnswer(to: &response, requestId: requestId)
+        return (response, requestId)
+    }
+
+    /// API.md: every response carries `X-Request-Id` and `X-Content-Type-Options: nosniff`.
+    static func addHeadersOfEveryAnswer(to response: inout Response, requestId: String) {
         response.headers.append(("X-Request-Id", requestId))
         response.headers.append(("X-Content-Type-Options", "nosniff"))
-        return (response, requestId)
     }
 
     /// A request id from the web server is echoed only when it is short and plain, so it cannot

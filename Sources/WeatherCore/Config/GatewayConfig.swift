@@ -27,11 +27,13 @@ public struct GatewayConfig: Sendable, Equatable {
 
     public init(databasePath: String) { self.databasePath = databasePath }
 
-    /// The key file generated when `WEATHER_HASH_KEY` is unset: beside the database.
-    public var hashKeyFile: String {
-        let dir = databasePath.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
-        return (dir.isEmpty ? "." : dir) + "/hash.key"
+    /// The folder of `databasePath`; empty for a bare file name (the working directory).
+    public var databaseFolder: String {
+        databasePath.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
     }
+
+    /// The key file generated when `WEATHER_HASH_KEY` is unset: beside the database.
+    public var hashKeyFile: String { (databaseFolder.isEmpty ? "." : databaseFolder) + "/hash.key" }
 
     /// Default database location, outside any document root.
     public static let defaultDatabasePath = "/var/lib/closet-weather/weather.sqlite3"

@@ -122,14 +122,7 @@ public struct CIDR: Sendable, Equatable {
 
 /// Which address a request is counted against.
 public enum ClientAddress {
-    /// `REMOTE_ADDR`, unless the peer is a trusted proxy: then the right-most `X-Forwarded-For` hop
-    /// that is not itself trusted (hops left of it could be written by anyone).
-    public static func resolve(remoteAddr: String, forwardedFor: String?, trusted: [CIDR]) -> String {
-        guard let peer = IPAddress(remoteAddr) else { return remoteAddr.isEmpty ? "unknown" : String(remoteAddr.prefix(64)) }
-        return client(peer: peer, forwardedFor: forwardedFor, trusted: trusted).description
-    }
-
-    /// What per-IP quotas count under: the client `resolve` finds, but for IPv6 its whole /64
+    /// What per-IP quotas count under: the client (see `client`), but for IPv6 its whole /64
     /// (`2001:db8:0:1::/64`). One subscriber usually holds a whole /64 (RFC 6177) and could rotate
     /// through its addresses to multiply every per-IP quota; IPv4 addresses count one by one.
     public static func quotaKey(remoteAddr: String, forwardedFor: String?, trusted: [CIDR]) -> String {
@@ -143,6 +136,8 @@ public enum ClientAddress {
         return prefix + ":/64"
     }
 
+    /// `REMOTE_ADDR`, unless the peer is a trusted proxy: then the right-most `X-Forwarded-For` hop
+    /// that is not itself trusted (hops left of it could be written by anyone).
     static func client(peer: IPAddress, forwardedFor: String?, trusted: [CIDR]) -> IPAddress {
         guard !trusted.isEmpty, let xff = forwardedFor, isTrusted(peer, trusted) else { return peer }
         var candidate = peer

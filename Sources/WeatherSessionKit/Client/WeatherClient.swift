@@ -89,7 +89,7 @@ public struct WeatherClient: Sendable {
     /// would reject.
     static func decimal(_ value: Double, decimals: Int) -> String {
         guard value.isFinite else { return String(value) }  // the server answers 400, as it should
-        let scale = (0..<decimals).reduce(1.0) { result, _ in result * 10 }
+        let scale = pow(10, Double(decimals))
         let rounded = (value * scale).rounded() / scale
         let text = String(format: "%.\(decimals)f", rounded == 0 ? 0 : rounded)  // no "-0.00"
         // Trim trailing zeros: 31.20 -> 31.2, 8.00 -> 8.

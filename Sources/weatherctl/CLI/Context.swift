@@ -38,7 +38,7 @@ struct Context {
     func openStore(_ config: GatewayConfig, _ opening: Opening = .migrated) throws(CLIError) -> any OperatorStore {
         let path = config.databasePath
         if opening == .creating {
-            let dir = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+            let dir = config.databaseFolder
             if !dir.isEmpty, !Self.isDirectory(dir) {
                 throw .failure("the database directory \(dir) does not exist (WEATHER_DB_PATH); create it and make it writable for the service user")
             }

@@ -92,7 +92,7 @@ enum CheckCommand {
         guard stat(path, &st) == 0 else {
             // Before the first start there is no key yet, and that is fine as long as a worker
             // running as this user (check runs as the service user) will be able to create it.
-            let folder = (path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/"))
+            let folder = config.databaseFolder
             guard access(folder.isEmpty ? "." : folder, W_OK | X_OK) == 0 else {
                 return Result(name: name, ok: false, detail: "\(path) does not exist and this user cannot create it there (or set WEATHER_HASH_KEY)")
             }
