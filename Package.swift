@@ -52,7 +52,7 @@ let package = Package(
             resources: [.copy("Fixtures")],
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "WeatherAPITests", dependencies: ["WeatherAPI", "WeatherCore", "WeatherStore"], swiftSettings: swiftSettings),
+        .testTarget(name: "WeatherAPITests", dependencies: ["WeatherAPI", "WeatherCore", "WeatherStore", "WeatherProviders"], swiftSettings: swiftSettings),
         .testTarget(name: "EndToEndTests", dependencies: ["WeatherCore", "WeatherSessionKit"], swiftSettings: swiftSettings),
         .testTarget(name: "WeatherSessionKitTests", dependencies: ["WeatherSessionKit"], swiftSettings: swiftSettings),
     ]

@@ -214,6 +214,9 @@ import Glibc
         let fake = try FakeProviders()
         var env = fake.environment(timeout: "1").merging(Self.baseEnv) { $1 }
         env["WEATHER_CACHE_TTL"] = "1"
+        // Every storm calls the providers: pauses after failures (tested below) would let
+        // later storms, and the recovery at the end, be answered without a call.
+        env["WEATHER_PROVIDER_COOLDOWN"] = "0"
         let h = try GatewayHarness(workers: 8, env: env)
         h.companions.append(fake)
         let port = h.port
@@ -292,6 +295,42 @@ import Glibc
         let ok = try h.request("GET", "/v1/weather?lat=60&lon=60", headers: legacyAuth)
         #expect(ok.status == 200 && ok.json["cache"] as? String == "miss")
         #expect(Date().timeIntervalSince(started) < 1.5)
+    }
+
+    /// A provider answering 429 with `Retry-After: 30` (both of them): with pauses after
+    /// failures (`WEATHER_PROVIDER_COOLDOWN`, default 30) two workers call each provider once and
+    /// answer the other requests at once, 502 with `Retry-After`; with pauses off, every uncached
+    /// request calls both providers. Same requests, same run.
+    @Test func aRateLimitedProviderIsNotCalledAgainBeforeItsRetryAfter() throws {
+        var summary: [String] = []
+        for cooldown in ["30", "0"] {
+            let fake = try FakeProviders()
+            var env = fake.environment(timeout: "1").merging(Self.baseEnv) { $1 }
+            env["WEATHER_PROVIDER_COOLDOWN"] = cooldown
+            let h = try GatewayHarness(workers: 2, env: env)
+            h.companions.append(fake)
+            try fake.setMode("caiyun", "rate_limited")
+            try fake.setMode("visualcrossing", "rate_limited")
+            let requests = 40
+            var retryAfters: [String?] = []
+            for i in 0..<requests {
+                let r = try h.request("GET", "/v1/weather?lat=\(10 + Double(i) * 0.5)&lon=20", headers: ["X-Weather-Token": Self.legacy])
+                #expect(r.status == 502 && r.errorCode == "provider_error", "\(r.status) \(r.text)")
+                retryAfters.append(r.headers["retry-after"])
+            }
+            let calls = try fake.calls().count
+            summary.append("cooldown \(cooldown): \(calls) provider calls for \(requests) requests")
+            if cooldown == "0" {
+                #expect(calls == 2 * requests)
+                #expect(retryAfters.allSatisfy { $0 == nil })
+            } else {
+                #expect(calls <= 2 * 2, "each of 2 workers calls each provider once: \(calls)")
+                #expect(retryAfters.allSatisfy { $0.flatMap(Int.init).map { (1...30).contains($0) } == true }, "\(retryAfters)")
+                #expect(h.log.contains("providers=caiyun:cooling_down,visualcrossing:cooling_down"))
+            }
+            h.stop()
+        }
+        print("provider pauses: " + summary.joined(separator: "; "))
     }
 
     // MARK: 4. Storage faults

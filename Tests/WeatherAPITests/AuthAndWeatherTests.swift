@@ -3,6 +3,7 @@ import Testing
 @testable import WeatherAPI
 import WeatherCore
 import WeatherStore
+import WeatherProviders
 
 @Suite struct AuthenticationTests {
     @Test func accessTokenAuthenticatesWithSessionMode() throws {
@@ -332,5 +333,67 @@ import WeatherStore
             try WeatherHandler.awaitFetch(pollAgain: { true }, freshBody: { () throws(StoreError) -> [UInt8]? in throw StoreError(code: 10, message: "io") },
                                           fetchEnded: { () throws(StoreError) -> Bool in false })
         }
+    }
+}
+
+/// The production source (the provider chain) with a provider that fails: the worker stops
+/// calling it for a pause, answers at once with `Retry-After`, and calls it again afterwards.
+@Suite struct ProviderPauseTests {
+    /// Answers from a script; counts calls.
+    final class ScriptedProvider: WeatherProvider, @unchecked Sendable {
+        let name = "caiyun"
+        var failure: ProviderFailure? = .httpStatus(503, retryAfter: nil)
+        var calls = 0
+        func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) throws(ProviderFailure) -> WeatherReport {
+            calls += 1
+            if let failure { throw failure }
+            return WeatherReport(provider: name, location: point, timezone: "UTC", current: nil, daily: [], fetchedAt: now.iso8601)
+        }
+    }
+
+    @Test func aFailingProviderIsNotCalledAgainDuringItsPauseAndTheAnswerSaysWhenToRetry() throws {
+        let provider = ScriptedProvider()
+        let t = try TestGateway(weather: ChainWeatherSource(chain: ProviderChain([provider]), timeout: 1, cooldown: 30))
+        let token = t.createSession()["weatherAccessToken"] as? String
+
+        let first = t.weather(token: token)
+        #expect(first.status == 502 && first.errorCode == "provider_error")
+        #expect(first.headers["retry-after"] == "1")
+        #expect(t.log.lines.last?.contains(" providers=caiyun:http_status") == true, "\(t.log.lines.last ?? "")")
+        t.clock.advance(1)
+        #expect(t.weather(token: token).headers["retry-after"] == "2")  // the second failure in a row
+        #expect(provider.calls == 2)
+
+        let skipped = t.weather(token: token, query: "lat=40&lon=116")  // another cell, same pause
+        #expect(skipped.status == 502 && skipped.headers["retry-after"] == "2")
+        #expect(t.log.lines.last?.contains(" providers=caiyun:cooling_down") == true, "\(t.log.lines.last ?? "")")
+        #expect(provider.calls == 2)
+
+        provider.failure = .timeout
+        t.clock.advance(2)
+        let slow = t.weather(token: token)
+        #expect(slow.status == 504 && slow.headers["retry-after"] == "4")
+        #expect(t.weather(token: token, query: "lat=40&lon=116").status == 504, "a pause repeats the last failure")
+        #expect(provider.calls == 3)
+
+        provider.failure = nil
+        t.clock.advance(4)
+        let recovered = t.weather(token: token)
+        #expect(recovered.status == 200 && recovered.json["cache"] as? String == "miss")
+        #expect(recovered.headers["retry-after"] == nil)
+        #expect(t.log.lines.last?.contains(" providers=caiyun:ok") == true)
+        #expect(provider.calls == 4)
+        #expect(t.weather(token: token, query: "lat=40&lon=116").status == 200)
+        #expect(provider.calls == 5)
+    }
+
+    @Test func noPauseWhenTheCooldownIsOff() throws {
+        let provider = ScriptedProvider()
+        let t = try TestGateway(weather: ChainWeatherSource(chain: ProviderChain([provider]), timeout: 1, cooldown: 0))
+        let token = t.createSession()["weatherAccessToken"] as? String
+        let first = t.weather(token: token)
+        #expect(first.status == 502 && first.headers["retry-after"] == nil)
+        #expect(t.weather(token: token).status == 502)
+        #expect(provider.calls == 2)
     }
 }

@@ -56,7 +56,8 @@ final class TestGateway {
         gateway = Gateway(config: config, store: store, hashKey: Self.hashKey, clock: clock, log: log, weather: source, requestIdPrefix: "t2")
     }
 
-    init(configure: (inout GatewayConfig) -> Void = { _ in }) throws {
+    /// `weather`: the weather routes' source instead of `source` (the fake).
+    init(weather: (any WeatherSource)? = nil, configure: (inout GatewayConfig) -> Void = { _ in }) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("cw-api-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         var config = GatewayConfig(databasePath: directory.appendingPathComponent("w.sqlite3").path)
@@ -67,7 +68,7 @@ final class TestGateway {
         clock = ManualClock()
         ownsDirectory = true
         store = try SQLiteGatewayStore(path: config.databasePath)
-        gateway = Gateway(config: config, store: store, hashKey: Self.hashKey, clock: clock, log: log, weather: source, requestIdPrefix: "t")
+        gateway = Gateway(config: config, store: store, hashKey: Self.hashKey, clock: clock, log: log, weather: weather ?? source, requestIdPrefix: "t")
     }
 
     deinit { if ownsDirectory { try? FileManager.default.removeItem(at: directory) } }

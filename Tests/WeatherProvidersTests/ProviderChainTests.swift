@@ -6,23 +6,28 @@ import WeatherProviders
 /// A provider that answers from a script and counts its calls.
 final class StubProvider: WeatherProvider, @unchecked Sendable {
     let name: String
-    private let answer: Result<Void, ProviderFailure>
+    private var scripted: Result<Void, ProviderFailure>
     private let covers: Bool
     private let lock = NSLock()
     private var count = 0
 
     init(_ name: String, _ answer: Result<Void, ProviderFailure> = .success(()), covers: Bool = true) {
         self.name = name
-        self.answer = answer
+        self.scripted = answer
         self.covers = covers
     }
 
     var calls: Int { lock.withLock { count } }
+    /// What the next calls answer.
+    var answer: Result<Void, ProviderFailure> {
+        get { lock.withLock { scripted } }
+        set { lock.withLock { scripted = newValue } }
+    }
 
     func canCover(_ query: WeatherQuery, now: Timestamp) -> Bool { covers }
 
     func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) throws(ProviderFailure) -> WeatherReport {
-        lock.withLock { count += 1 }
+        let answer = lock.withLock { count += 1; return scripted }
         try answer.get()
         return WeatherReport(provider: name, location: point, timezone: "UTC", current: nil, daily: [], fetchedAt: now.iso8601)
     }
@@ -132,5 +137,96 @@ final class StubProvider: WeatherProvider, @unchecked Sendable {
         #expect(try outcome.result.get().provider == "visualcrossing")
         #expect(outcome.attempts[0].failure == .httpStatus(502, retryAfter: nil))
         #expect(outcome.providerCalls == 2 && outcome.providerErrors == 1)
+    }
+
+    // MARK: Pauses after failures (ProviderCooldowns)
+
+    /// Calls `chain` at `fixtureNow + second`, keeping the pauses between calls.
+    struct PausingChain {
+        let chain: ProviderChain
+        var cooldowns: ProviderCooldowns
+        init(_ providers: [any WeatherProvider], longest: Int64 = 30) {
+            chain = ProviderChain(providers)
+            cooldowns = ProviderCooldowns(longest: longest)
+        }
+        mutating func fetch(at second: Int64) -> ChainOutcome {
+            chain.fetch(.forecast(days: 7), at: shanghai, now: fixtureNow.adding(seconds: second), cooldowns: &cooldowns)
+        }
+    }
+
+    @Test func aFailingProviderIsSkippedForAPauseThatDoublesAndOneSuccessEndsIt() throws {
+        let a = StubProvider("a", .failure(.transport)), b = StubProvider("b")
+        var chain = PausingChain([a, b])
+        // Failure 1 at 0 s: a pause of 1 s, so at 0 a is not asked again, at 1 it is.
+        #expect(try chain.fetch(at: 0).result.get().provider == "b")
+        let skipped = chain.fetch(at: 0)
+        #expect(try skipped.result.get().provider == "b")
+        #expect(skipped.attempts[0] == ProviderAttempt(provider: "a", failure: .coolingDown, calledProvider: false))
+        #expect(skipped.providerCalls == 1 && skipped.providerErrors == 0)
+        #expect(a.calls == 1)
+        _ = chain.fetch(at: 1)  // failure 2: 2 s
+        #expect(a.calls == 2)
+        _ = chain.fetch(at: 2)
+        #expect(a.calls == 2)
+        _ = chain.fetch(at: 3)  // failure 3: 4 s, until 7
+        _ = chain.fetch(at: 6)
+        #expect(a.calls == 3)
+        a.answer = .success(())
+        #expect(try chain.fetch(at: 7).result.get().provider == "a")
+        #expect(a.calls == 4)
+        a.answer = .failure(.transport)
+        _ = chain.fetch(at: 8)  // the first failure after a success: 1 s again
+        _ = chain.fetch(at: 9)
+        #expect(a.calls == 6)
+    }
+
+    @Test func pausesStopGrowingAtTheLongestAndARetryAfterLengthensThem() {
+        let cooldowns = ProviderCooldowns(longest: 30)
+        #expect((1...8).map { cooldowns.seconds(afterFailures: $0, retryAfter: nil) } == [1, 2, 4, 8, 16, 30, 30, 30])
+        #expect(cooldowns.seconds(afterFailures: 1_000, retryAfter: nil) == 30)
+        #expect(cooldowns.seconds(afterFailures: 1, retryAfter: 20) == 20)
+        #expect(cooldowns.seconds(afterFailures: 1, retryAfter: 3_600) == 30)
+        #expect(cooldowns.seconds(afterFailures: 5, retryAfter: 3) == 16)
+
+        let a = StubProvider("a", .failure(.httpStatus(429, retryAfter: 20)))
+        var chain = PausingChain([a])
+        let first = chain.fetch(at: 0)
+        #expect(first.result == .failure(.providerError))
+        #expect(first.retryAfter == 20)
+        let during = chain.fetch(at: 19)
+        #expect(during.retryAfter == 1 && during.providerCalls == 0)
+        _ = chain.fetch(at: 20)
+        #expect(a.calls == 2)
+    }
+
+    @Test func whenEveryProviderPausesTheChainRepeatsTheLastFailureAndSaysWhenToRetry() {
+        let a = StubProvider("a", .failure(.httpStatus(503, retryAfter: nil))), b = StubProvider("b", .failure(.timeout))
+        var chain = PausingChain([a, b])
+        _ = chain.fetch(at: 0)
+        _ = chain.fetch(at: 1)  // both fail a second time: 2 s each, until 3
+        let skipped = chain.fetch(at: 2)
+        #expect(a.calls == 2 && b.calls == 2)
+        #expect(skipped.result == .failure(.timeout))  // b, the last, timed out
+        #expect(skipped.retryAfter == 1)
+        #expect(skipped.attempts.map(\.failure) == [.coolingDown, .coolingDown])
+        #expect(skipped.providerCalls == 0)
+        b.answer = .failure(.unparseable)
+        _ = chain.fetch(at: 3)
+        #expect(chain.fetch(at: 3).result == .failure(.providerError))
+    }
+
+    @Test func offNoAnswerOutsideTheDatesAndAnotherProviderStartNoPause() {
+        let a = StubProvider("a", .failure(.timeout))
+        var off = PausingChain([a], longest: 0)
+        let outcome = off.fetch(at: 0)
+        _ = off.fetch(at: 0)
+        #expect(a.calls == 2 && outcome.retryAfter == nil)
+
+        let notCovering = StubProvider("n", .failure(.notCovered)), b = StubProvider("b", .failure(.transport))
+        var chain = PausingChain([notCovering, b])
+        _ = chain.fetch(at: 0)
+        let again = chain.fetch(at: 0)
+        #expect(notCovering.calls == 2 && b.calls == 1)
+        #expect(again.retryAfter == 1)
     }
 }

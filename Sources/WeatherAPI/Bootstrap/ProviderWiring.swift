@@ -21,25 +21,33 @@ public enum ProviderWiring {
                 break  // refused by the config loader already
             }
         }
-        return ChainWeatherSource(chain: ProviderChain(providers), timeout: config.providerTimeout)
+        return ChainWeatherSource(chain: ProviderChain(providers), timeout: config.providerTimeout, cooldown: config.providerCooldown)
     }
 }
 
-/// The provider chain seen as a `WeatherSource`.
-struct ChainWeatherSource: WeatherSource {
+/// The provider chain seen as a `WeatherSource`, with this worker's memory of failing providers.
+final class ChainWeatherSource: WeatherSource {
     let chain: ProviderChain
     let timeout: Double
+    private var cooldowns: ProviderCooldowns
+
+    init(chain: ProviderChain, timeout: Double, cooldown: Int64) {
+        self.chain = chain
+        self.timeout = timeout
+        self.cooldowns = ProviderCooldowns(longest: cooldown)
+    }
 
     var isConfigured: Bool { !chain.isEmpty }
     var worstCaseSeconds: Double { timeout * Double(max(1, chain.providers.count)) }
 
     func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) -> WeatherFetch {
-        let outcome = chain.fetch(query, at: point, now: now)
+        let outcome = chain.fetch(query, at: point, now: now, cooldowns: &cooldowns)
         let attempts = outcome.attempts.filter(\.calledProvider).map { (provider: $0.provider, failed: !$0.succeeded) }
+        let trail = outcome.attempts.map { "\($0.provider):\($0.failure?.code ?? "ok")" }.joined(separator: ",")
         switch outcome.result {
-        case .success(let report): return WeatherFetch(result: .success(report), attempts: attempts)
-        case .failure(.timeout): return WeatherFetch(result: .failure(.timeout), attempts: attempts)
-        case .failure: return WeatherFetch(result: .failure(.providerError), attempts: attempts)
+        case .success(let report): return WeatherFetch(result: .success(report), attempts: attempts, trail: trail)
+        case .failure(.timeout): return WeatherFetch(result: .failure(.timeout), attempts: attempts, retryAfter: outcome.retryAfter, trail: trail)
+        case .failure: return WeatherFetch(result: .failure(.providerError), attempts: attempts, retryAfter: outcome.retryAfter, trail: trail)
         }
     }
 }

@@ -648,6 +648,14 @@ let openAPIDocument = ##"""
           "type": "string",
           "pattern": "^[A-Z]+(, [A-Z]+)*$"
         }
+      },
+      "Provider-Retry-After": {
+        "description": "Whole seconds until this worker calls the weather providers again (at least 1). Sent when the providers failed recently and are paused (`WEATHER_PROVIDER_COOLDOWN`): the answer was given without calling them. Absent when pauses are off or the answer came from waiting for another request's call.",
+        "required": false,
+        "schema": {
+          "type": "integer",
+          "minimum": 1
+        }
       }
     },
     "responses": {
@@ -838,13 +846,16 @@ let openAPIDocument = ##"""
         }
       },
       "ProviderError": {
-        "description": "Provider failure (`provider_error`).",
+        "description": "Provider failure (`provider_error`). A provider that just failed is paused for this worker (1, 2, 4 … seconds, doubling with each failure in a row, up to `WEATHER_PROVIDER_COOLDOWN`, default 30; a provider's 429 `Retry-After` lengthens the pause up to the same bound): during the pause the gateway answers at once with that provider's last failure (504 after a timeout, 502 otherwise) unless a stale copy is available, and `Retry-After` says when it will call the providers again.",
         "headers": {
           "X-Request-Id": {
             "$ref": "#/components/headers/X-Request-Id"
           },
           "X-Content-Type-Options": {
             "$ref": "#/components/headers/X-Content-Type-Options"
+          },
+          "Retry-After": {
+            "$ref": "#/components/headers/Provider-Retry-After"
           }
         },
         "content": {
@@ -928,13 +939,16 @@ let openAPIDocument = ##"""
         }
       },
       "ProviderTimeout": {
-        "description": "Provider timeout (`provider_timeout`).",
+        "description": "Provider timeout (`provider_timeout`). A provider that just failed is paused for this worker (1, 2, 4 … seconds, doubling with each failure in a row, up to `WEATHER_PROVIDER_COOLDOWN`, default 30; a provider's 429 `Retry-After` lengthens the pause up to the same bound): during the pause the gateway answers at once with that provider's last failure (504 after a timeout, 502 otherwise) unless a stale copy is available, and `Retry-After` says when it will call the providers again.",
         "headers": {
           "X-Request-Id": {
             "$ref": "#/components/headers/X-Request-Id"
           },
           "X-Content-Type-Options": {
             "$ref": "#/components/headers/X-Content-Type-Options"
+          },
+          "Retry-After": {
+            "$ref": "#/components/headers/Provider-Retry-After"
           }
         },
         "content": {

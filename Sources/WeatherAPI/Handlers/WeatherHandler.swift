@@ -56,7 +56,7 @@ final class WeatherHandler {
             try limiter.check([limiter.legacy(ip: context.clientIP), limiter.weather(ip: context.clientIP)], context: context)
         }
 
-        let (body, state) = try weatherBody(point: point, query: query, now: context.now)
+        let (body, state) = try weatherBody(point: point, query: query, context: &context)
         context.cache = state
         metrics.count(Counters.Name.cache(state), at: context.now)
         return .json(200, Self.envelope(body, authMode: identity.mode, cache: state), headers: [("Cache-Control", "private, no-cache")])
@@ -64,7 +64,8 @@ final class WeatherHandler {
 
     /// The stored report body and its cache state. Fresh copy: `hit`. Otherwise one worker fetches
     /// while the others serve the stale copy or wait for the fresh one.
-    func weatherBody(point: GridPoint, query: WeatherQuery, now: Timestamp) throws(HTTPError) -> ([UInt8], String) {
+    func weatherBody(point: GridPoint, query: WeatherQuery, context: inout Context) throws(HTTPError) -> ([UInt8], String) {
+        let now = context.now
         let key = "\(point.key)|\(query.cacheKind)"
         if let body = fresh.body(for: key, now: now) { return (body, "hit") }
         let cached: CachedWeather?
@@ -90,6 +91,7 @@ final class WeatherHandler {
             return try awaitOtherWorker(key: key, budget: budget)
         }
         let fetched = source.fetch(query, at: point, now: now)
+        context.providers = fetched.trail
         for attempt in fetched.attempts {
             metrics.count(Counters.Name.providerCall(attempt.provider), at: now)
             if attempt.failed { metrics.count(Counters.Name.providerError(attempt.provider), at: now) }
@@ -108,10 +110,9 @@ final class WeatherHandler {
             return (body, "miss")
         case .failure(let failure):
             if let cached { return (cached.body, "stale") }
-            switch failure {
-            case .timeout: throw .providerTimeout
-            case .providerError: throw .providerError
-            }
+            var error: HTTPError = failure == .timeout ? .providerTimeout : .providerError
+            if let retryAfter = fetched.retryAfter { error.headers["Retry-After"] = "\(retryAfter)" }
+            throw error
         }
     }
 

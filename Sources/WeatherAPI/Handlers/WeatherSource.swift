@@ -19,9 +19,17 @@ public struct WeatherFetch {
     public var result: Result<WeatherReport, Failure>
     /// Provider name and whether that call failed, in order; calls skipped without a network call are absent.
     public var attempts: [(provider: String, failed: Bool)]
+    /// On a failure: seconds until a provider in a pause after failing is called again (the
+    /// answer's `Retry-After`); `nil` when none is.
+    public var retryAfter: Int64?
+    /// For the request's log line: each provider asked or skipped with how it went, as
+    /// `caiyun:timeout,visualcrossing:ok` (codes of `ProviderFailure`, never a URL or a body).
+    public var trail: String?
 
-    public init(result: Result<WeatherReport, Failure>, attempts: [(provider: String, failed: Bool)]) {
+    public init(result: Result<WeatherReport, Failure>, attempts: [(provider: String, failed: Bool)], retryAfter: Int64? = nil, trail: String? = nil) {
         self.result = result
         self.attempts = attempts
+        self.retryAfter = retryAfter
+        self.trail = trail
     }
 }

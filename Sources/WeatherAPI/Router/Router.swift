@@ -11,6 +11,8 @@ public struct Context: Sendable {
     public var sessionId: String?
     /// For the log line: `hit`, `miss`, `stale`.
     public var cache: String?
+    /// For the log line, when providers were asked: `WeatherFetch.trail`.
+    public var providers: String?
 
     public init(requestId: String, clientIP: String, now: Timestamp) {
         self.requestId = requestId

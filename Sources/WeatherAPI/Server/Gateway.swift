@@ -83,6 +83,7 @@ public final class Gateway {
         line.addPlain("duration_ms", MonotonicTime.milliseconds(since: started))
         line.addPlain("auth", context.authMode?.rawValue)
         line.addPlain("cache", context.cache)
+        line.addPlain("providers", context.providers)
         log.write(line.text)
         return response
     }

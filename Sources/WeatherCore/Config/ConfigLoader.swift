@@ -18,7 +18,7 @@ public enum ConfigLoader {
     public static let knownVariables: Set<String> = [
         "WEATHER_CONFIG", "WEATHER_DB_PATH", "WEATHER_HASH_KEY", "CLOSET_WEATHER_PROXY_TOKEN",
         "CAIYUN_API_TOKEN", "CAIYUN_BASE_URL", "VISUAL_CROSSING_API_KEY", "VISUAL_CROSSING_BASE_URL",
-        "WEATHER_PROVIDERS", "WEATHER_PROVIDER_TIMEOUT", "WEATHER_ACCESS_TOKEN_TTL", "WEATHER_REFRESH_AFTER",
+        "WEATHER_PROVIDERS", "WEATHER_PROVIDER_TIMEOUT", "WEATHER_PROVIDER_COOLDOWN", "WEATHER_ACCESS_TOKEN_TTL", "WEATHER_REFRESH_AFTER",
         "WEATHER_REFRESH_TOKEN_TTL", "WEATHER_REFRESH_RETRY_WINDOW", "WEATHER_CACHE_TTL",
         "WEATHER_CACHE_STALE_TTL", "WEATHER_GRID_DEGREES", "WEATHER_SESSION_CREATE_PER_IP_PER_HOUR",
         "WEATHER_REFRESH_PER_SESSION_PER_HOUR", "WEATHER_REQUESTS_PER_SESSION_PER_HOUR",
@@ -133,6 +133,7 @@ public enum ConfigLoader {
             c.providers = p
         }
         if let t = try double("WEATHER_PROVIDER_TIMEOUT", 0.1...60) { c.providerTimeout = t }
+        if let v = try int("WEATHER_PROVIDER_COOLDOWN", 0...3600) { c.providerCooldown = v }
         if let v = try int("WEATHER_ACCESS_TOKEN_TTL", 1...31_536_000) { c.tokenPolicy.accessTTL = v }
         if let v = try int("WEATHER_REFRESH_AFTER", 0...31_536_000) { c.tokenPolicy.refreshAfter = v }
         if let v = try int("WEATHER_REFRESH_TOKEN_TTL", 1...315_360_000) { c.tokenPolicy.refreshTTL = v }

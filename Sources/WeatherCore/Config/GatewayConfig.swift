@@ -11,6 +11,8 @@ public struct GatewayConfig: Sendable, Equatable {
     /// Order of preference; only configured providers are used.
     public var providers: [String] = ["caiyun", "visualcrossing"]
     public var providerTimeout: Double = 4
+    /// Longest pause in seconds before a failing provider is called again (`ProviderCooldowns`); 0 = off.
+    public var providerCooldown: Int64 = 30
     public var tokenPolicy = TokenPolicy()
     public var cacheTTL: Int64 = 600
     public var cacheStaleTTL: Int64 = 21_600

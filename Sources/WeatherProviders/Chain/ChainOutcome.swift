@@ -6,11 +6,15 @@ public struct ChainOutcome: Sendable, Equatable {
     public var result: Result<WeatherReport, ProviderFailure>
     /// One entry per provider tried or skipped, in chain order.
     public var attempts: [ProviderAttempt]
+    /// On a failure while providers are in a pause (`ProviderCooldowns`): seconds until the
+    /// first of them is called again, for the answer's `Retry-After`. `nil` otherwise.
+    public var retryAfter: Int64?
 
     /// Creates an outcome.
-    public init(result: Result<WeatherReport, ProviderFailure>, attempts: [ProviderAttempt]) {
+    public init(result: Result<WeatherReport, ProviderFailure>, attempts: [ProviderAttempt], retryAfter: Int64? = nil) {
         self.result = result
         self.attempts = attempts
+        self.retryAfter = retryAfter
     }
 
     /// Provider calls made (skips excluded): what the `stats` provider-call counter adds.

@@ -21,23 +21,46 @@ public struct ProviderChain: Sendable {
     /// chain is empty. The details of each failure stay in `attempts` for the log line.
     /// Every failure fails over, 429 included: the next provider has its own quota.
     public func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) -> ChainOutcome {
+        var none = ProviderCooldowns(longest: 0)
+        return fetch(query, at: point, now: now, cooldowns: &none)
+    }
+
+    /// `fetch`, skipping providers in a pause after recent failures (`ProviderCooldowns`) and
+    /// recording each call's outcome there.
+    ///
+    /// A provider in a pause is skipped without a call (`.coolingDown`) and stands for its last
+    /// failure: if it is the last provider and that failure was a timeout, the chain times out.
+    /// A failed outcome carries `retryAfter` when a pause is running: the seconds until the first
+    /// of the providers that could serve the query is called again.
+    public func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp, cooldowns: inout ProviderCooldowns) -> ChainOutcome {
         var attempts: [ProviderAttempt] = []
-        var lastCalledFailure: ProviderFailure?
+        var lastFailure: ProviderFailure?
+        var tried: [String] = []
         for provider in providers {
             guard provider.canCover(query, now: now) else {
                 attempts.append(ProviderAttempt(provider: provider.name, failure: .notCovered, calledProvider: false))
                 continue
             }
+            tried.append(provider.name)
+            if let pause = cooldowns.pause(of: provider.name, now: now) {
+                attempts.append(ProviderAttempt(provider: provider.name, failure: .coolingDown, calledProvider: false))
+                lastFailure = pause.failure
+                continue
+            }
             do {
                 let report = try provider.fetch(query, at: point, now: now)
+                cooldowns.succeeded(provider.name)
                 attempts.append(ProviderAttempt(provider: provider.name, failure: nil, calledProvider: true))
                 return ChainOutcome(result: .success(report), attempts: attempts)
             } catch {
+                // A provider that answered but cannot cover these dates is not failing.
+                if error != .notCovered { cooldowns.failed(provider.name, error, now: now) }
                 attempts.append(ProviderAttempt(provider: provider.name, failure: error, calledProvider: true))
-                lastCalledFailure = error
+                lastFailure = error
             }
         }
-        let failure: ProviderFailure = lastCalledFailure == .timeout ? .timeout : .providerError
-        return ChainOutcome(result: .failure(failure), attempts: attempts)
+        let failure: ProviderFailure = lastFailure == .timeout ? .timeout : .providerError
+        let resumes = tried.compactMap { cooldowns.pause(of: $0, now: now)?.until.seconds }.min()
+        return ChainOutcome(result: .failure(failure), attempts: attempts, retryAfter: resumes.map { max(1, $0 - now.seconds) })
     }
 }

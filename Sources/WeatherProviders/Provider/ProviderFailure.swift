@@ -13,6 +13,8 @@ public enum ProviderFailure: Error, Equatable, Sendable {
     case transport
     /// This provider cannot serve the requested dates (decided before or after calling it).
     case notCovered
+    /// Skipped without a call: the provider failed recently and is in a pause (`ProviderCooldowns`).
+    case coolingDown
 
     /// A stable snake_case name for counters and log fields.
     public var code: String {
@@ -23,6 +25,7 @@ public enum ProviderFailure: Error, Equatable, Sendable {
         case .unparseable: return "unparseable"
         case .transport: return "transport"
         case .notCovered: return "not_covered"
+        case .coolingDown: return "cooling_down"
         }
     }
 
@@ -37,6 +40,7 @@ public enum ProviderFailure: Error, Equatable, Sendable {
         case .unparseable: return "provider answer could not be parsed"
         case .transport: return "provider could not be reached"
         case .notCovered: return "provider does not cover the requested dates"
+        case .coolingDown: return "provider skipped for a pause after failing"
         }
     }
 }
