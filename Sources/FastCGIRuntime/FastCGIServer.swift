@@ -34,8 +34,14 @@ public enum FastCGIServer {
     /// `after` runs once the response is fully handed to the web server (deferred work).
     /// `parameterNames`, when given, are the only parameters the handler sees: the rest of what
     /// the web server sends is skipped before any string is made of it.
+    ///
+    /// `idle` runs whenever no request has come for `idleSeconds` (0: never), so deferred work of
+    /// a worker that has gone quiet still gets done. The wait costs nothing per request: the
+    /// listening socket gets a receive timeout (`SO_RCVTIMEO`), which Linux applies to `accept`,
+    /// and libfcgi then returns `-EAGAIN` instead of blocking on.
     public static func serve(
-        listenFD: Int32 = 0, maxRequests: Int = 0, parameterNames: [String]? = nil, handler: Handler, after: () -> Void
+        listenFD: Int32 = 0, maxRequests: Int = 0, parameterNames: [String]? = nil, idleSeconds: Int = 0,
+        handler: Handler, idle: () -> Void = {}, after: () -> Void
     ) throws {
         let wanted = parameterNames.map(ParameterFilter.init)
         guard FCGX_Init() == 0 else { throw FastCGIError("FCGX_Init failed") }
@@ -44,9 +50,18 @@ public enum FastCGIServer {
         guard FCGX_InitRequest(&request, listenFD, Int32(FCGI_FAIL_ACCEPT_ON_INTR)) == 0 else {
             throw FastCGIError("FCGX_InitRequest failed")
         }
+        // A TCP connection inherits the listener's timeout (a Unix socket's does not): it is
+        // cleared on each accepted one, so a request's body is read as before.
+        let clearInherited = idleSeconds > 0 && setReceiveTimeout(listenFD, seconds: idleSeconds) && isTCP(listenFD)
         var served = 0
         while shutdownRequested == 0 {
-            guard FCGX_Accept_r(&request) >= 0 else { break }
+            let accepted = FCGX_Accept_r(&request)
+            if idleSeconds > 0 && (accepted == -EAGAIN || accepted == -EWOULDBLOCK) {
+                idle()
+                continue
+            }
+            guard accepted >= 0 else { break }
+            if clearInherited { _ = setReceiveTimeout(request.ipcFd, seconds: 0) }
             let params = environment(request.envp, keeping: wanted)
             let input = request.in
             let response = handler(params) { count in readStream(input, count) }
@@ -58,6 +73,22 @@ public enum FastCGIServer {
             if maxRequests > 0 && served >= maxRequests { break }
         }
         FCGX_Free(&request, 1)
+    }
+
+    /// `SO_RCVTIMEO` of `fd`; 0 removes it. False when the option cannot be set (not a socket).
+    static func setReceiveTimeout(_ fd: Int32, seconds: Int) -> Bool {
+        var timeout = timeval(tv_sec: seconds, tv_usec: 0)
+        return setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size)) == 0
+    }
+
+    /// True when `fd` is an IPv4 or IPv6 socket.
+    static func isTCP(_ fd: Int32) -> Bool {
+        var address = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let named = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        return named == 0 && (Int32(address.ss_family) == AF_INET || Int32(address.ss_family) == AF_INET6)
     }
 
     static func put(_ bytes: [UInt8], to stream: UnsafeMutablePointer<FCGX_Stream>?) {

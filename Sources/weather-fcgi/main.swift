@@ -70,8 +70,11 @@ func serve(listenFD: Int32) -> Int32 {
     FastCGIServer.useOneMallocArena()
     var served = 0
     do {
+        // A quiet worker still writes its counters and session touches, and gives back ended
+        // limit leases, within about one flush interval (without it they waited for its next request).
         try FastCGIServer.serve(listenFD: listenFD, maxRequests: gateway.config.maxRequestsPerWorker,
-                                parameterNames: Request.parameterNames, handler: gateway.handle, after: {
+                                parameterNames: Request.parameterNames, idleSeconds: Int(gateway.config.flushInterval),
+                                handler: gateway.handle, idle: { gateway.afterResponse() }, after: {
             gateway.afterResponse()
             served &+= 1
             if served % 4096 == 0 { FastCGIServer.trimHeap() }

@@ -1,0 +1,121 @@
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A worker that has gone quiet still does its deferred work (counters, session touches, limit
+/// leases): it wakes after `WEATHER_FLUSH_INTERVAL` seconds without a request. The wait is the
+/// kernel's `accept` timeout on the listening socket, so these tests wait in real time (about a
+/// second), polling for the outcome rather than sleeping a fixed time.
+@Suite struct IdleWorkerTests {
+    @Test func aQuietWorkerWritesWhatItCountedWithoutAnotherRequest() throws {
+        let h = try GatewayHarness(workers: 1, env: ["WEATHER_FLUSH_INTERVAL": "1"])
+        for _ in 0..<3 { _ = try h.createSession() }
+        let lines = h.log.split(separator: "\n").count
+        // No request after these three: only the worker's own wake-up can write their counters.
+        var seen = ""
+        let written = waitUntil(timeout: 6) {
+            seen = h.sql("SELECT coalesce(sum(value), 0) FROM weather_counters WHERE name = 'sessions.created'")
+            return seen == "3"
+        }
+        #expect(written, "sessions.created = \(seen) six seconds after the last request")
+        #expect(h.log.split(separator: "\n").count == lines, "no request was made meanwhile")
+    }
+
+    /// Over TCP, accepted connections inherit the listener's receive timeout; the worker clears
+    /// it, so a body that reaches the worker later than the flush interval is still read.
+    @Test func overTCPABodyArrivingAfterTheIdleTimeoutIsStillRead() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cw-idle-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let port = freePort()
+        let app = try ChildProcess(
+            "\(binDirectory)/weather-fcgi", ["--listen", "127.0.0.1:\(port)", "--workers", "1"],
+            environment: ["WEATHER_DB_PATH": directory.appendingPathComponent("w.sqlite3").path, "WEATHER_FLUSH_INTERVAL": "1"],
+            stderr: directory.appendingPathComponent("app.log").path)
+        defer { app.stop() }
+
+        let body = Array(#"{"platform":"ios","appVersion":"1.0","installationId":"0F0E0D0C-0B0A-4908-8706-050403020100"}"#.utf8)
+        let params = ["REQUEST_METHOD": "POST", "REQUEST_URI": "/v1/weather/session", "REMOTE_ADDR": "127.0.0.1",
+                      "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": "\(body.count)"]
+        var answer = ""
+        #expect(waitUntil(timeout: 10) {
+            answer = (try? FastCGIExchange.run(port: port, params: params, body: body, pauseBeforeBody: 0)) ?? ""
+            return !answer.isEmpty
+        }, "the worker never answered on \(port)")
+        #expect(answer.hasPrefix("Status: 201"), "\(answer.prefix(200))")
+
+        // Idle past the timeout at least once, then a request whose body comes 1.5 s after its head.
+        let late = try FastCGIExchange.run(port: port, params: params, body: body, pauseBeforeBody: 1.5)
+        #expect(late.hasPrefix("Status: 201"), "\(late.prefix(200))")
+        #expect(app.isRunning)
+    }
+}
+
+/// Just enough of the FastCGI protocol to send one responder request to a worker directly (no web
+/// server in between, so the test decides when the body arrives) and read its STDOUT.
+enum FastCGIExchange {
+    static func record(_ type: UInt8, _ content: [UInt8]) -> [UInt8] {
+        [1, type, 0, 1, UInt8(content.count >> 8), UInt8(content.count & 0xFF), 0, 0] + content
+    }
+
+    static func length(_ n: Int) -> [UInt8] {
+        n < 128 ? [UInt8(n)] : [UInt8((n >> 24) | 0x80), UInt8((n >> 16) & 0xFF), UInt8((n >> 8) & 0xFF), UInt8(n & 0xFF)]
+    }
+
+    static func run(port: Int, params: [String: String], body: [UInt8], pauseBeforeBody: Double) throws -> String {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw ClientError("socket failed") }
+        defer { close(fd) }
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        let connected = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw ClientError("connect failed") }
+
+        var pairs: [UInt8] = []
+        for (name, value) in params {
+            pairs += length(name.utf8.count) + length(value.utf8.count) + Array(name.utf8) + Array(value.utf8)
+        }
+        let head = record(1, [0, 1, 0, 0, 0, 0, 0, 0]) + record(4, pairs) + record(4, [])
+        try send(fd, head)
+        if pauseBeforeBody > 0 { usleep(UInt32(pauseBeforeBody * 1_000_000)) }
+        try send(fd, record(5, body) + record(5, []))
+
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n <= 0 { break }
+            received += buffer[0..<n]
+        }
+        // STDOUT records (type 6) in order, up to END_REQUEST (type 3).
+        var stdout: [UInt8] = []
+        var i = 0
+        while i + 8 <= received.count {
+            let type = received[i + 1]
+            let count = Int(received[i + 4]) << 8 | Int(received[i + 5])
+            let padding = Int(received[i + 6])
+            guard i + 8 + count <= received.count else { break }
+            if type == 6 { stdout += received[(i + 8)..<(i + 8 + count)] }
+            if type == 3 { break }
+            i += 8 + count + padding
+        }
+        return String(decoding: stdout, as: UTF8.self)
+    }
+
+    static func send(_ fd: Int32, _ bytes: [UInt8]) throws {
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL)) }
+            guard n > 0 else { throw ClientError("send failed") }
+            sent += n
+        }
+    }
+}
