@@ -5,8 +5,9 @@ import WeatherCore
 /// (and a provider answering 429 is not asked again before its `Retry-After`).
 ///
 /// The pause doubles with each failure in a row, 1, 2, 4, ... seconds, up to `longest`
-/// (`WEATHER_PROVIDER_COOLDOWN`); a 429's `Retry-After` lengthens it, up to `longest` as well.
-/// One success forgets the failures. When a pause ends, the next request in this worker calls the
+/// (`WEATHER_PROVIDER_COOLDOWN`); a `Retry-After` on the provider's answer (a 429, or a 503 that
+/// sends one) lengthens it, up to `longest` as well. One success forgets the failures. Times are
+/// the gateway clock's whole seconds, so a pause of 1 s ends when the next second begins. When a pause ends, the next request in this worker calls the
 /// provider again: that call decides whether the pause starts over, longer, or ends.
 ///
 /// Kept per worker, in memory: nothing is written, and nothing is shared between workers. With

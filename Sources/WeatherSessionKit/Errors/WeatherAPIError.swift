@@ -7,7 +7,9 @@ import Foundation
 /// thrown as the transport threw them (`URLError` with ``URLSessionWeatherTransport``).
 ///
 /// Switch on ``code`` (stable), show ``message`` only in diagnostics (it is for a person, in
-/// English). For `429 rate_limited`, ``retryAfter`` says how many seconds to wait.
+/// English). For `429 rate_limited`, ``retryAfter`` says how many seconds to wait; a 502 or 504
+/// carries one too when the gateway has paused a failing provider (asking sooner gets the same
+/// error without the provider being asked).
 ///
 /// ```swift
 /// do { _ = try await client.weather(lat: 31.23, lon: 121.47) }
@@ -22,7 +24,8 @@ public struct WeatherAPIError: Error, Sendable, Equatable, CustomStringConvertib
     public var code: String
     /// The envelope's `message`.
     public var message: String
-    /// Seconds from `Retry-After`, when the server sent one (always for 429).
+    /// Seconds from `Retry-After`, when the server sent one (always for 429; for 502/504 while the
+    /// gateway pauses a failing provider).
     public var retryAfter: Int?
 
     /// Creates an error.
@@ -70,9 +73,9 @@ public struct WeatherAPIError: Error, Sendable, Equatable, CustomStringConvertib
         public static let rateLimited = "rate_limited"
         /// 400: a parameter or field was rejected; the message names it.
         public static let invalidRequest = "invalid_request"
-        /// 502: the weather provider failed.
+        /// 502: the weather provider failed (with ``WeatherAPIError/retryAfter`` while it is paused).
         public static let providerError = "provider_error"
-        /// 504: the weather provider timed out.
+        /// 504: the weather provider timed out (with ``WeatherAPIError/retryAfter`` while it is paused).
         public static let providerTimeout = "provider_timeout"
         /// 503: no weather provider is configured on the gateway.
         public static let providerNotConfigured = "provider_not_configured"
