@@ -229,4 +229,37 @@ final class StubProvider: WeatherProvider, @unchecked Sendable {
         #expect(notCovering.calls == 2 && b.calls == 1)
         #expect(again.retryAfter == 1)
     }
+
+    @Test func onlyFailuresNoQueryCouldAvoidStartAPause() {
+        let everyQuery: [ProviderFailure] = [.timeout, .transport, .httpStatus(401, retryAfter: nil), .httpStatus(403, retryAfter: nil),
+                                             .httpStatus(429, retryAfter: 5), .httpStatus(500, retryAfter: nil), .httpStatus(503, retryAfter: nil)]
+        let thisQuery: [ProviderFailure] = [.httpStatus(400, retryAfter: nil), .httpStatus(404, retryAfter: nil), .httpStatus(422, retryAfter: nil),
+                                            .unparseable, .providerError, .notCovered]
+        #expect(everyQuery.filter { !$0.failsEveryQuery }.isEmpty)
+        #expect(thisQuery.filter { $0.failsEveryQuery }.isEmpty)
+        for failure in thisQuery {
+            let a = StubProvider("a", .failure(failure))
+            var chain = PausingChain([a])
+            let first = chain.fetch(at: 0), second = chain.fetch(at: 0)
+            #expect(a.calls == 2, "\(failure) paused the provider")
+            #expect(first.retryAfter == nil && second.retryAfter == nil)
+        }
+    }
+
+    /// Caiyun documents 400 as a bad token or API version (422 is a bad parameter); Visual
+    /// Crossing's 400 is a bad date or place. Through the real providers and the chain.
+    @Test func caiyunsBadTokenPausesItAndVisualCrossingsBadPlaceDoesNot() {
+        let caiyunTransport = RecordingTransport(status: 400, body: Array(#"{"status":"failed","error":"token is invalid"}"#.utf8))
+        let vcTransport = RecordingTransport(status: 400, body: Array("Bad API Request:Invalid location parameter value.".utf8))
+        var chain = PausingChain([
+            CaiyunProvider(baseURL: "https://caiyun.invalid", token: "t", transport: caiyunTransport, timeoutSeconds: 1),
+            VisualCrossingProvider(baseURL: "https://vc.invalid", apiKey: "k", transport: vcTransport, timeoutSeconds: 1),
+        ])
+        _ = chain.fetch(at: 0)
+        let second = chain.fetch(at: 0)
+        #expect(caiyunTransport.urls.count == 1 && vcTransport.urls.count == 2)
+        #expect(second.attempts.map(\.failure) == [.coolingDown, .httpStatus(400, retryAfter: nil)])
+        #expect(second.retryAfter == 1)
+    }
 }
+

@@ -44,6 +44,13 @@ public struct CaiyunProvider: WeatherProvider {
         }
     }
 
+    /// Caiyun answers 400 for a bad token or API version (its documentation; a bad parameter is
+    /// 422), which no query can fix: that pauses Caiyun too.
+    public func failsEveryQuery(_ failure: ProviderFailure) -> Bool {
+        if case .httpStatus(400, _) = failure { return true }
+        return failure.failsEveryQuery
+    }
+
     /// Calls Caiyun for `query` at the snapped `point`; trips Caiyun cannot cover fail with
     /// `.notCovered` before any network call.
     public func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) throws(ProviderFailure) -> WeatherReport {

@@ -53,8 +53,9 @@ public struct ProviderChain: Sendable {
                 attempts.append(ProviderAttempt(provider: provider.name, failure: nil, calledProvider: true))
                 return ChainOutcome(result: .success(report), attempts: attempts)
             } catch {
-                // A provider that answered but cannot cover these dates is not failing.
-                if error != .notCovered { cooldowns.failed(provider.name, error, now: now) }
+                // Only a failure no query could avoid pauses the provider: what one client asks
+                // must not stop the gateway asking it for everyone.
+                if provider.failsEveryQuery(error) { cooldowns.failed(provider.name, error, now: now) }
                 attempts.append(ProviderAttempt(provider: provider.name, failure: error, calledProvider: true))
                 lastFailure = error
             }

@@ -1,7 +1,8 @@
 import WeatherCore
 
-/// A worker's memory of failing providers: after a failed call the provider is skipped for a
-/// pause, so an outage costs each worker a few calls a minute instead of one per uncached request
+/// A worker's memory of failing providers: after a call fails in a way no query could avoid
+/// (`WeatherProvider.failsEveryQuery`: timeout, no connection, key refused, 429, 5xx) the
+/// provider is skipped for a pause, so an outage costs each worker a few calls a minute instead of one per uncached request
 /// (and a provider answering 429 is not asked again before its `Retry-After`).
 ///
 /// The pause doubles with each failure in a row, 1, 2, 4, ... seconds, up to `longest`

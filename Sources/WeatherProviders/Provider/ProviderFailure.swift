@@ -16,6 +16,21 @@ public enum ProviderFailure: Error, Equatable, Sendable {
     /// Skipped without a call: the provider failed recently and is in a pause (`ProviderCooldowns`).
     case coolingDown
 
+    /// True when the failure says the provider cannot serve anyone right now, whatever was asked:
+    /// no answer in time, no connection, the key refused (401, 403), the quota spent (429), a
+    /// server error (5xx). Such a failure pauses the provider (`ProviderCooldowns`). The others
+    /// may depend on the query (400 for a date or place, 404, 422, an error or an answer the
+    /// parser could not use for this place), and a client must not be able to make the gateway
+    /// stop asking a provider for everyone by asking something that fails. A provider whose
+    /// errors say more overrides `WeatherProvider.failsEveryQuery`.
+    public var failsEveryQuery: Bool {
+        switch self {
+        case .timeout, .transport: return true
+        case .httpStatus(let status, _): return status == 401 || status == 403 || status == 429 || status >= 500
+        case .providerError, .unparseable, .notCovered, .coolingDown: return false
+        }
+    }
+
     /// A stable snake_case name for counters and log fields.
     public var code: String {
         switch self {

@@ -16,9 +16,15 @@ public protocol WeatherProvider: Sendable {
 
     /// Calls the provider and normalises its answer.
     func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) throws(ProviderFailure) -> WeatherReport
+
+    /// Whether `failure`, from this provider, means it can serve no query right now (so the chain
+    /// pauses it) rather than something about this query alone. Default: `failure.failsEveryQuery`.
+    func failsEveryQuery(_ failure: ProviderFailure) -> Bool
 }
 
 extension WeatherProvider {
+    public func failsEveryQuery(_ failure: ProviderFailure) -> Bool { failure.failsEveryQuery }
+
     /// Providers without a known horizon cover everything until their answer says otherwise.
     public func canCover(_ query: WeatherQuery, now: Timestamp) -> Bool { true }
 }
