@@ -353,7 +353,9 @@ import WeatherProviders
 
     @Test func aFailingProviderIsNotCalledAgainDuringItsPauseAndTheAnswerSaysWhenToRetry() throws {
         let provider = ScriptedProvider()
-        let t = try TestGateway(weather: ChainWeatherSource(chain: ProviderChain([provider]), timeout: 1, cooldown: 30))
+        let source = ChainWeatherSource(chain: ProviderChain([provider]), timeout: 1, cooldown: 30)
+        let t = try TestGateway(weather: source)
+        source.clock = t.clock
         let token = t.createSession()["weatherAccessToken"] as? String
 
         let first = t.weather(token: token)
@@ -389,7 +391,9 @@ import WeatherProviders
 
     @Test func noPauseWhenTheCooldownIsOff() throws {
         let provider = ScriptedProvider()
-        let t = try TestGateway(weather: ChainWeatherSource(chain: ProviderChain([provider]), timeout: 1, cooldown: 0))
+        let source = ChainWeatherSource(chain: ProviderChain([provider]), timeout: 1, cooldown: 0)
+        let t = try TestGateway(weather: source)
+        source.clock = t.clock
         let token = t.createSession()["weatherAccessToken"] as? String
         let first = t.weather(token: token)
         #expect(first.status == 502 && first.headers["retry-after"] == nil)

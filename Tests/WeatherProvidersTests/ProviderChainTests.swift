@@ -7,6 +7,8 @@ import WeatherProviders
 final class StubProvider: WeatherProvider, @unchecked Sendable {
     let name: String
     private var scripted: Result<Void, ProviderFailure>
+    /// Runs inside each call (a test moves its clock here to make the call take time).
+    var duringCall: (() -> Void)?
     private let covers: Bool
     private let lock = NSLock()
     private var count = 0
@@ -28,6 +30,7 @@ final class StubProvider: WeatherProvider, @unchecked Sendable {
 
     func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) throws(ProviderFailure) -> WeatherReport {
         let answer = lock.withLock { count += 1; return scripted }
+        duringCall?()
         try answer.get()
         return WeatherReport(provider: name, location: point, timezone: "UTC", current: nil, daily: [], fetchedAt: now.iso8601)
     }
@@ -141,17 +144,43 @@ final class StubProvider: WeatherProvider, @unchecked Sendable {
 
     // MARK: Pauses after failures (ProviderCooldowns)
 
-    /// Calls `chain` at `fixtureNow + second`, keeping the pauses between calls.
+    /// A clock the test sets; the chain reads it after each call.
+    final class SetClock: Clock, @unchecked Sendable {
+        var current = fixtureNow
+        func now() -> Timestamp { current }
+    }
+
+    /// Calls `chain` at `fixtureNow + second`, keeping the pauses between calls. Calls take no
+    /// time unless a provider's `duringCall` moves `clock`.
     struct PausingChain {
         let chain: ProviderChain
         var cooldowns: ProviderCooldowns
+        let clock = SetClock()
         init(_ providers: [any WeatherProvider], longest: Int64 = 30) {
             chain = ProviderChain(providers)
             cooldowns = ProviderCooldowns(longest: longest)
         }
         mutating func fetch(at second: Int64) -> ChainOutcome {
-            chain.fetch(.forecast(days: 7), at: shanghai, now: fixtureNow.adding(seconds: second), cooldowns: &cooldowns)
+            clock.current = fixtureNow.adding(seconds: second)
+            return chain.fetch(.forecast(days: 7), at: shanghai, now: clock.current, cooldowns: &cooldowns, clock: clock)
         }
+    }
+
+    /// A 4 s timeout must not use up a pause of 1, 2 or 4 s before it begins: the pause and the
+    /// answer's `retryAfter` count from the end of the failed call, not the request's start.
+    @Test func aPauseStartsWhenTheFailedCallEnds() {
+        let a = StubProvider("a", .failure(.timeout))
+        var chain = PausingChain([a])
+        let clock = chain.clock
+        a.duringCall = { clock.current = clock.current.adding(seconds: 4) }
+        let first = chain.fetch(at: 0)  // times out at 4: paused until 5
+        #expect(first.retryAfter == 1)
+        _ = chain.fetch(at: 4)
+        #expect(a.calls == 1, "the request at 4 s is inside the pause that began when the call ended")
+        _ = chain.fetch(at: 5)  // the second timeout ends at 9: paused until 11
+        #expect(a.calls == 2)
+        let skipped = chain.fetch(at: 10)
+        #expect(a.calls == 2 && skipped.result == .failure(.timeout) && skipped.retryAfter == 1)
     }
 
     @Test func aFailingProviderIsSkippedForAPauseThatDoublesAndOneSuccessEndsIt() throws {

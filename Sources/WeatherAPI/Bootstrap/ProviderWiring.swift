@@ -30,18 +30,21 @@ final class ChainWeatherSource: WeatherSource {
     let chain: ProviderChain
     let timeout: Double
     private var cooldowns: ProviderCooldowns
+    /// Read after each provider call: a pause starts when the failed call ends.
+    var clock: any Clock
 
-    init(chain: ProviderChain, timeout: Double, cooldown: Int64) {
+    init(chain: ProviderChain, timeout: Double, cooldown: Int64, clock: any Clock = SystemClock()) {
         self.chain = chain
         self.timeout = timeout
         self.cooldowns = ProviderCooldowns(longest: cooldown)
+        self.clock = clock
     }
 
     var isConfigured: Bool { !chain.isEmpty }
     var worstCaseSeconds: Double { timeout * Double(max(1, chain.providers.count)) }
 
     func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) -> WeatherFetch {
-        let outcome = chain.fetch(query, at: point, now: now, cooldowns: &cooldowns)
+        let outcome = chain.fetch(query, at: point, now: now, cooldowns: &cooldowns, clock: clock)
         let attempts = outcome.attempts.filter(\.calledProvider).map { (provider: $0.provider, failed: !$0.succeeded) }
         let trail = outcome.attempts.map { "\($0.provider):\($0.failure?.code ?? "ok")" }.joined(separator: ",")
         switch outcome.result {

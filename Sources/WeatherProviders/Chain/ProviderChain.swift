@@ -16,13 +16,14 @@ public struct ProviderChain: Sendable {
     /// Tries each provider in order and returns the first report with every attempt.
     ///
     /// Providers whose `canCover` is false are skipped without a call. When none succeeds, the
-    /// failure is `.timeout` if the last provider actually called timed out (API: 504), and
+    /// failure is `.timeout` if the last provider actually called timed out (API: 504; with pauses,
+    /// also when the last provider is paused after a timeout), and
     /// `.providerError` otherwise (API: 502), including when every provider was skipped or the
     /// chain is empty. The details of each failure stay in `attempts` for the log line.
     /// Every failure fails over, 429 included: the next provider has its own quota.
     public func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) -> ChainOutcome {
         var none = ProviderCooldowns(longest: 0)
-        return fetch(query, at: point, now: now, cooldowns: &none)
+        return fetch(query, at: point, now: now, cooldowns: &none, clock: FixedClock(now))
     }
 
     /// `fetch`, skipping providers in a pause after recent failures (`ProviderCooldowns`) and
@@ -30,9 +31,13 @@ public struct ProviderChain: Sendable {
     ///
     /// A provider in a pause is skipped without a call (`.coolingDown`) and stands for its last
     /// failure: if it is the last provider and that failure was a timeout, the chain times out.
-    /// A failed outcome carries `retryAfter` when a pause is running: the seconds until the first
-    /// of the providers that could serve the query is called again.
-    public func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp, cooldowns: inout ProviderCooldowns) -> ChainOutcome {
+    /// A pause starts when the failed call ends (`clock`, read after each call; a 4 s timeout must
+    /// not use up a pause of 1, 2 or 4 s before it begins), not at `now`, the request's time.
+    /// A failed outcome carries `retryAfter` when a pause is running: the seconds from the end of
+    /// this fetch until the first of the providers that could serve the query is called again.
+    public func fetch(
+        _ query: WeatherQuery, at point: GridPoint, now: Timestamp, cooldowns: inout ProviderCooldowns, clock: any Clock
+    ) -> ChainOutcome {
         var attempts: [ProviderAttempt] = []
         var lastFailure: ProviderFailure?
         var tried: [String] = []
@@ -55,13 +60,21 @@ public struct ProviderChain: Sendable {
             } catch {
                 // Only a failure no query could avoid pauses the provider: what one client asks
                 // must not stop the gateway asking it for everyone.
-                if provider.failsEveryQuery(error) { cooldowns.failed(provider.name, error, now: now) }
+                if provider.failsEveryQuery(error) { cooldowns.failed(provider.name, error, now: clock.now()) }
                 attempts.append(ProviderAttempt(provider: provider.name, failure: error, calledProvider: true))
                 lastFailure = error
             }
         }
         let failure: ProviderFailure = lastFailure == .timeout ? .timeout : .providerError
-        let resumes = tried.compactMap { cooldowns.pause(of: $0, now: now)?.until.seconds }.min()
-        return ChainOutcome(result: .failure(failure), attempts: attempts, retryAfter: resumes.map { max(1, $0 - now.seconds) })
+        let ended = cooldowns.longest > 0 ? clock.now() : now
+        let resumes = tried.compactMap { cooldowns.pause(of: $0, now: ended)?.until.seconds }.min()
+        return ChainOutcome(result: .failure(failure), attempts: attempts, retryAfter: resumes.map { max(1, $0 - ended.seconds) })
     }
+}
+
+/// A clock that always says the same time: for a chain without pauses, which never reads it.
+private struct FixedClock: Clock {
+    let time: Timestamp
+    init(_ time: Timestamp) { self.time = time }
+    func now() -> Timestamp { time }
 }

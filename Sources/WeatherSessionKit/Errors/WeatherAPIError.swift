@@ -8,8 +8,8 @@ import Foundation
 ///
 /// Switch on ``code`` (stable), show ``message`` only in diagnostics (it is for a person, in
 /// English). For `429 rate_limited`, ``retryAfter`` says how many seconds to wait; a 502 or 504
-/// carries one too when the gateway has paused a failing provider (asking sooner gets the same
-/// error without the provider being asked).
+/// carries one too when the gateway has paused a failing provider (asking that gateway worker
+/// sooner gets the same error without the provider being asked).
 ///
 /// ```swift
 /// do { _ = try await client.weather(lat: 31.23, lon: 121.47) }
