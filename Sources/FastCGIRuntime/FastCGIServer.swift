@@ -50,16 +50,25 @@ public enum FastCGIServer {
         guard FCGX_InitRequest(&request, listenFD, Int32(FCGI_FAIL_ACCEPT_ON_INTR)) == 0 else {
             throw FastCGIError("FCGX_InitRequest failed")
         }
+        // Set every time, 0 included: the option belongs to the socket, which can outlive us
+        // (systemd keeps it across restarts), and a timeout left by an earlier start would end a
+        // worker started without one. A blocking accept is what libfcgi expects.
+        makeBlocking(listenFD)
+        let timed = setReceiveTimeout(listenFD, seconds: max(0, idleSeconds)) && idleSeconds > 0
         // A TCP connection inherits the listener's timeout (a Unix socket's does not): it is
         // cleared on each accepted one, so a request's body is read as before.
-        let clearInherited = idleSeconds > 0 && setReceiveTimeout(listenFD, seconds: idleSeconds) && isTCP(listenFD)
+        let clearInherited = timed && isTCP(listenFD)
         var served = 0
         while shutdownRequested == 0 {
             let accepted = FCGX_Accept_r(&request)
-            if idleSeconds > 0 && (accepted == -EAGAIN || accepted == -EWOULDBLOCK) {
+            if timed && (accepted == -EAGAIN || accepted == -EWOULDBLOCK) {
                 idle()
                 continue
             }
+            // With a receive timeout, Linux does not restart an accept interrupted by any signal,
+            // SIGSTOP/SIGCONT, a cgroup freeze or a debugger attaching included: only a stop
+            // signal (which sets the flag) ends the loop.
+            if accepted == -EINTR { continue }
             guard accepted >= 0 else { break }
             if clearInherited { _ = setReceiveTimeout(request.ipcFd, seconds: 0) }
             let params = environment(request.envp, keeping: wanted)
@@ -73,6 +82,13 @@ public enum FastCGIServer {
             if maxRequests > 0 && served >= maxRequests { break }
         }
         FCGX_Free(&request, 1)
+    }
+
+    /// Clears `O_NONBLOCK` on `fd` if something set it: a non-blocking listener would make every
+    /// accept return at once (a busy loop with a timeout, an exit without one).
+    static func makeBlocking(_ fd: Int32) {
+        let flags = fcntl(fd, F_GETFL)
+        if flags >= 0 && flags & O_NONBLOCK != 0 { _ = fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) }
     }
 
     /// `SO_RCVTIMEO` of `fd`; 0 removes it. False when the option cannot be set (not a socket).

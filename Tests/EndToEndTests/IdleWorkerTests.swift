@@ -53,6 +53,56 @@ import Glibc
     }
 }
 
+extension IdleWorkerTests {
+    /// With a receive timeout on its socket, Linux does not restart an `accept` interrupted by a
+    /// signal, even SIGSTOP/SIGCONT (a cgroup freeze, a debugger attaching): the worker must carry
+    /// on. It exited with status 0 before.
+    @Test func anIdleWorkerSurvivesBeingStoppedAndContinued() throws {
+        let h = try GatewayHarness(workers: 1, env: ["WEATHER_FLUSH_INTERVAL": "10"])
+        let worker = try #require(h.app)
+        #expect(try h.request("GET", "/v1/health").status == 200)
+        usleep(100_000)  // the worker is back in accept
+        kill(worker.pid, SIGSTOP)
+        usleep(100_000)
+        kill(worker.pid, SIGCONT)
+        usleep(200_000)
+        #expect(worker.isRunning, "the worker exited after SIGSTOP/SIGCONT")
+        #expect(try h.request("GET", "/v1/health").status == 200)
+    }
+
+    /// The socket outlives the worker (systemd keeps it across restarts): a timeout left on it by
+    /// an earlier start must not end a worker started with `WEATHER_FLUSH_INTERVAL=0`.
+    @Test func aTimeoutLeftOnAKeptSocketDoesNotEndAWorkerWithoutOne() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cw-kept-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let socketPath = directory.appendingPathComponent("kept.sock").path
+        let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(listener >= 0)
+        defer { close(listener) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (i, byte) in socketPath.utf8.enumerated() where i < raw.count - 1 { raw[i] = byte }
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        try #require(bound == 0 && listen(listener, 16) == 0)
+        // What an earlier start with WEATHER_FLUSH_INTERVAL=1 leaves behind.
+        var leftover = timeval(tv_sec: 1, tv_usec: 0)
+        setsockopt(listener, SOL_SOCKET, SO_RCVTIMEO, &leftover, socklen_t(MemoryLayout<timeval>.size))
+
+        let app = try ChildProcess(
+            "\(binDirectory)/weather-fcgi", [],
+            environment: ["WEATHER_DB_PATH": directory.appendingPathComponent("w.sqlite3").path, "WEATHER_FLUSH_INTERVAL": "0"],
+            stderr: directory.appendingPathComponent("app.log").path, stdin: listener)
+        defer { app.stop() }
+        let ended = waitUntil(timeout: 2.5) { !app.isRunning }
+        #expect(!ended, "the worker ended while idle on the kept socket")
+    }
+}
+
 /// Just enough of the FastCGI protocol to send one responder request to a worker directly (no web
 /// server in between, so the test decides when the body arrives) and read its STDOUT.
 enum FastCGIExchange {

@@ -57,14 +57,20 @@ final class ChildProcess: @unchecked Sendable {
     let name: String
     private var exitStatus: Int32?
 
-    init(_ executable: String, _ arguments: [String], environment: [String: String], stdout: String? = nil, stderr: String? = nil) throws {
+    /// `stdin`: a descriptor to give the child as its fd 0 (a listening socket, as systemd and
+    /// spawn-fcgi pass one); `/dev/null` otherwise.
+    init(_ executable: String, _ arguments: [String], environment: [String: String], stdout: String? = nil, stderr: String? = nil, stdin: Int32? = nil) throws {
         name = (executable as NSString).lastPathComponent
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         // Never inherit the test runner's pipes: a server outliving a test would keep them open and
         // the runner would wait for end-of-file forever.
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        if let stdin {
+            posix_spawn_file_actions_adddup2(&actions, stdin, 0)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        }
         posix_spawn_file_actions_addopen(&actions, 1, stdout ?? "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         posix_spawn_file_actions_addopen(&actions, 2, stderr ?? "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         var attributes = posix_spawnattr_t()
