@@ -259,6 +259,19 @@ final class StubProvider: WeatherProvider, @unchecked Sendable {
         #expect(again.retryAfter == 1)
     }
 
+    /// Whether a later provider is still paused is decided when the chain reaches it, after the
+    /// earlier providers' calls, not at the request's start.
+    @Test func aPauseThatEndsDuringAnEarlierCallNoLongerSkips() {
+        let a = StubProvider("a", .failure(.timeout)), b = StubProvider("b", .failure(.httpStatus(503, retryAfter: 3)))
+        var chain = PausingChain([a, b])
+        _ = chain.fetch(at: 0)  // a paused until 1, b (Retry-After 3) until 3
+        let clock = chain.clock
+        a.duringCall = { clock.current = clock.current.adding(seconds: 4) }
+        let outcome = chain.fetch(at: 1)  // a takes 4 s; b's pause ended meanwhile, at 3
+        #expect(a.calls == 2 && b.calls == 2)
+        #expect(outcome.attempts.map(\.calledProvider) == [true, true])
+    }
+
     @Test func onlyFailuresNoQueryCouldAvoidStartAPause() {
         let everyQuery: [ProviderFailure] = [.timeout, .transport, .httpStatus(401, retryAfter: nil), .httpStatus(403, retryAfter: nil),
                                              .httpStatus(429, retryAfter: 5), .httpStatus(500, retryAfter: nil), .httpStatus(503, retryAfter: nil)]

@@ -32,7 +32,8 @@ public struct ProviderChain: Sendable {
     /// A provider in a pause is skipped without a call (`.coolingDown`) and stands for its last
     /// failure: if it is the last provider and that failure was a timeout, the chain times out.
     /// A pause starts when the failed call ends (`clock`, read after each call; a 4 s timeout must
-    /// not use up a pause of 1, 2 or 4 s before it begins), not at `now`, the request's time.
+    /// not use up a pause of 1, 2 or 4 s before it begins), not at `now`, the request's time, and
+    /// whether one is running is also asked of `clock`, as the providers before may have taken long.
     /// A failed outcome carries `retryAfter` when a pause is running: the seconds from the end of
     /// this fetch until the first of the providers that could serve the query is called again.
     public func fetch(
@@ -47,7 +48,8 @@ public struct ProviderChain: Sendable {
                 continue
             }
             tried.append(provider.name)
-            if let pause = cooldowns.pause(of: provider.name, now: now) {
+            // The clock, not `now`: an earlier provider's call may have taken seconds.
+            if let pause = cooldowns.pause(of: provider.name, now: cooldowns.longest > 0 ? clock.now() : now) {
                 attempts.append(ProviderAttempt(provider: provider.name, failure: .coolingDown, calledProvider: false))
                 lastFailure = pause.failure
                 continue
@@ -72,7 +74,7 @@ public struct ProviderChain: Sendable {
     }
 }
 
-/// A clock that always says the same time: for a chain without pauses, which never reads it.
+/// A clock that always says the same time: for a chain without pauses, where its time is unused.
 private struct FixedClock: Clock {
     let time: Timestamp
     init(_ time: Timestamp) { self.time = time }
