@@ -56,13 +56,16 @@ public enum FastCGIServer {
         makeBlocking(listenFD)
         let timed = setReceiveTimeout(listenFD, seconds: max(0, idleSeconds)) && idleSeconds > 0
         // A TCP connection inherits the listener's timeout (a Unix socket's does not): it is
-        // cleared on each accepted one, so a request's body is read as before.
-        let clearInherited = timed && isTCP(listenFD)
+        // cleared on each accepted one, so a request's body is read as before. Also without a
+        // timeout of our own: workers sharing the socket may run with different settings.
+        let clearInherited = isTCP(listenFD)
         var served = 0
         while shutdownRequested == 0 {
             let accepted = FCGX_Accept_r(&request)
-            if timed && (accepted == -EAGAIN || accepted == -EWOULDBLOCK) {
-                idle()
+            // No request for the timeout: ours, or one another worker on the same socket set
+            // (workers started with different settings share it; the last to start sets it).
+            if accepted == -EAGAIN || accepted == -EWOULDBLOCK {
+                if timed { idle() }
                 continue
             }
             // With a receive timeout, Linux does not restart an accept interrupted by any signal,

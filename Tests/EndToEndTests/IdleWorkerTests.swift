@@ -36,18 +36,11 @@ import Glibc
             stderr: directory.appendingPathComponent("app.log").path)
         defer { app.stop() }
 
-        let body = Array(#"{"platform":"ios","appVersion":"1.0","installationId":"0F0E0D0C-0B0A-4908-8706-050403020100"}"#.utf8)
-        let params = ["REQUEST_METHOD": "POST", "REQUEST_URI": "/v1/weather/session", "REMOTE_ADDR": "127.0.0.1",
-                      "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": "\(body.count)"]
-        var answer = ""
-        #expect(waitUntil(timeout: 10) {
-            answer = (try? FastCGIExchange.run(port: port, params: params, body: body, pauseBeforeBody: 0)) ?? ""
-            return !answer.isEmpty
-        }, "the worker never answered on \(port)")
+        let answer = FastCGIExchange.firstCreation(port: port)
         #expect(answer.hasPrefix("Status: 201"), "\(answer.prefix(200))")
 
         // Idle past the timeout at least once, then a request whose body comes 1.5 s after its head.
-        let late = try FastCGIExchange.run(port: port, params: params, body: body, pauseBeforeBody: 1.5)
+        let late = try FastCGIExchange.creation(port: port, pauseBeforeBody: 1.5)
         #expect(late.hasPrefix("Status: 201"), "\(late.prefix(200))")
         #expect(app.isRunning)
     }
@@ -103,9 +96,75 @@ extension IdleWorkerTests {
     }
 }
 
+extension IdleWorkerTests {
+    /// Workers on one socket may run with different settings; the last to start sets the
+    /// socket's timeout. A worker with `WEATHER_FLUSH_INTERVAL=0` that meets a sibling's timeout
+    /// must wait on (it exited), and over TCP clear what its connections inherit.
+    @Test func aWorkerWithoutATimeoutCarriesOnWhenASiblingSetsOne() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cw-sib-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let port = freePort()
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(listener >= 0)
+        defer { close(listener) }
+        var yes: Int32 = 1
+        setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
+        var address = FastCGIExchange.loopback(port)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        try #require(bound == 0 && listen(listener, 16) == 0)
+
+        let app = try ChildProcess(
+            "\(binDirectory)/weather-fcgi", [],
+            environment: ["WEATHER_DB_PATH": directory.appendingPathComponent("w.sqlite3").path, "WEATHER_FLUSH_INTERVAL": "0"],
+            stderr: directory.appendingPathComponent("app.log").path, stdin: listener)
+        defer { app.stop() }
+        #expect(FastCGIExchange.firstCreation(port: port).hasPrefix("Status: 201"))
+
+        // A sibling starting with WEATHER_FLUSH_INTERVAL=1 sets this on the shared socket.
+        var sibling = timeval(tv_sec: 1, tv_usec: 0)
+        setsockopt(listener, SOL_SOCKET, SO_RCVTIMEO, &sibling, socklen_t(MemoryLayout<timeval>.size))
+        // The worker's next accept runs with it; its connection inherits it too.
+        let late = try FastCGIExchange.creation(port: port, pauseBeforeBody: 1.5)
+        #expect(late.hasPrefix("Status: 201"), "\(late.prefix(200))")
+        let ended = waitUntil(timeout: 2.5) { !app.isRunning }
+        #expect(!ended, "the worker ended on its sibling's timeout")
+    }
+}
+
 /// Just enough of the FastCGI protocol to send one responder request to a worker directly (no web
 /// server in between, so the test decides when the body arrives) and read its STDOUT.
 enum FastCGIExchange {
+    /// A session creation (a new installation id each time), its body `pauseBeforeBody` seconds
+    /// after its head.
+    static func creation(port: Int, pauseBeforeBody: Double) throws -> String {
+        let body = Array("{\"platform\":\"ios\",\"appVersion\":\"1.0\",\"installationId\":\"\(UUID().uuidString)\"}".utf8)
+        let params = ["REQUEST_METHOD": "POST", "REQUEST_URI": "/v1/weather/session", "REMOTE_ADDR": "127.0.0.1",
+                      "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": "\(body.count)"]
+        return try run(port: port, params: params, body: body, pauseBeforeBody: pauseBeforeBody)
+    }
+
+    /// The first creation answered by a worker that is starting: tried until it answers (10 s).
+    static func firstCreation(port: Int) -> String {
+        var answer = ""
+        _ = waitUntil(timeout: 10) {
+            answer = (try? creation(port: port, pauseBeforeBody: 0)) ?? ""
+            return !answer.isEmpty
+        }
+        return answer
+    }
+
+    /// 127.0.0.1:`port`.
+    static func loopback(_ port: Int) -> sockaddr_in {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        return address
+    }
+
     static func record(_ type: UInt8, _ content: [UInt8]) -> [UInt8] {
         [1, type, 0, 1, UInt8(content.count >> 8), UInt8(content.count & 0xFF), 0, 0] + content
     }
@@ -120,10 +179,7 @@ enum FastCGIExchange {
         defer { close(fd) }
         var timeout = timeval(tv_sec: 10, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        var addr = loopback(port)
         let connected = withUnsafePointer(to: &addr) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }

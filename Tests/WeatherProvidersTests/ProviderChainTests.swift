@@ -167,7 +167,7 @@ final class StubProvider: WeatherProvider, @unchecked Sendable {
     }
 
     /// A 4 s timeout must not use up a pause of 1, 2 or 4 s before it begins: the pause and the
-    /// answer's `retryAfter` count from the end of the failed call, not the request's start.
+    /// answer's `retryAfter` count from the end of the fetch, not the request's start.
     @Test func aPauseStartsWhenTheFailedCallEnds() {
         let a = StubProvider("a", .failure(.timeout))
         var chain = PausingChain([a])
@@ -257,6 +257,32 @@ final class StubProvider: WeatherProvider, @unchecked Sendable {
         let again = chain.fetch(at: 0)
         #expect(notCovering.calls == 2 && b.calls == 1)
         #expect(again.retryAfter == 1)
+    }
+
+    /// Two providers timing out one after the other: both pauses start when the fetch ends, so
+    /// the next request skips both (counted from each call's end, Caiyun's 1 s pause was used up
+    /// by Visual Crossing's 4 s timeout and the next request waited for both again).
+    @Test func pausesStartWhenTheWholeFetchEnds() {
+        let a = StubProvider("a", .failure(.timeout)), b = StubProvider("b", .failure(.timeout))
+        var chain = PausingChain([a, b])
+        let clock = chain.clock
+        a.duringCall = { clock.current = clock.current.adding(seconds: 4) }
+        b.duringCall = { clock.current = clock.current.adding(seconds: 4) }
+        let first = chain.fetch(at: 0)  // ends at 8: both paused until 9
+        #expect(first.retryAfter == 1)
+        let next = chain.fetch(at: 8)
+        #expect(a.calls == 1 && b.calls == 1, "the request right after the fetch called a provider again")
+        #expect(next.result == .failure(.timeout) && next.retryAfter == 1)
+    }
+
+    /// A clock set back (NTP, `date`) must not make a pause outlast the setting.
+    @Test func aPauseNeverOutlastsTheLongestWhenTheClockGoesBack() {
+        var cooldowns = ProviderCooldowns(longest: 30)
+        cooldowns.failed("a", .httpStatus(429, retryAfter: 30), now: fixtureNow)
+        #expect(cooldowns.pause(of: "a", now: fixtureNow.adding(seconds: 29)) != nil)
+        #expect(cooldowns.pause(of: "a", now: fixtureNow) != nil)
+        #expect(cooldowns.pause(of: "a", now: fixtureNow.adding(seconds: -1)) == nil)
+        #expect(cooldowns.pause(of: "a", now: fixtureNow.adding(seconds: -600)) == nil)
     }
 
     /// Whether a later provider is still paused is decided when the chain reaches it, after the

@@ -846,7 +846,7 @@ let openAPIDocument = ##"""
         }
       },
       "ProviderError": {
-        "description": "Provider failure (`provider_error`). A provider that just failed in a way no request could avoid (timeout, no connection, key refused, 429, 5xx) is paused for this worker (1, 2, 4 … seconds, doubling with each failure in a row, up to `WEATHER_PROVIDER_COOLDOWN`, default 30; counted from the end of the failed call; a provider's `Retry-After`, on a 429 or a 5xx, lengthens the pause up to the same bound): during the pause the gateway answers at once with that provider's last failure (504 after a timeout, 502 otherwise) unless a stale copy is available, and `Retry-After` says when it will call the providers again.",
+        "description": "Provider failure (`provider_error`). A provider that just failed in a way no request could avoid (timeout, no connection, key refused, 429, 5xx) is paused for this worker (1, 2, 4 … seconds, doubling with each failure in a row, up to `WEATHER_PROVIDER_COOLDOWN`, default 30; counted from the end of the fetch that failed; a provider's `Retry-After`, on a 429 or a 5xx, lengthens the pause up to the same bound): during the pause the gateway answers at once with that provider's last failure (504 after a timeout, 502 otherwise) unless a stale copy is available, and `Retry-After` says when it will call the providers again.",
         "headers": {
           "X-Request-Id": {
             "$ref": "#/components/headers/X-Request-Id"
@@ -939,7 +939,7 @@ let openAPIDocument = ##"""
         }
       },
       "ProviderTimeout": {
-        "description": "Provider timeout (`provider_timeout`). A provider that just failed in a way no request could avoid (timeout, no connection, key refused, 429, 5xx) is paused for this worker (1, 2, 4 … seconds, doubling with each failure in a row, up to `WEATHER_PROVIDER_COOLDOWN`, default 30; counted from the end of the failed call; a provider's `Retry-After`, on a 429 or a 5xx, lengthens the pause up to the same bound): during the pause the gateway answers at once with that provider's last failure (504 after a timeout, 502 otherwise) unless a stale copy is available, and `Retry-After` says when it will call the providers again.",
+        "description": "Provider timeout (`provider_timeout`). A provider that just failed in a way no request could avoid (timeout, no connection, key refused, 429, 5xx) is paused for this worker (1, 2, 4 … seconds, doubling with each failure in a row, up to `WEATHER_PROVIDER_COOLDOWN`, default 30; counted from the end of the fetch that failed; a provider's `Retry-After`, on a 429 or a 5xx, lengthens the pause up to the same bound): during the pause the gateway answers at once with that provider's last failure (504 after a timeout, 502 otherwise) unless a stale copy is available, and `Retry-After` says when it will call the providers again.",
         "headers": {
           "X-Request-Id": {
             "$ref": "#/components/headers/X-Request-Id"

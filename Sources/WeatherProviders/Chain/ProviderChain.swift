@@ -31,9 +31,11 @@ public struct ProviderChain: Sendable {
     ///
     /// A provider in a pause is skipped without a call (`.coolingDown`) and stands for its last
     /// failure: if it is the last provider and that failure was a timeout, the chain times out.
-    /// A pause starts when the failed call ends (`clock`, read after each call; a 4 s timeout must
-    /// not use up a pause of 1, 2 or 4 s before it begins), not at `now`, the request's time, and
-    /// whether one is running is also asked of `clock`, as the providers before may have taken long.
+    /// Pauses start when this fetch ends (`clock`, read then), not at `now`, the request's time,
+    /// nor when each call ended: the worker calls nobody before the fetch is over, and a pause of
+    /// 1, 2 or 4 s begun when Caiyun timed out would be used up by Visual Crossing's 4 s timeout.
+    /// Whether a provider is in a pause is also asked of `clock`, as the providers before it may
+    /// have taken long.
     /// A failed outcome carries `retryAfter` when a pause is running: the seconds from the end of
     /// this fetch until the first of the providers that could serve the query is called again.
     public func fetch(
@@ -42,6 +44,14 @@ public struct ProviderChain: Sendable {
         var attempts: [ProviderAttempt] = []
         var lastFailure: ProviderFailure?
         var tried: [String] = []
+        // Failures that pause their provider, recorded when the fetch ends.
+        var pausing: [(provider: String, failure: ProviderFailure)] = []
+        func recordPauses() -> Timestamp {
+            guard cooldowns.longest > 0 else { return now }
+            let ended = clock.now()
+            for p in pausing { cooldowns.failed(p.provider, p.failure, now: ended) }
+            return ended
+        }
         for provider in providers {
             guard provider.canCover(query, now: now) else {
                 attempts.append(ProviderAttempt(provider: provider.name, failure: .notCovered, calledProvider: false))
@@ -57,18 +67,19 @@ public struct ProviderChain: Sendable {
             do {
                 let report = try provider.fetch(query, at: point, now: now)
                 cooldowns.succeeded(provider.name)
+                _ = recordPauses()
                 attempts.append(ProviderAttempt(provider: provider.name, failure: nil, calledProvider: true))
                 return ChainOutcome(result: .success(report), attempts: attempts)
             } catch {
                 // Only a failure no query could avoid pauses the provider: what one client asks
                 // must not stop the gateway asking it for everyone.
-                if provider.failsEveryQuery(error) { cooldowns.failed(provider.name, error, now: clock.now()) }
+                if provider.failsEveryQuery(error) { pausing.append((provider.name, error)) }
                 attempts.append(ProviderAttempt(provider: provider.name, failure: error, calledProvider: true))
                 lastFailure = error
             }
         }
         let failure: ProviderFailure = lastFailure == .timeout ? .timeout : .providerError
-        let ended = cooldowns.longest > 0 ? clock.now() : now
+        let ended = recordPauses()
         let resumes = tried.compactMap { cooldowns.pause(of: $0, now: ended)?.until.seconds }.min()
         return ChainOutcome(result: .failure(failure), attempts: attempts, retryAfter: resumes.map { max(1, $0 - ended.seconds) })
     }

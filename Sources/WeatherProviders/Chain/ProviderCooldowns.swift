@@ -30,9 +30,11 @@ public struct ProviderCooldowns: Sendable, Equatable {
         self.longest = max(0, longest)
     }
 
-    /// The provider's pause when one is running at `now`.
+    /// The provider's pause when one is running at `now`. A pause that would end more than
+    /// `longest` seconds after `now` has ended: the clock went back (an NTP step, an operator's
+    /// `date`), and a pause must never outlast the setting.
     public func pause(of provider: String, now: Timestamp) -> Entry? {
-        guard let entry = entries[provider], now < entry.until else { return nil }
+        guard let entry = entries[provider], now < entry.until, entry.until.seconds - now.seconds <= longest else { return nil }
         return entry
     }
 
