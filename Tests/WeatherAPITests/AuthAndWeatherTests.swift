@@ -210,6 +210,19 @@ import WeatherProviders
     }
 }
 
+extension WeatherCounterTests {
+    /// A clock set back (NTP, an operator's `date`) must not hold the counters until it has
+    /// caught up again: the next chance to flush writes them.
+    @Test func aClockSetBackDoesNotHoldTheCounters() throws {
+        let t = try TestGateway { $0.flushInterval = 60 }
+        _ = t.createSession()
+        #expect(try t.store.db.scalarInt("SELECT count(*) FROM weather_counters") == 0, "nothing written before the flush interval")
+        t.clock.advance(-600)
+        t.gateway.afterResponse()
+        #expect(try t.store.db.scalarInt("SELECT coalesce(sum(value), 0) FROM weather_counters WHERE name = 'sessions.created'") == 1)
+    }
+}
+
 /// Workers keep the grants they looked up until any process revokes something (the revocation
 /// generation on the shared `-writer` page), so revocation still takes effect at once everywhere.
 @Suite struct GrantCacheTests {

@@ -25,7 +25,9 @@ public final class Metrics {
     /// batch for the next try: counts are never dropped for a momentary lock.
     public func flushIfDue(to store: any GatewayStore, now: Timestamp, force: Bool = false) {
         if lastFlush == nil { lastFlush = now }
-        guard force || now.seconds - (lastFlush?.seconds ?? 0) >= flushInterval else {
+        let since = now.seconds - (lastFlush?.seconds ?? 0)
+        // A clock set back (since < 0) flushes now rather than after it has caught up again.
+        guard force || since >= flushInterval || since < 0 else {
             if touchBacklog { touchSomeSessions(store) }
             return
         }
