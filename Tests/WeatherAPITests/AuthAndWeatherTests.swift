@@ -364,12 +364,18 @@ extension WeatherCounterTests {
         }
     }
 
-    @Test func aFailingProviderIsNotCalledAgainDuringItsPauseAndTheAnswerSaysWhenToRetry() throws {
+    /// A gateway on the production source with one scripted provider (failing with a 503 until
+    /// told otherwise) on the test's clock, and a session's access token.
+    func paused(cooldown: Int64) throws -> (ScriptedProvider, TestGateway, String?) {
         let provider = ScriptedProvider()
-        let source = ChainWeatherSource(chain: ProviderChain([provider]), timeout: 1, cooldown: 30)
+        let source = ChainWeatherSource(chain: ProviderChain([provider]), timeout: 1, cooldown: cooldown)
         let t = try TestGateway(weather: source)
         source.clock = t.clock
-        let token = t.createSession()["weatherAccessToken"] as? String
+        return (provider, t, t.createSession()["weatherAccessToken"] as? String)
+    }
+
+    @Test func aFailingProviderIsNotCalledAgainDuringItsPauseAndTheAnswerSaysWhenToRetry() throws {
+        let (provider, t, token) = try paused(cooldown: 30)
 
         let first = t.weather(token: token)
         #expect(first.status == 502 && first.errorCode == "provider_error")
@@ -402,12 +408,26 @@ extension WeatherCounterTests {
         #expect(provider.calls == 5)
     }
 
+    /// While its providers are paused, a worker answers a cell another worker is fetching at
+    /// once, instead of waiting out that fetch (up to timeout × providers + 1 s, then 504).
+    @Test func aPausedWorkerDoesNotWaitForAnotherWorkersFetch() throws {
+        let (provider, t, token) = try paused(cooldown: 30)
+        #expect(t.weather(token: token).status == 502)  // the pause begins
+
+        // Another worker holds the fetch lock of a new cell for the next minute (of the system
+        // clock, which a waiter's polling reads).
+        let key = "\(GridPoint.snapping(lat: 40, lon: 116, degrees: t.config.gridDegrees).key)|\(WeatherQuery.forecast(days: 7).cacheKind)"
+        #expect(try t.store.acquireFetchLock(key: key, owner: "another-worker", now: t.clock.now(), until: Timestamp.systemNow().adding(seconds: 60)))
+        let started = Date()
+        let answer = t.weather(token: token, query: "lat=40&lon=116")
+        #expect(Date().timeIntervalSince(started) < 0.5, "waited for the other worker's fetch")
+        #expect(answer.status == 502 && answer.errorCode == "provider_error" && answer.headers["retry-after"] == "1")
+        #expect(t.log.lines.last?.contains(" providers=caiyun:cooling_down") == true)
+        #expect(provider.calls == 1)
+    }
+
     @Test func noPauseWhenTheCooldownIsOff() throws {
-        let provider = ScriptedProvider()
-        let source = ChainWeatherSource(chain: ProviderChain([provider]), timeout: 1, cooldown: 0)
-        let t = try TestGateway(weather: source)
-        source.clock = t.clock
-        let token = t.createSession()["weatherAccessToken"] as? String
+        let (provider, t, token) = try paused(cooldown: 0)
         let first = t.weather(token: token)
         #expect(first.status == 502 && first.headers["retry-after"] == nil)
         #expect(t.weather(token: token).status == 502)

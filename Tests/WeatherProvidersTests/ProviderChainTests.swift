@@ -298,6 +298,26 @@ final class StubProvider: WeatherProvider, @unchecked Sendable {
         #expect(outcome.attempts.map(\.calledProvider) == [true, true])
     }
 
+    /// `pausedOutcome`: an answer without a call only when every provider that could serve the
+    /// query is paused; skips for dates do not count; nothing with pauses off.
+    @Test func aPausedOutcomeOnlyWhenEveryProviderThatCouldServeIsPaused() {
+        let a = StubProvider("a", .failure(.timeout)), b = StubProvider("b", .failure(.transport)), far = StubProvider("far", covers: false)
+        var chain = PausingChain([a, far, b])
+        let now = fixtureNow
+        #expect(chain.chain.pausedOutcome(.forecast(days: 7), now: now, cooldowns: chain.cooldowns) == nil, "nothing paused yet")
+        chain.cooldowns.failed("a", .timeout, now: now)
+        #expect(chain.chain.pausedOutcome(.forecast(days: 7), now: now, cooldowns: chain.cooldowns) == nil, "b would be called")
+        chain.cooldowns.failed("b", .httpStatus(503, retryAfter: 5), now: now)
+        let paused = chain.chain.pausedOutcome(.forecast(days: 7), now: now, cooldowns: chain.cooldowns)
+        #expect(paused?.result == .failure(.providerError))  // b, the last that could serve, failed with a 503
+        #expect(paused?.retryAfter == 1)                     // a's pause ends first
+        #expect(paused?.attempts.map(\.failure) == [.coolingDown, .notCovered, .coolingDown])
+        #expect(paused?.providerCalls == 0)
+        #expect(chain.chain.pausedOutcome(.forecast(days: 7), now: now.adding(seconds: 1), cooldowns: chain.cooldowns) == nil, "a's pause is over")
+        #expect(a.calls == 0 && b.calls == 0 && far.calls == 0)
+        #expect(ProviderChain([a]).pausedOutcome(.forecast(days: 7), now: now, cooldowns: ProviderCooldowns(longest: 0)) == nil)
+    }
+
     @Test func onlyFailuresNoQueryCouldAvoidStartAPause() {
         let everyQuery: [ProviderFailure] = [.timeout, .transport, .httpStatus(401, retryAfter: nil), .httpStatus(403, retryAfter: nil),
                                              .httpStatus(429, retryAfter: 5), .httpStatus(500, retryAfter: nil), .httpStatus(503, retryAfter: nil)]

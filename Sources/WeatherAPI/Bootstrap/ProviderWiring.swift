@@ -44,7 +44,15 @@ final class ChainWeatherSource: WeatherSource {
     var worstCaseSeconds: Double { timeout * Double(max(1, chain.providers.count)) }
 
     func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) -> WeatherFetch {
-        let outcome = chain.fetch(query, at: point, now: now, cooldowns: &cooldowns, clock: clock)
+        Self.weatherFetch(chain.fetch(query, at: point, now: now, cooldowns: &cooldowns, clock: clock))
+    }
+
+    func pausedFetch(_ query: WeatherQuery, now: Timestamp) -> WeatherFetch? {
+        chain.pausedOutcome(query, now: clock.now(), cooldowns: cooldowns).map(Self.weatherFetch)
+    }
+
+    /// The chain's outcome in the handler's terms: calls for the counters, the log trail.
+    static func weatherFetch(_ outcome: ChainOutcome) -> WeatherFetch {
         let attempts = outcome.attempts.filter(\.calledProvider).map { (provider: $0.provider, failed: !$0.succeeded) }
         let trail = outcome.attempts.map { "\($0.provider):\($0.failure?.code ?? "ok")" }.joined(separator: ",")
         switch outcome.result {

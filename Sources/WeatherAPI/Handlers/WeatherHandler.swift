@@ -79,6 +79,13 @@ final class WeatherHandler {
             if let cached { return (cached.body, "stale") }
             throw HTTPError(status: 503, code: "provider_not_configured", message: "no weather provider is configured on this gateway")
         }
+        // Every provider in a pause after failing: the answer a fetch would give, at once, without
+        // the fetch lock's two writes or waiting for another worker's fetch.
+        if let paused = source.pausedFetch(query, now: now) {
+            context.providers = paused.trail
+            if let cached { return (cached.body, "stale") }
+            throw Self.failure(of: paused)
+        }
         let budget = source.worstCaseSeconds + 1
         let acquired: Bool
         do {
@@ -108,12 +115,18 @@ final class WeatherHandler {
                 // The answer is good even if it could not be cached.
             }
             return (body, "miss")
-        case .failure(let failure):
+        case .failure:
             if let cached { return (cached.body, "stale") }
-            var error: HTTPError = failure == .timeout ? .providerTimeout : .providerError
-            if let retryAfter = fetched.retryAfter { error.headers["Retry-After"] = "\(retryAfter)" }
-            throw error
+            throw Self.failure(of: fetched)
         }
+    }
+
+    /// 504 `provider_timeout` or 502 `provider_error` for a failed fetch, with `Retry-After` while
+    /// a provider is in a pause.
+    static func failure(of fetched: WeatherFetch) -> HTTPError {
+        var error: HTTPError = if case .failure(.timeout) = fetched.result { .providerTimeout } else { .providerError }
+        if let retryAfter = fetched.retryAfter { error.headers["Retry-After"] = "\(retryAfter)" }
+        return error
     }
 
     /// Polls the cache while another worker fetches; gives up after that worker's time budget.

@@ -7,6 +7,14 @@ public protocol WeatherSource {
     /// Longest time one `fetch` may take, in seconds (every provider's timeout together).
     var worstCaseSeconds: Double { get }
     func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) -> WeatherFetch
+    /// The failed fetch `fetch` would return without calling anyone, because every provider that
+    /// could serve `query` is in a pause after failing; `nil` when a call would be made.
+    func pausedFetch(_ query: WeatherQuery, now: Timestamp) -> WeatherFetch?
+}
+
+extension WeatherSource {
+    /// Sources without pauses always call.
+    public func pausedFetch(_ query: WeatherQuery, now: Timestamp) -> WeatherFetch? { nil }
 }
 
 /// The outcome of asking the providers, with every call made, for the counters.

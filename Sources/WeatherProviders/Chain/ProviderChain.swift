@@ -85,6 +85,32 @@ public struct ProviderChain: Sendable {
     }
 }
 
+extension ProviderChain {
+    /// What `fetch` would answer without calling anyone, when every provider that could serve
+    /// `query` is in a pause at `now`: the last one's failure and the seconds until the first
+    /// pause ends. `nil` when some provider would be called (or none could serve the query), so
+    /// the caller fetches as usual. Lets a worker answer an outage without taking a fetch lock.
+    public func pausedOutcome(_ query: WeatherQuery, now: Timestamp, cooldowns: ProviderCooldowns) -> ChainOutcome? {
+        guard cooldowns.longest > 0 else { return nil }
+        var attempts: [ProviderAttempt] = []
+        var last: ProviderFailure?
+        var resumes = Int64.max
+        for provider in providers {
+            guard provider.canCover(query, now: now) else {
+                attempts.append(ProviderAttempt(provider: provider.name, failure: .notCovered, calledProvider: false))
+                continue
+            }
+            guard let pause = cooldowns.pause(of: provider.name, now: now) else { return nil }
+            attempts.append(ProviderAttempt(provider: provider.name, failure: .coolingDown, calledProvider: false))
+            last = pause.failure
+            resumes = min(resumes, pause.until.seconds)
+        }
+        guard let last else { return nil }
+        return ChainOutcome(result: .failure(last == .timeout ? .timeout : .providerError), attempts: attempts,
+                            retryAfter: max(1, resumes - now.seconds))
+    }
+}
+
 /// A clock that always says the same time: for a chain without pauses, where its time is unused.
 private struct FixedClock: Clock {
     let time: Timestamp
