@@ -30,7 +30,7 @@ final class ChainWeatherSource: WeatherSource {
     let chain: ProviderChain
     let timeout: Double
     private var cooldowns: ProviderCooldowns
-    /// Read after each provider call: a pause starts when the failed call ends.
+    /// The pauses' clock: read when a fetch ends (a pause starts then) and to ask whether one runs.
     var clock: any Clock
 
     init(chain: ProviderChain, timeout: Double, cooldown: Int64, clock: any Clock = SystemClock()) {
@@ -48,6 +48,7 @@ final class ChainWeatherSource: WeatherSource {
     }
 
     func pausedFetch(_ query: WeatherQuery, now: Timestamp) -> WeatherFetch? {
+        // The pauses were recorded on `clock`; the request's `now` may be some seconds older.
         chain.pausedOutcome(query, now: clock.now(), cooldowns: cooldowns).map(Self.weatherFetch)
     }
 

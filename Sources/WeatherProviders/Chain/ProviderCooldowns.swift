@@ -2,14 +2,16 @@ import WeatherCore
 
 /// A worker's memory of failing providers: after a call fails in a way no query could avoid
 /// (`WeatherProvider.failsEveryQuery`: timeout, no connection, key refused, 429, 5xx) the
-/// provider is skipped for a pause, so an outage costs each worker a few calls a minute instead of one per uncached request
-/// (and a provider answering 429 is not asked again before its `Retry-After`).
+/// provider is skipped for a pause, so an outage costs each worker a few calls a minute instead
+/// of one per uncached request (and a provider answering 429 is not asked again before its
+/// `Retry-After`).
 ///
 /// The pause doubles with each failure in a row, 1, 2, 4, ... seconds, up to `longest`
-/// (`WEATHER_PROVIDER_COOLDOWN`); a `Retry-After` on the provider's answer (a 429, or a 503 that
+/// (`WEATHER_PROVIDER_COOLDOWN`); a `Retry-After` on the provider's answer (a 429, or a 5xx that
 /// sends one) lengthens it, up to `longest` as well. One success forgets the failures. Times are
-/// the gateway clock's whole seconds, so a pause of 1 s ends when the next second begins. When a pause ends, the next request in this worker calls the
-/// provider again: that call decides whether the pause starts over, longer, or ends.
+/// the clock's whole seconds, so a pause of 1 s ends when the next second begins. When a pause
+/// ends, the next request in this worker calls the provider again: that call decides whether the
+/// pause starts over, longer, or ends.
 ///
 /// Kept per worker, in memory: nothing is written, and nothing is shared between workers. With
 /// N workers a dead provider sees at most N calls per pause. `longest == 0` turns it off.
