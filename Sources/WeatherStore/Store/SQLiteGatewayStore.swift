@@ -253,7 +253,7 @@ public final class SQLiteGatewayStore: GatewayStore {
             var taken: [(key: String, units: Int, tat: Int64)] = []
             for (i, b) in buckets.enumerated() {
                 guard b.quota.isEnabled else { taken.append((b.key, 1, 0)); continue }
-                let tat = try db.scalarInt("SELECT tat_ms FROM weather_rate_limits WHERE bucket_key = ?1", [.text(b.key)])
+                let tat = try storedTAT(b.key)
                 let t = GCRA.take(tat: tat, nowMs: nowMs, quota: b.quota, upTo: 1 + (i < extra.count ? max(0, extra[i]) : 0))
                 guard t.granted > 0 else {
                     // Retry-After is the longest wait of every bucket that refuses: a client told
@@ -261,7 +261,7 @@ public final class SQLiteGatewayStore: GatewayStore {
                     // promises the request then passes). Buckets before this one had room.
                     var wait = (retryAfter: t.retryAfter, bucket: b.key)
                     for later in buckets[(i + 1)...] where later.quota.isEnabled {
-                        let laterTAT = try db.scalarInt("SELECT tat_ms FROM weather_rate_limits WHERE bucket_key = ?1", [.text(later.key)])
+                        let laterTAT = try storedTAT(later.key)
                         let u = GCRA.take(tat: laterTAT, nowMs: nowMs, quota: later.quota, upTo: 1)
                         if u.granted == 0, u.retryAfter > wait.retryAfter { wait = (u.retryAfter, later.key) }
                     }
@@ -278,12 +278,17 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
+    /// A bucket's theoretical arrival time (GCRA), nil before its first take.
+    private func storedTAT(_ key: String) throws(DatabaseError) -> Int64? {
+        try db.scalarInt("SELECT tat_ms FROM weather_rate_limits WHERE bucket_key = ?1", [.text(key)])
+    }
+
     public func giveBack(_ leftovers: [(bucket: LimitBucket, units: Int)], nowMs: Int64) throws(StoreError) {
         let returns = leftovers.filter { $0.units > 0 && $0.bucket.quota.isEnabled }
         guard !returns.isEmpty else { return }
         try write {
             for r in returns {
-                guard let tat = try db.scalarInt("SELECT tat_ms FROM weather_rate_limits WHERE bucket_key = ?1", [.text(r.bucket.key)]) else { continue }
+                guard let tat = try storedTAT(r.bucket.key) else { continue }
                 try db.run(
                     "UPDATE weather_rate_limits SET tat_ms = ?2 WHERE bucket_key = ?1",
                     [.text(r.bucket.key), .int(GCRA.giveBack(tat: tat, units: r.units, nowMs: nowMs, quota: r.bucket.quota))])

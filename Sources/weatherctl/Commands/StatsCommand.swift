@@ -15,10 +15,10 @@ enum StatsCommand {
             Periods are UTC and include the current, unfinished one. Columns: requests answered by
             authMode (weather_session, weather_token), sessions created, refreshes (including
             idempotent retries), 401 and 429 responses, cache hits, misses and stale answers and
-            the hit ratio (hit / (hit + miss + stale)), and provider calls and errors. Workers flush counters every
-            WEATHER_FLUSH_INTERVAL seconds (a quiet one after that long without a request), so the
-            newest seconds may be missing. --json adds
-            the per-provider and per-limit (limited.<name>) breakdowns to every period.
+            the hit ratio (hit / (hit + miss + stale)), and provider calls and errors. Workers
+            flush counters every WEATHER_FLUSH_INTERVAL seconds (a quiet one after that long
+            without a request), so the newest seconds may be missing. --json adds the per-provider
+            and per-limit (limited.<name>) breakdowns to every period.
             """,
         run: run)
 
