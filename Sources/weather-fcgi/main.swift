@@ -57,7 +57,7 @@ func makeGateway() throws -> Gateway {
     let key = try Bootstrap.hashKey(for: config)
     return Gateway(
         config: config, store: store, hashKey: key, clock: SystemClock(), log: StandardErrorLog(),
-        weather: try ProviderWiring.source(for: config), requestIdPrefix: "w\(getpid())")
+        weather: try ProviderWiring.source(for: config, pauses: store.providerPauses), requestIdPrefix: "w\(getpid())")
 }
 
 /// Serves until SIGTERM or recycling; returns the exit status.

@@ -347,6 +347,28 @@ extension WeatherCounterTests {
                                           fetchEnded: { () throws(StoreError) -> Bool in false })
         }
     }
+
+    /// Once every provider is in a pause (the other worker's fetch failed, or will find them
+    /// paused), the waiter answers with that failure and its `Retry-After` at once: while the
+    /// other fetch still runs, and when it ended with nothing stored.
+    @Test func aPauseEndsTheWaitWithItsOwnAnswer() {
+        var paused = HTTPError.providerTimeout
+        paused.headers["Retry-After"] = "4"
+        var polls = 0, probes = 0, pausedNow = false
+        #expect(throws: paused) {
+            try WeatherHandler.awaitFetch(pollAgain: { polls += 1; if polls == 3 { pausedNow = true }; return polls < 100 },
+                                          freshBody: { () throws(StoreError) -> [UInt8]? in nil },
+                                          fetchEnded: { () throws(StoreError) -> Bool in probes += 1; return false },
+                                          paused: { pausedNow ? paused : nil })
+        }
+        #expect(polls == 3 && probes == 2, "the wait went on after the pause began")
+        var ended = false
+        #expect(throws: paused) {
+            try WeatherHandler.awaitFetch(pollAgain: { true }, freshBody: { () throws(StoreError) -> [UInt8]? in nil },
+                                          fetchEnded: { () throws(StoreError) -> Bool in ended = true; return true },
+                                          paused: { ended ? paused : nil })
+        }
+    }
 }
 
 /// The production source (the provider chain) with a provider that fails: the worker stops
@@ -424,6 +446,74 @@ extension WeatherCounterTests {
         #expect(answer.status == 502 && answer.errorCode == "provider_error" && answer.headers["retry-after"] == "1")
         #expect(t.log.lines.last?.contains(" providers=caiyun:cooling_down") == true)
         #expect(provider.calls == 1)
+    }
+
+    /// Two workers wired as in production: pauses on the store's `-writer` page, shared. Each
+    /// worker's provider counts its own calls; the sources are on the test's clock.
+    func twoWorkers() throws -> (ScriptedProvider, ScriptedProvider, TestGateway, TestGateway, ChainWeatherSource, String?) {
+        var sources: [ChainWeatherSource] = []
+        func wired(_ provider: ScriptedProvider) -> (SQLiteGatewayStore) -> any WeatherSource {
+            { store in
+                let source = ChainWeatherSource(chain: ProviderChain([provider]), timeout: 1, cooldown: 30, pauses: store.providerPauses)
+                sources.append(source)
+                return source
+            }
+        }
+        let p1 = ScriptedProvider(), p2 = ScriptedProvider()
+        let t1 = try TestGateway(weatherOn: wired(p1))
+        let t2 = try TestGateway(workerBeside: t1, weatherOn: wired(p2))
+        for source in sources { source.clock = t1.clock }
+        return (p1, p2, t1, t2, sources[0], t1.createSession()["weatherAccessToken"] as? String)
+    }
+
+    /// A provider one worker found failing is not called by the next worker either: it answers
+    /// at once with the same `Retry-After`, and failures in a row count across workers.
+    @Test func aPauseOneWorkerStartsHoldsForTheOthers() throws {
+        let (p1, p2, t1, t2, _, token) = try twoWorkers()
+        let first = t1.weather(token: token)
+        #expect(first.status == 502 && first.headers["retry-after"] == "1")
+        let second = t2.weather(token: token)
+        #expect(second.status == 502 && second.headers["retry-after"] == "1")
+        #expect(t2.log.lines.last?.contains(" providers=caiyun:cooling_down") == true, "\(t2.log.lines.last ?? "")")
+        #expect(p1.calls == 1 && p2.calls == 0, "the second worker called the provider the first had just found failing")
+
+        t1.clock.advance(1)
+        #expect(t2.weather(token: token).headers["retry-after"] == "2")  // the second failure in a row
+        #expect(t1.weather(token: token).headers["retry-after"] == "2")
+        #expect(p1.calls == 1 && p2.calls == 1)
+
+        p1.failure = nil
+        p2.failure = nil
+        t1.clock.advance(2)
+        #expect(t1.weather(token: token).status == 200)
+        #expect(t2.weather(token: token, query: "lat=40&lon=116").status == 200, "one worker's success ended the pause for all")
+        #expect(p1.calls == 2 && p2.calls == 2)
+    }
+
+    /// A worker waiting for another worker's fetch of the same cell answers as soon as that fetch
+    /// pauses the providers, with its failure and `Retry-After`, instead of waiting out the
+    /// provider budget (1 s × 1 provider + 1 s here) for a 504 without one.
+    @Test func aWaiterAnswersAsSoonAsTheOtherWorkersFetchFails() throws {
+        let (p1, p2, t1, t2, source1, token) = try twoWorkers()
+        p1.failure = .timeout
+        let point = GridPoint.snapping(lat: 40, lon: 116, degrees: t1.config.gridDegrees)
+        let key = "\(point.key)|\(WeatherQuery.forecast(days: 7).cacheKind)"
+        #expect(try t1.store.acquireFetchLock(key: key, owner: "pid-1", now: t1.clock.now(), until: Timestamp.systemNow().adding(seconds: 60)))
+        // The first worker's fetch, failing while the second worker waits.
+        let now = t1.clock.now()
+        nonisolated(unsafe) let otherWorker = source1  // used by that thread only, until it ends
+        let fetching = Thread {
+            usleep(100_000)
+            _ = otherWorker.fetch(.forecast(days: 7), at: point, now: now)
+        }
+        fetching.start()
+        let started = Date()
+        let answer = t2.weather(token: token, query: "lat=40&lon=116")
+        #expect(Date().timeIntervalSince(started) < 1.5, "waited out the budget")
+        #expect(answer.status == 504 && answer.errorCode == "provider_timeout" && answer.headers["retry-after"] == "1")
+        #expect(t2.log.lines.last?.contains(" providers=caiyun:cooling_down") == true, "\(t2.log.lines.last ?? "")")
+        #expect(p1.calls == 1 && p2.calls == 0)
+        while !fetching.isFinished { usleep(1_000) }
     }
 
     @Test func noPauseWhenTheCooldownIsOff() throws {

@@ -47,17 +47,20 @@ final class TestGateway {
 
     /// Another worker process on the same database, configuration and clock (its own connection,
     /// limiter and caches), as `--workers 2` would run it.
-    init(workerBeside first: TestGateway) throws {
+    /// `weatherOn`: the weather routes' source, made for this worker's store, instead of `source`.
+    init(workerBeside first: TestGateway, weatherOn: ((SQLiteGatewayStore) -> any WeatherSource)? = nil) throws {
         directory = first.directory
         clock = first.clock
         config = first.config
         ownsDirectory = false
         store = try SQLiteGatewayStore(path: config.databasePath)
-        gateway = Gateway(config: config, store: store, hashKey: Self.hashKey, clock: clock, log: log, weather: source, requestIdPrefix: "t2")
+        gateway = Gateway(config: config, store: store, hashKey: Self.hashKey, clock: clock, log: log, weather: weatherOn?(store) ?? source, requestIdPrefix: "t2")
     }
 
-    /// `weather`: the weather routes' source instead of `source` (the fake).
-    init(weather: (any WeatherSource)? = nil, configure: (inout GatewayConfig) -> Void = { _ in }) throws {
+    /// `weather`: the weather routes' source instead of `source` (the fake); `weatherOn`: one
+    /// made for this worker's store.
+    init(weather: (any WeatherSource)? = nil, configure: (inout GatewayConfig) -> Void = { _ in },
+         weatherOn: ((SQLiteGatewayStore) -> any WeatherSource)? = nil) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("cw-api-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         var config = GatewayConfig(databasePath: directory.appendingPathComponent("w.sqlite3").path)
@@ -68,7 +71,7 @@ final class TestGateway {
         clock = ManualClock()
         ownsDirectory = true
         store = try SQLiteGatewayStore(path: config.databasePath)
-        gateway = Gateway(config: config, store: store, hashKey: Self.hashKey, clock: clock, log: log, weather: weather ?? source, requestIdPrefix: "t")
+        gateway = Gateway(config: config, store: store, hashKey: Self.hashKey, clock: clock, log: log, weather: weather ?? weatherOn?(store) ?? source, requestIdPrefix: "t")
     }
 
     deinit { if ownsDirectory { try? FileManager.default.removeItem(at: directory) } }

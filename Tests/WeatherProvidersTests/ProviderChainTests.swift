@@ -155,10 +155,10 @@ final class StubProvider: WeatherProvider, @unchecked Sendable {
     struct PausingChain {
         let chain: ProviderChain
         var cooldowns: ProviderCooldowns
-        let clock = SetClock()
-        init(_ providers: [any WeatherProvider], longest: Int64 = 30) {
+        var clock = SetClock()
+        init(_ providers: [any WeatherProvider], longest: Int64 = 30, board: (any ProviderPauseBoard)? = nil) {
             chain = ProviderChain(providers)
-            cooldowns = ProviderCooldowns(longest: longest)
+            cooldowns = ProviderCooldowns(longest: longest, board: board)
         }
         mutating func fetch(at second: Int64) -> ChainOutcome {
             clock.current = fixtureNow.adding(seconds: second)
@@ -273,6 +273,60 @@ final class StubProvider: WeatherProvider, @unchecked Sendable {
         let next = chain.fetch(at: 8)
         #expect(a.calls == 1 && b.calls == 1, "the request right after the fetch called a provider again")
         #expect(next.result == .failure(.timeout) && next.retryAfter == 1)
+    }
+
+    /// A board in memory with room for `room` providers, as the `-writer` page has for eight.
+    final class MemoryBoard: ProviderPauseBoard, @unchecked Sendable {
+        var records: [String: ProviderPause] = [:]
+        let room: Int
+        init(room: Int = 8) { self.room = room }
+        func pause(of provider: String) -> ProviderPause? { records[provider] }
+        func update(_ provider: String, _ change: (ProviderPause?) -> ProviderPause?) -> Bool {
+            guard records[provider] != nil || records.count < room else { return false }
+            records[provider] = change(records[provider])
+            return true
+        }
+    }
+
+    /// Two workers on one board: a provider one of them found failing is skipped by the other,
+    /// failures in a row count once whichever worker saw them, and a success by either ends the
+    /// pause for both. The failure a skipped provider stands for survives the board's encoding.
+    @Test func workersOnOneBoardShareThePauses() throws {
+        let board = MemoryBoard()
+        let a1 = StubProvider("a", .failure(.timeout)), a2 = StubProvider("a", .failure(.timeout))
+        var first = PausingChain([a1], board: board), second = PausingChain([a2], board: board)
+        second.clock = first.clock
+        #expect(first.fetch(at: 0).retryAfter == 1)
+        let skipped = second.fetch(at: 0)
+        #expect(a2.calls == 0, "the second worker called a provider the first had just found failing")
+        #expect(skipped.result == .failure(.timeout) && skipped.retryAfter == 1)
+        #expect(second.chain.pausedOutcome(.forecast(days: 7), now: fixtureNow, cooldowns: second.cooldowns)?.retryAfter == 1)
+        _ = second.fetch(at: 1)  // the second failure in a row, seen by the second worker: 2 s
+        #expect(a2.calls == 1 && board.records["a"]?.failures == 2)
+        #expect(first.fetch(at: 2).retryAfter == 1 && a1.calls == 1)
+        a1.answer = .success(())
+        #expect(try first.fetch(at: 3).result.get().provider == "a")
+        #expect(board.records["a"] == nil)
+        #expect(second.cooldowns.pause(of: "a", now: fixtureNow.adding(seconds: 3)) == nil)
+
+        for failure: ProviderFailure in [.timeout, .transport, .httpStatus(503, retryAfter: 7), .providerError, .unparseable] {
+            var cooldowns = ProviderCooldowns(longest: 30, board: MemoryBoard())
+            cooldowns.failed("a", failure, now: fixtureNow)
+            let kept: ProviderFailure = if case .httpStatus(let status, _) = failure { .httpStatus(status, retryAfter: nil) } else { failure }
+            #expect(cooldowns.pause(of: "a", now: fixtureNow)?.failure == kept)
+        }
+    }
+
+    /// A provider the board has no room for keeps its pauses in the worker's memory.
+    @Test func aProviderWithoutRoomOnTheBoardIsPausedPerWorker() {
+        let board = MemoryBoard(room: 0)
+        let a = StubProvider("a", .failure(.transport))
+        var chain = PausingChain([a], board: board)
+        _ = chain.fetch(at: 0)
+        #expect(chain.fetch(at: 0).retryAfter == 1 && a.calls == 1)
+        _ = chain.fetch(at: 1)
+        #expect(chain.cooldowns.pause(of: "a", now: fixtureNow.adding(seconds: 1))?.failures == 2)
+        #expect(board.records.isEmpty)
     }
 
     /// A clock set back (NTP, `date`) must not make a pause outlast the setting.

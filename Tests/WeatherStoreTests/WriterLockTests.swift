@@ -146,4 +146,43 @@ import WeatherCore
         a.db.waitForCheckpoints()
         #expect(a.db.checkpoints == 1)
     }
+
+    /// Provider pauses live on the page: what one worker records the other reads, one atomic
+    /// word per provider; a ninth provider finds no room; another boot's pauses are forgotten.
+    @Test func workersShareProviderPausesOnThePage() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-pause-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let path = dir.appendingPathComponent("w.sqlite3").path
+        let a = try #require(try SQLiteGatewayStore(path: path).providerPauses)
+        let b = try #require(try SQLiteGatewayStore(path: path).providerPauses)
+        #expect(b.pause(of: "caiyun") == nil)
+        let pause = ProviderPause(failures: 3, until: Timestamp(seconds: 1_796_000_000), failure: 3 | 503 << 8)
+        var seen: ProviderPause? = pause
+        #expect(a.update("caiyun") { seen = $0; return pause })
+        #expect(seen == nil)
+        #expect(b.pause(of: "caiyun") == pause)
+        #expect(b.pause(of: "visualcrossing") == nil)
+        #expect(b.update("caiyun") { previous in previous.map { ProviderPause(failures: $0.failures + 1, until: $0.until, failure: 1) } })
+        #expect(a.pause(of: "caiyun")?.failures == 4 && a.pause(of: "caiyun")?.failure == 1)
+        #expect(a.update("caiyun") { _ in nil })
+        #expect(b.pause(of: "caiyun") == nil)
+
+        // Eight slots: caiyun's (still claimed) and seven more; a ninth name finds none.
+        for i in 1...7 { #expect(a.update("provider-\(i)") { _ in pause }) }
+        #expect(!a.update("provider-8") { _ in pause })
+        #expect(a.pause(of: "provider-8") == nil)
+        #expect(b.pause(of: "provider-7") == pause)
+
+        // Counts and times past what a word holds are clamped, not wrapped.
+        #expect(a.update("caiyun") { _ in ProviderPause(failures: 1_000, until: Timestamp(seconds: 1 << 40), failure: 2) })
+        #expect(b.pause(of: "caiyun") == ProviderPause(failures: 255, until: Timestamp(seconds: Int64(UInt32.max)), failure: 2))
+
+        // After a reboot the slots start empty.
+        let fd = open(path + "-writer", O_RDWR)
+        defer { close(fd) }
+        #expect(pwrite(fd, "00000000-0000-0000-0000-000000000000", 36, 8) == 36)
+        let rebooted = try #require(try SQLiteGatewayStore(path: path).providerPauses)
+        #expect(rebooted.pause(of: "provider-7") == nil)
+        #expect(rebooted.update("provider-8") { _ in pause }, "every slot is free again")
+    }
 }

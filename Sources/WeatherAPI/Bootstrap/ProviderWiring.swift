@@ -2,9 +2,10 @@ import WeatherCore
 import WeatherProviders
 
 /// Builds the weather source from configuration: the configured providers, in the order of
-/// `WEATHER_PROVIDERS`, skipping any without a key.
+/// `WEATHER_PROVIDERS`, skipping any without a key. `pauses` is where the workers share the
+/// pauses of failing providers (`GatewayStore.providerPauses`); nil keeps them per worker.
 public enum ProviderWiring {
-    public static func source(for config: GatewayConfig) throws -> any WeatherSource {
+    public static func source(for config: GatewayConfig, pauses: (any ProviderPauseBoard)? = nil) throws -> any WeatherSource {
         let transport = HTTP1Transport()
         var providers: [any WeatherProvider] = []
         for name in config.providers {
@@ -21,11 +22,11 @@ public enum ProviderWiring {
                 break  // refused by the config loader already
             }
         }
-        return ChainWeatherSource(chain: ProviderChain(providers), timeout: config.providerTimeout, cooldown: config.providerCooldown)
+        return ChainWeatherSource(chain: ProviderChain(providers), timeout: config.providerTimeout, cooldown: config.providerCooldown, pauses: pauses)
     }
 }
 
-/// The provider chain seen as a `WeatherSource`, with this worker's memory of failing providers.
+/// The provider chain seen as a `WeatherSource`, with the pauses of failing providers.
 final class ChainWeatherSource: WeatherSource {
     let chain: ProviderChain
     let timeout: Double
@@ -33,10 +34,10 @@ final class ChainWeatherSource: WeatherSource {
     /// The pauses' clock: read when a fetch ends (a pause starts then) and to ask whether one runs.
     var clock: any Clock
 
-    init(chain: ProviderChain, timeout: Double, cooldown: Int64, clock: any Clock = SystemClock()) {
+    init(chain: ProviderChain, timeout: Double, cooldown: Int64, pauses: (any ProviderPauseBoard)? = nil, clock: any Clock = SystemClock()) {
         self.chain = chain
         self.timeout = timeout
-        self.cooldowns = ProviderCooldowns(longest: cooldown)
+        self.cooldowns = ProviderCooldowns(longest: cooldown, board: pauses)
         self.clock = clock
     }
 

@@ -95,7 +95,7 @@ final class WeatherHandler {
         guard acquired else {
             // Another worker is calling the provider for this cell right now.
             if let cached { return (cached.body, "stale") }
-            return try awaitOtherWorker(key: key, budget: budget)
+            return try awaitOtherWorker(key: key, query: query, source: source, budget: budget, context: &context)
         }
         let fetched = source.fetch(query, at: point, now: now)
         context.providers = fetched.trail
@@ -129,10 +129,16 @@ final class WeatherHandler {
         return error
     }
 
-    /// Polls the cache while another worker fetches; gives up after that worker's time budget.
-    private func awaitOtherWorker(key: String, budget: Double) throws(HTTPError) -> ([UInt8], String) {
+    /// Polls the cache while another worker fetches; gives up after that worker's time budget,
+    /// or at once when every provider that could serve `query` is in a pause (shared by the
+    /// workers: the other worker's fetch failed, or will find them paused too).
+    private func awaitOtherWorker(
+        key: String, query: WeatherQuery, source: any WeatherSource, budget: Double, context: inout Context
+    ) throws(HTTPError) -> ([UInt8], String) {
         let deadline = MonotonicTime.now() + UInt64(budget * 1_000_000_000)
         let store = self.store, owner = self.owner
+        var trail: String?
+        defer { if trail != nil { context.providers = trail } }
         let body = try Self.awaitFetch(
             pollAgain: { usleep(20_000); return MonotonicTime.now() < deadline },
             freshBody: { () throws(StoreError) -> [UInt8]? in
@@ -142,33 +148,43 @@ final class WeatherHandler {
             fetchEnded: { () throws(StoreError) -> Bool in
                 let now = Timestamp.systemNow()
                 return try store.acquireFetchLock(key: key, owner: owner + "-probe", now: now, until: now)
+            },
+            paused: {
+                guard let paused = source.pausedFetch(query, now: Timestamp.systemNow()) else { return nil }
+                trail = paused.trail
+                return Self.failure(of: paused)
             })
         return (body, "hit")
     }
 
-    /// The waiting loop of `awaitOtherWorker`: a fresh body, 502 when the other worker's fetch
-    /// ended without one, 504 when `pollAgain` says time is up, 503 when storage fails.
+    /// The waiting loop of `awaitOtherWorker`: a fresh body; the `paused` answer (502 or 504
+    /// with `Retry-After`) once every provider is in a pause; 502 when the other worker's fetch
+    /// ended without a body and nothing is paused (a failure of this query only); 504 when
+    /// `pollAgain` says time is up; 503 when storage fails.
     ///
     /// The fetching worker stores its answer before it releases its lock, so once the lock is
     /// free the cache is read once more, and only if it is still empty did that fetch fail.
     /// (Reading it only before the lock check answered 502 whenever the fetch ended between the
     /// two reads: 9 of 600 first requests for new cells, two at a time, in session 9's test.)
     static func awaitFetch(
-        pollAgain: () -> Bool, freshBody: () throws(StoreError) -> [UInt8]?, fetchEnded: () throws(StoreError) -> Bool
+        pollAgain: () -> Bool, freshBody: () throws(StoreError) -> [UInt8]?, fetchEnded: () throws(StoreError) -> Bool,
+        paused: () -> HTTPError? = { nil }
     ) throws(HTTPError) -> [UInt8] {
-        var fetchFailed = false
+        var failure: HTTPError?
         do throws(StoreError) {
-            while !fetchFailed && pollAgain() {
+            while failure == nil && pollAgain() {
                 if let body = try freshBody() { return body }
-                if try fetchEnded() {
+                if let error = paused() {
+                    failure = error
+                } else if try fetchEnded() {
                     if let body = try freshBody() { return body }
-                    fetchFailed = true
+                    failure = paused() ?? .providerError
                 }
             }
         } catch {
             throw .storageUnavailable
         }
-        throw fetchFailed ? .providerError : .providerTimeout
+        throw failure ?? .providerTimeout
     }
 
     /// `{"authMode":..., <stored report fields>, "cache":...}` without decoding the stored body.

@@ -69,10 +69,17 @@ public protocol GatewayStore: AnyObject {
     /// Waits for housekeeping `afterResponse` left running (SQLite: a checkpoint on the
     /// checkpointer's thread), before the process ends.
     func finishHousekeeping()
+
+    // MARK: Provider pauses
+
+    /// Where workers share the pauses of failing providers (`ProviderPauseBoard`); nil when each
+    /// worker keeps its own.
+    var providerPauses: (any ProviderPauseBoard)? { get }
 }
 
 extension GatewayStore {
     public func finishHousekeeping() {}
+    public var providerPauses: (any ProviderPauseBoard)? { nil }
 }
 
 /// A storage failure. `isUnavailable` separates "the disk or database is not usable" (503) from bugs.

@@ -13,11 +13,17 @@ import WeatherCore
 /// ends, the next request in this worker calls the provider again: that call decides whether the
 /// pause starts over, longer, or ends.
 ///
-/// Kept per worker, in memory: nothing is written, and nothing is shared between workers. With
-/// N workers a dead provider sees at most N calls per pause. `longest == 0` turns it off.
-public struct ProviderCooldowns: Sendable, Equatable {
+/// Kept on a `ProviderPauseBoard` when there is one (a worker's: the page beside its database
+/// that every worker of the machine maps), so one worker's failed call pauses the provider for
+/// all of them and a failure in a row counts once, whichever worker saw it; nothing goes to the
+/// database. Without a board, or for a provider the board has no room for, pauses stay in this
+/// value's memory, and with N workers a dead provider sees up to N calls per pause.
+/// `longest == 0` turns it off.
+public struct ProviderCooldowns: Sendable {
     /// The longest pause in seconds; 0 = never skip a provider.
     public let longest: Int64
+    private let board: (any ProviderPauseBoard)?
+    /// Pauses kept here: all of them without a board, else those it had no room for.
     private var entries: [String: Entry] = [:]
 
     /// One provider's failures in a row, the end of its pause, and the last failure (which a
@@ -28,15 +34,16 @@ public struct ProviderCooldowns: Sendable, Equatable {
         public var failure: ProviderFailure
     }
 
-    public init(longest: Int64) {
+    public init(longest: Int64, board: (any ProviderPauseBoard)? = nil) {
         self.longest = max(0, longest)
+        self.board = board
     }
 
     /// The provider's pause when one is running at `now`. A pause that would end more than
     /// `longest` seconds after `now` has ended: the clock went back (an NTP step, an operator's
     /// `date`), and a pause must never outlast the setting.
     public func pause(of provider: String, now: Timestamp) -> Entry? {
-        guard let entry = entries[provider], now < entry.until, entry.until.seconds - now.seconds <= longest else { return nil }
+        guard let entry = entries[provider] ?? board?.pause(of: provider).map(Entry.init(shared:)), now < entry.until, entry.until.seconds - now.seconds <= longest else { return nil }
         return entry
     }
 
@@ -49,15 +56,50 @@ public struct ProviderCooldowns: Sendable, Equatable {
     /// Records a failed call at `now`.
     public mutating func failed(_ provider: String, _ failure: ProviderFailure, now: Timestamp) {
         guard longest > 0 else { return }
-        let failures = (entries[provider]?.failures ?? 0) + 1
         var retryAfter: Int?
         if case .httpStatus(_, let after) = failure { retryAfter = after }
-        let until = now.adding(seconds: seconds(afterFailures: failures, retryAfter: retryAfter))
-        entries[provider] = Entry(failures: failures, until: until, failure: failure)
+        let pauses = self
+        func following(_ failures: Int) -> Entry {
+            let count = min(failures + 1, ProviderPause.mostFailures)
+            return Entry(failures: count, until: now.adding(seconds: pauses.seconds(afterFailures: count, retryAfter: retryAfter)), failure: failure)
+        }
+        if entries[provider] == nil, let board, board.update(provider, { following($0?.failures ?? 0).shared }) { return }
+        entries[provider] = following(entries[provider]?.failures ?? 0)
     }
 
     /// Records a successful call: the provider's failures are forgotten.
     public mutating func succeeded(_ provider: String) {
         entries[provider] = nil
+        if let board, board.pause(of: provider) != nil { board.update(provider) { _ in nil } }
+    }
+}
+
+extension ProviderCooldowns.Entry {
+    /// The entry as a board keeps it, its failure in 24 bits: the case in the low 8, an HTTP
+    /// status in the 16 above (a `Retry-After` is not kept: it is in `until` already).
+    var shared: ProviderPause {
+        let code: UInt32 = switch failure {
+        case .timeout: 1
+        case .transport: 2
+        case .httpStatus(let status, _): 3 | UInt32(min(max(status, 0), 0xFFFF)) << 8
+        case .providerError: 4
+        case .unparseable: 5
+        case .notCovered: 6
+        case .coolingDown: 7
+        }
+        return ProviderPause(failures: failures, until: until, failure: code)
+    }
+
+    init(shared pause: ProviderPause) {
+        let failure: ProviderFailure = switch pause.failure & 0xFF {
+        case 1: .timeout
+        case 3: .httpStatus(Int(pause.failure >> 8 & 0xFFFF), retryAfter: nil)
+        case 4: .providerError
+        case 5: .unparseable
+        case 6: .notCovered
+        case 7: .coolingDown
+        default: .transport
+        }
+        self.init(failures: pause.failures, until: pause.until, failure: failure)
     }
 }

@@ -263,6 +263,9 @@ public final class Database {
     /// Tells every process a revocation was committed (call after the commit).
     public func noteRevocation() { writerLock?.noteRevocation() }
 
+    /// The provider pauses of the `-writer` page, shared by every worker; nil without one.
+    public var providerPauses: (any ProviderPauseBoard)? { writerLock.map(SharedProviderPauses.init(page:)) }
+
     /// A passive checkpoint once commits have grown the WAL `checkpointPages` past the last
     /// checkpoint. Passive: it never waits for readers or writers; what it cannot copy now is
     /// copied next time. This decides and claims; the `checkpointer`'s thread does the work (see

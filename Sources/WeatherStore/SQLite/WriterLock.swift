@@ -21,9 +21,11 @@ import Glibc
 /// The same page carries the revocation generation: a counter every revocation moves on (after
 /// its commit), so that a worker may keep access grants it looked up for as long as the counter
 /// has not moved (`SQLiteGatewayStore.accessGrant`). It also carries the checkpoint mark: the
-/// WAL's length at the last checkpoint any worker made (`Database.checkpointIfDue`). Page layout:
-/// magic (0..<8), boot id (8..<48), checkpoint mark (48..<56), revocation generation (56..<64),
-/// mutex (64...). Pages made before the mark existed have zeros there, which reads as "never".
+/// WAL's length at the last checkpoint any worker made (`Database.checkpointIfDue`), and the
+/// provider pauses (`SharedProviderPauses`). Page layout: magic (0..<8), boot id (8..<48),
+/// checkpoint mark (48..<56), revocation generation (56..<64), mutex (64..<128), provider pause
+/// slots (128..<256: eight of a name tag and a pause, 8 bytes each). Pages made before the mark
+/// or the slots existed have zeros there, which reads as "never" and "no pause".
 final class WriterLock {
     private let page: UnsafeMutableRawPointer
     private var mutex: UnsafeMutablePointer<pthread_mutex_t> { (page + 64).assumingMemoryBound(to: pthread_mutex_t.self) }
@@ -40,6 +42,24 @@ final class WriterLock {
     /// checkpoint covers this stretch of the WAL).
     func claimCheckpoint(seen: UInt64, frames: UInt64) -> Bool { csqlite_atomic_replace(mark, seen, frames) }
     func recordCheckpoint(frames: UInt64) { csqlite_atomic_store(mark, frames) }
+    /// The pause word of the provider whose name hashes to `tag` (nonzero); with `claim`, a
+    /// free slot becomes its own the first time. nil when it has none (and all eight belong to
+    /// other providers, when claiming).
+    func pauseSlot(tag: UInt64, claim: Bool) -> UnsafeMutablePointer<UInt64>? {
+        for i in 0..<Self.pauseSlots {
+            let slot = (page + Self.pauseOffset + 16 * i).assumingMemoryBound(to: UInt64.self)
+            let owner = csqlite_atomic_load(slot)
+            if owner == tag { return slot + 1 }
+            if owner == 0 {
+                // Slots are claimed in order, so the first free one ends the search.
+                guard claim else { return nil }
+                if csqlite_atomic_replace(slot, 0, tag) || csqlite_atomic_load(slot) == tag { return slot + 1 }
+            }
+        }
+        return nil
+    }
+    private static let pauseOffset = 128, pauseSlots = 8
+
     private static let size = 4096
     private static let magic: UInt64 = 0x636C_6F73_6574_5731  // "closetW1"
     let timeout: Int
@@ -65,12 +85,14 @@ final class WriterLock {
         guard flock(fd, LOCK_EX) == 0 else { return nil }
         defer { flock(fd, LOCK_UN) }
         var st = stat()
-        guard fstat(fd, &st) == 0, st.st_size >= Self.size || ftruncate(fd, off_t(Self.size)) == 0 else { return nil }
+        guard MemoryLayout<pthread_mutex_t>.size <= Self.pauseOffset - 64, fstat(fd, &st) == 0, st.st_size >= Self.size || ftruncate(fd, off_t(Self.size)) == 0 else { return nil }
         guard let p = mmap(nil, Self.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), p != MAP_FAILED else { return nil }
         page = p
         let boot = Self.bootId()
         let recorded = UnsafeRawBufferPointer(start: page + 8, count: 40)
         if page.load(as: UInt64.self) != Self.magic || !recorded.starts(with: boot) {
+            // Pauses until times of the last boot's clock are forgotten with its mutex.
+            UnsafeMutableRawBufferPointer(start: page + Self.pauseOffset, count: 16 * Self.pauseSlots).initializeMemory(as: UInt8.self, repeating: 0)
             var attr = pthread_mutexattr_t()
             pthread_mutexattr_init(&attr)
             pthread_mutexattr_setpshared(&attr, Int32(PTHREAD_PROCESS_SHARED))

@@ -375,6 +375,9 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// request) would let the WAL grow.
     public func finishHousekeeping() { db.waitForCheckpoints() }
 
+    /// On the `-writer` page beside the database, which every worker of the machine maps.
+    public var providerPauses: (any ProviderPauseBoard)? { db.providerPauses }
+
     public func isHealthy() -> Bool {
         guard (try? reopenIfFaulted()) != nil, db.isStillAtItsPath else { return false }
         guard let pending = try? Migrator.pending(in: db) else { return false }
