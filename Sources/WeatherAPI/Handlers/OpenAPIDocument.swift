@@ -650,7 +650,7 @@ let openAPIDocument = ##"""
         }
       },
       "Provider-Retry-After": {
-        "description": "Whole seconds until this worker calls a paused weather provider again (at least 1). Sent on a 502/504 whenever a provider that could serve the query is in a pause after failing (`WEATHER_PROVIDER_COOLDOWN`), including the answer whose failed call started the pause; other providers may have been called. Absent when pauses are off or the answer came from waiting for another request's call.",
+        "description": "Whole seconds until the gateway calls a paused weather provider again (at least 1). Sent on a 502/504 whenever a provider that could serve the query is in a pause after failing (`WEATHER_PROVIDER_COOLDOWN`), including the answer whose failed call started the pause and an answer that waited for another request's call of the same cell which paused the providers; other providers may have been called. Absent when pauses are off, and on a 502 after waiting for another request's call that failed without pausing any provider (a failure about that query).",
         "required": false,
         "schema": {
           "type": "integer",
@@ -846,7 +846,7 @@ let openAPIDocument = ##"""
         }
       },
       "ProviderError": {
-        "description": "Provider failure (`provider_error`). A provider that just failed in a way no request could avoid (timeout, no connection, key refused, 429, 5xx) is paused for this worker (1, 2, 4 … seconds, doubling with each failure in a row, up to `WEATHER_PROVIDER_COOLDOWN`, default 30; counted from the end of the fetch that failed; a provider's `Retry-After`, on a 429 or a 5xx, lengthens the pause up to the same bound): during the pause the gateway answers at once with that provider's last failure (504 after a timeout, 502 otherwise) unless a stale copy is available, and `Retry-After` says when it will call the providers again.",
+        "description": "Provider failure (`provider_error`). A provider that just failed in a way no request could avoid (timeout, no connection, key refused, 429, 5xx) is paused for every worker of the gateway's machine (1, 2, 4 … seconds, doubling with each failure in a row, up to `WEATHER_PROVIDER_COOLDOWN`, default 30; counted from the end of the fetch that failed; a provider's `Retry-After`, on a 429 or a 5xx, lengthens the pause up to the same bound): during the pause the gateway answers at once with that provider's last failure (504 after a timeout, 502 otherwise) unless a stale copy is available, and `Retry-After` says when it will call the providers again.",
         "headers": {
           "X-Request-Id": {
             "$ref": "#/components/headers/X-Request-Id"
@@ -939,7 +939,7 @@ let openAPIDocument = ##"""
         }
       },
       "ProviderTimeout": {
-        "description": "Provider timeout (`provider_timeout`). A provider that just failed in a way no request could avoid (timeout, no connection, key refused, 429, 5xx) is paused for this worker (1, 2, 4 … seconds, doubling with each failure in a row, up to `WEATHER_PROVIDER_COOLDOWN`, default 30; counted from the end of the fetch that failed; a provider's `Retry-After`, on a 429 or a 5xx, lengthens the pause up to the same bound): during the pause the gateway answers at once with that provider's last failure (504 after a timeout, 502 otherwise) unless a stale copy is available, and `Retry-After` says when it will call the providers again.",
+        "description": "Provider timeout (`provider_timeout`). A provider that just failed in a way no request could avoid (timeout, no connection, key refused, 429, 5xx) is paused for every worker of the gateway's machine (1, 2, 4 … seconds, doubling with each failure in a row, up to `WEATHER_PROVIDER_COOLDOWN`, default 30; counted from the end of the fetch that failed; a provider's `Retry-After`, on a 429 or a 5xx, lengthens the pause up to the same bound): during the pause the gateway answers at once with that provider's last failure (504 after a timeout, 502 otherwise) unless a stale copy is available, and `Retry-After` says when it will call the providers again.",
         "headers": {
           "X-Request-Id": {
             "$ref": "#/components/headers/X-Request-Id"

@@ -1,17 +1,17 @@
 import WeatherCore
 
-/// A worker's memory of failing providers: after a call fails in a way no query could avoid
+/// The memory of failing providers: after a call fails in a way no query could avoid
 /// (`WeatherProvider.failsEveryQuery`: timeout, no connection, key refused, 429, 5xx) the
-/// provider is skipped for a pause, so an outage costs each worker a few calls a minute instead
-/// of one per uncached request (and a provider answering 429 is not asked again before its
+/// provider is skipped for a pause, so an outage costs a few calls a minute instead of one per
+/// uncached request (and a provider answering 429 is not asked again before its
 /// `Retry-After`).
 ///
 /// The pause doubles with each failure in a row, 1, 2, 4, ... seconds, up to `longest`
 /// (`WEATHER_PROVIDER_COOLDOWN`); a `Retry-After` on the provider's answer (a 429, or a 5xx that
 /// sends one) lengthens it, up to `longest` as well. One success forgets the failures. Times are
 /// the clock's whole seconds, so a pause of 1 s ends when the next second begins. When a pause
-/// ends, the next request in this worker calls the provider again: that call decides whether the
-/// pause starts over, longer, or ends.
+/// ends, the next uncached request calls the provider again (in each worker that has one at that
+/// moment): that call decides whether the pause starts over, longer, or ends.
 ///
 /// Kept on a `ProviderPauseBoard` when there is one (a worker's: the page beside its database
 /// that every worker of the machine maps), so one worker's failed call pauses the provider for
