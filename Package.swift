@@ -38,7 +38,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "weatherctl",
-            dependencies: ["WeatherAPI", "WeatherStore", "WeatherCore", "WeatherCrypto"],
+            dependencies: ["WeatherAPI", "WeatherStore", "WeatherCore", "WeatherCrypto", "WeatherProviders"],
             swiftSettings: swiftSettings
         ),
         .target(name: "WeatherSessionKit", swiftSettings: swiftSettings),

@@ -296,6 +296,35 @@ import Glibc
 
     // MARK: stats
 
+    /// `stats` names the providers the workers are skipping right now (read from the page they
+    /// share), with the pause's end and the failure that started it; none before a failure.
+    @Test func statsShowsTheProvidersInAPause() throws {
+        let fake = try FakeProviders()
+        let legacy = "legacy-token-0123456789"
+        let h = try GatewayHarness(workers: 2, env: fake.environment().merging(["CLOSET_WEATHER_PROXY_TOKEN": legacy]) { $1 })
+        h.companions.append(fake)
+        let before = try ctl(["stats", "--json"], h)
+        let none = try before.json()["pausedProviders"] as? [Any]
+        #expect(before.status == 0 && none?.isEmpty == true, "\(before.stdout)")
+        #expect(!(try ctl(["stats"], h).stdout.contains("paused now")))
+
+        try fake.setMode("caiyun", "rate_limited")  // 429 with Retry-After: 30
+        try fake.setMode("visualcrossing", "rate_limited")
+        #expect(try h.request("GET", "/v1/weather?lat=1&lon=1", headers: ["X-Weather-Token": legacy]).status == 502)
+        let started = Date()
+        let json = try ctl(["stats", "--json"], h).json()
+        let paused = try #require(json["pausedProviders"] as? [[String: Any]])
+        #expect(paused.compactMap { $0["provider"] as? String } == ["caiyun", "visualcrossing"])
+        for pause in paused {
+            #expect(pause["failuresInARow"] as? Int == 1 && pause["lastFailure"] as? String == "http_status")
+            #expect(pause["summary"] as? String == "provider answered HTTP 429")
+            let until = try #require((pause["until"] as? String).flatMap { ISO8601DateFormatter().date(from: $0) })
+            #expect(until > started.addingTimeInterval(20), "the provider's Retry-After of 30 s: \(until)")
+        }
+        let human = try ctl(["stats"], h).stdout
+        #expect(human.contains("paused now: caiyun until ") && human.contains("(1 failure in a row; last: provider answered HTTP 429)"), "\(human)")
+    }
+
     @Test func statsSplitsRequestsByAuthModeAndCountsRefusals() throws {
         let h = try GatewayHarness(workers: 2, env: ["CLOSET_WEATHER_PROXY_TOKEN": "legacy-token-0123456789"])
         let s = try h.createSession()

@@ -1,5 +1,6 @@
 import WeatherAPI
 import WeatherCore
+import WeatherProviders
 
 /// `weatherctl stats`: the hourly counters the workers flush into `weather_counters`, per hour or
 /// per day, with totals.
@@ -19,6 +20,10 @@ enum StatsCommand {
             flush counters every WEATHER_FLUSH_INTERVAL seconds (a quiet one after that long
             without a request), so the newest seconds may be missing. --json adds the per-provider
             and per-limit (limited.<name>) breakdowns to every period.
+            Below the table: the configured providers the workers are skipping right now, in a
+            pause after failing (WEATHER_PROVIDER_COOLDOWN), with its end, the failures in a row
+            and the last one (--json: pausedProviders). Pauses live in the workers' shared page
+            beside the database; a user who may not write the database folder sees none.
             """,
         run: run)
 
@@ -82,10 +87,13 @@ enum StatsCommand {
         var index: [String: Int] = [:]
         for (i, p) in periods.enumerated() { index[perDay ? "\(p.start.utcDate)" : CounterKey.hour(of: p.start)] = i }
 
-        let store = try context.openStore(try context.config(), .migratedReadOnly)
+        let config = try context.config()
+        let store = try context.openStore(config, .migratedReadOnly)
         let rows = try context.storeCall { () throws(StoreError) in
             try store.counters(fromHour: CounterKey.hour(of: periods[0].start), toHour: CounterKey.hour(of: periods[periods.count - 1].end.adding(seconds: -1)))
         }
+        let cooldowns = ProviderCooldowns(longest: config.providerCooldown, board: store.providerPauses)
+        let paused = config.providers.compactMap { name in cooldowns.pause(of: name, now: context.now).map { (name, $0) } }
         var total = Period(label: "TOTAL", start: periods[0].start, end: periods[periods.count - 1].end)
         for row in rows {
             guard let i = index[key(row.hour)] else { continue }
@@ -93,12 +101,21 @@ enum StatsCommand {
             total.counts[row.name, default: 0] += row.value
         }
 
-        context.emit(human: human(periods, total: total, perDay: perDay), json: .object([
+        context.emit(human: human(periods, total: total, perDay: perDay) + human(paused), json: .object([
             ("granularity", .string(perDay ? "day" : "hour")),
             ("from", .string(total.start.iso8601)),
             ("to", .string(total.end.iso8601)),
             ("periods", .array(periods.map { .object(json($0)) })),
             ("totals", .object(json(total))),
+            ("pausedProviders", .array(paused.map { name, pause in
+                .object([
+                    ("provider", .string(name)),
+                    ("until", .string(pause.until.iso8601)),
+                    ("failuresInARow", .int(Int64(pause.failures))),
+                    ("lastFailure", .string(pause.failure.code)),
+                    ("summary", .string(pause.failure.summary)),
+                ])
+            })),
         ]))
         return ExitCode.ok
     }
@@ -134,6 +151,14 @@ enum StatsCommand {
             text += (providers.isEmpty ? "\n" : "") + "limited (429 by limit): " + limited.map { "\($0.0) \($0.1)" }.joined(separator: ", ") + "\n"
         }
         return text
+    }
+
+    /// `paused now: caiyun until 2026-12-01T12:55:03Z (3 failures in a row; last: provider
+    /// answered HTTP 429)`, one line per provider in a pause; nothing when none is.
+    static func human(_ paused: [(String, ProviderCooldowns.Entry)]) -> String {
+        paused.map { name, pause in
+            "paused now: \(name) until \(pause.until.iso8601) (\(pause.failures) failure\(pause.failures == 1 ? "" : "s") in a row; last: \(pause.failure.summary))\n"
+        }.joined()
     }
 
     static func json(_ p: Period) -> [(String, JSONValue)] {
