@@ -22,8 +22,8 @@ enum StatsCommand {
             and per-limit (limited.<name>) breakdowns to every period.
             Below the table: the configured providers the workers are skipping right now, in a
             pause after failing (WEATHER_PROVIDER_COOLDOWN), with its end, the failures in a row
-            and the last one (--json: pausedProviders). Pauses live in the workers' shared page
-            beside the database; a user who may not write the database folder sees none.
+            and the last one (--json: pausedProviders). Pauses live in the page the workers share
+            beside the database (<db>-writer); a user who may not write that file sees none.
             """,
         run: run)
 
