@@ -53,10 +53,20 @@ worker_written() {
   for p in $(pgrep -P "$GATEWAY_PID"); do w=$((w + $(awk '/^write_bytes/ { print $2 }' "/proc/$p/io" 2>/dev/null || echo 0))); done
   echo "$w"
 }
-# Sectors (512 bytes) written by the machine's disks.
-disk_sectors() { awk '$3 !~ /^(loop|zram|ram)/ { s += $10 } END { print s + 0 }' /proc/diskstats; }
+# Sectors (512 bytes) written by the machine's disks: whole disks only (a partition or a
+# device-mapper volume would count the same writes twice), not loop, RAM or zram devices.
+disk_sectors() {
+  local dev s=0 n
+  while read -r _ _ dev _ _ _ _ _ _ n _; do
+    case $dev in loop*|ram*|zram*|dm-*|md*) continue ;; esac
+    [ -d "/sys/block/$dev" ] || continue  # partitions are not in /sys/block
+    s=$((s + n))
+  done </proc/diskstats
+  echo "$s"
+}
 
-rows=() declare -A SUM
+rows=()
+declare -A SUM
 for round in $(seq 1 "$rounds"); do
   for k in big empty; do
     start_gateway "$sock" "$workers" "${DB[$k]}" off "gateway-$k"
@@ -69,7 +79,7 @@ for round in $(seq 1 "$rounds"); do
     c1=$(head -1 /proc/stat) b1=$(worker_written) d1=$(disk_sectors)
     n=$(kv requests "$line")
     read -r idle iowait total < <(paste -d' ' <(echo "$c0") <(echo "$c1") | awk '{
-      t0 = 0; t1 = 0; for (i = 2; i <= 11; i++) { t0 += $i; t1 += $(i + 11) }
+      t0 = 0; t1 = 0; for (i = 2; i <= 9; i++) { t0 += $i; t1 += $(i + 11) }  # guest time is in user already
       print $16 - $5, $17 - $6, t1 - t0 }')
     wal=$(stat -c %s "${DB[$k]}-wal" 2>/dev/null || echo 0)
     rps=$(kv rps "$line")

@@ -326,6 +326,9 @@ import Glibc
                 #expect(retryAfters.allSatisfy { $0 == nil })
             } else {
                 #expect(calls == 2, "one call per provider for both workers (the pauses are shared): \(calls)")
+                let workers = Set(h.log.split(separator: "\n").filter { $0.contains("route=/v1/weather ") }
+                    .compactMap { $0.split(separator: " ").first { $0.hasPrefix("worker=") } })
+                #expect(workers.count == 2, "both workers answered (else one worker alone would make 2 calls too): \(workers)")
                 #expect(retryAfters.allSatisfy { $0.flatMap(Int.init).map { (1...30).contains($0) } == true }, "\(retryAfters)")
                 #expect(h.log.contains("providers=caiyun:cooling_down,visualcrossing:cooling_down"))
             }

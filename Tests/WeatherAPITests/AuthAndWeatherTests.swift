@@ -348,25 +348,23 @@ extension WeatherCounterTests {
         }
     }
 
-    /// Once every provider is in a pause (the other worker's fetch failed, or will find them
-    /// paused), the waiter answers with that failure and its `Retry-After` at once: while the
-    /// other fetch still runs, and when it ended with nothing stored.
-    @Test func aPauseEndsTheWaitWithItsOwnAnswer() {
+    /// When the other worker's fetch ends with nothing stored and the providers are then in a
+    /// pause, the waiter answers with that failure and its `Retry-After`; a pause while that
+    /// fetch still runs (begun by another cell's fetch) does not end the wait.
+    @Test func aPauseAfterTheFetchEndedIsTheWaitersAnswer() {
         var paused = HTTPError.providerTimeout
         paused.headers["Retry-After"] = "4"
-        var polls = 0, probes = 0, pausedNow = false
+        var polls = 0, probes = 0
         #expect(throws: paused) {
-            try WeatherHandler.awaitFetch(pollAgain: { polls += 1; if polls == 3 { pausedNow = true }; return polls < 100 },
+            try WeatherHandler.awaitFetch(pollAgain: { polls += 1; return polls < 100 },
                                           freshBody: { () throws(StoreError) -> [UInt8]? in nil },
-                                          fetchEnded: { () throws(StoreError) -> Bool in probes += 1; return false },
-                                          paused: { pausedNow ? paused : nil })
+                                          fetchEnded: { () throws(StoreError) -> Bool in probes += 1; return probes == 5 },
+                                          paused: { paused })
         }
-        #expect(polls == 3 && probes == 2, "the wait went on after the pause began")
-        var ended = false
-        #expect(throws: paused) {
+        #expect(polls == 5 && probes == 5, "the waiter answered before the fetch it waited for ended")
+        #expect(throws: HTTPError.providerError) {
             try WeatherHandler.awaitFetch(pollAgain: { true }, freshBody: { () throws(StoreError) -> [UInt8]? in nil },
-                                          fetchEnded: { () throws(StoreError) -> Bool in ended = true; return true },
-                                          paused: { ended ? paused : nil })
+                                          fetchEnded: { () throws(StoreError) -> Bool in true }, paused: { nil })
         }
     }
 }
@@ -483,28 +481,35 @@ extension WeatherCounterTests {
         #expect(p1.calls == 1 && p2.calls == 1)
 
         p1.failure = nil
-        p2.failure = nil
         t1.clock.advance(2)
         #expect(t1.weather(token: token).status == 200)
-        #expect(t2.weather(token: token, query: "lat=40&lon=116").status == 200, "one worker's success ended the pause for all")
-        #expect(p1.calls == 2 && p2.calls == 2)
+        // The first worker's success forgot the failures for both: the second worker's next
+        // failure is the first in a row again (1 s), not the third (4 s).
+        #expect(t2.weather(token: token, query: "lat=40&lon=116").headers["retry-after"] == "1")
+        p2.failure = nil
+        t1.clock.advance(1)
+        #expect(t2.weather(token: token, query: "lat=40&lon=116").status == 200)
+        #expect(p1.calls == 2 && p2.calls == 3)
     }
 
-    /// A worker waiting for another worker's fetch of the same cell answers as soon as that fetch
-    /// pauses the providers, with its failure and `Retry-After`, instead of waiting out the
-    /// provider budget (1 s × 1 provider + 1 s here) for a 504 without one.
+    /// A worker waiting for another worker's fetch of the same cell, when that fetch fails and
+    /// pauses the providers, answers with its failure and `Retry-After` (504 after a timeout),
+    /// not 502 without either; and within the wait, long before the provider budget (1 s × 1
+    /// provider + 1 s here).
     @Test func aWaiterAnswersAsSoonAsTheOtherWorkersFetchFails() throws {
         let (p1, p2, t1, t2, source1, token) = try twoWorkers()
         p1.failure = .timeout
         let point = GridPoint.snapping(lat: 40, lon: 116, degrees: t1.config.gridDegrees)
         let key = "\(point.key)|\(WeatherQuery.forecast(days: 7).cacheKind)"
         #expect(try t1.store.acquireFetchLock(key: key, owner: "pid-1", now: t1.clock.now(), until: Timestamp.systemNow().adding(seconds: 60)))
-        // The first worker's fetch, failing while the second worker waits.
+        // The first worker's fetch, failing while the second worker waits, then its lock
+        // released, as `weatherBody` does.
         let now = t1.clock.now()
-        nonisolated(unsafe) let otherWorker = source1  // used by that thread only, until it ends
+        nonisolated(unsafe) let otherWorker = (source: source1, store: t1.store)  // that thread's only, until it ends
         let fetching = Thread {
             usleep(100_000)
-            _ = otherWorker.fetch(.forecast(days: 7), at: point, now: now)
+            _ = otherWorker.source.fetch(.forecast(days: 7), at: point, now: now)
+            try? otherWorker.store.releaseFetchLock(key: key, owner: "pid-1")
         }
         fetching.start()
         let started = Date()

@@ -317,6 +317,36 @@ final class StubProvider: WeatherProvider, @unchecked Sendable {
         }
     }
 
+    /// Calls already on their way when another worker's failure began a pause are the same
+    /// outage: they neither count as more failures in a row nor cut a `Retry-After` short. A
+    /// record that ended more than the longest pause ago starts over (a new outage).
+    @Test func callsAlreadyUnderWayNeitherEscalateNorShortenAPause() {
+        let board = MemoryBoard()
+        var a = ProviderCooldowns(longest: 30, board: board), b = ProviderCooldowns(longest: 30, board: board)
+        a.failed("p", .httpStatus(429, retryAfter: 30), now: fixtureNow)
+        b.failed("p", .transport, now: fixtureNow.adding(seconds: 1))  // sent before the 429 came back
+        #expect(board.records["p"]?.failures == 1)
+        #expect(board.records["p"]?.until == fixtureNow.adding(seconds: 30), "the 429's Retry-After was cut short")
+        #expect(a.pause(of: "p", now: fixtureNow.adding(seconds: 29))?.failure == .transport, "the newest failure stands for the provider")
+        b.failed("p", .transport, now: fixtureNow.adding(seconds: 30))  // the first call after the pause
+        #expect(board.records["p"]?.failures == 2 && board.records["p"]?.until == fixtureNow.adding(seconds: 32))
+
+        let eight = MemoryBoard()
+        for _ in 0..<8 {
+            var worker = ProviderCooldowns(longest: 30, board: eight)
+            worker.failed("p", .timeout, now: fixtureNow)
+        }
+        #expect(eight.records["p"]?.failures == 1 && eight.records["p"]?.until == fixtureNow.adding(seconds: 1),
+                "eight workers failing at once started the first pause at more than 1 s")
+
+        var alone = ProviderCooldowns(longest: 30)
+        for second: Int64 in [0, 1, 3, 7, 15] { alone.failed("p", .timeout, now: fixtureNow.adding(seconds: second)) }
+        #expect(alone.pause(of: "p", now: fixtureNow.adding(seconds: 15))?.until == fixtureNow.adding(seconds: 31))
+        alone.failed("p", .timeout, now: fixtureNow.adding(seconds: 62))  // 31 s after the last pause ended
+        #expect(alone.pause(of: "p", now: fixtureNow.adding(seconds: 62))?.failures == 1)
+        #expect(alone.pause(of: "p", now: fixtureNow.adding(seconds: 63)) == nil, "an outage a minute ago still lengthened the pause")
+    }
+
     /// A provider the board has no room for keeps its pauses in the worker's memory.
     @Test func aProviderWithoutRoomOnTheBoardIsPausedPerWorker() {
         let board = MemoryBoard(room: 0)

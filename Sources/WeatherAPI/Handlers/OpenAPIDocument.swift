@@ -650,7 +650,7 @@ let openAPIDocument = ##"""
         }
       },
       "Provider-Retry-After": {
-        "description": "Whole seconds until the gateway calls a paused weather provider again (at least 1). Sent on a 502/504 whenever a provider that could serve the query is in a pause after failing (`WEATHER_PROVIDER_COOLDOWN`), including the answer whose failed call started the pause and an answer that waited for another request's call of the same cell which paused the providers; other providers may have been called. Absent when pauses are off, and on a 502 after waiting for another request's call that failed without pausing any provider (a failure about that query).",
+        "description": "Whole seconds until the gateway calls a paused weather provider again (at least 1). Sent on a 502/504 whenever a provider that could serve the query is in a pause after failing (`WEATHER_PROVIDER_COOLDOWN`), including the answer whose failed call started the pause; other providers may have been called. An answer that waited for another request's call of the same cell carries it only when that call failed and every provider that could serve the query is then paused; otherwise such an answer (a 502 after a failure about that query, a 504 after waiting out the providers' time budget) has none. Absent when pauses are off.",
         "required": false,
         "schema": {
           "type": "integer",

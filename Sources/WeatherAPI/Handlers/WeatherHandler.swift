@@ -129,9 +129,10 @@ final class WeatherHandler {
         return error
     }
 
-    /// Polls the cache while another worker fetches; gives up after that worker's time budget,
-    /// or at once when every provider that could serve `query` is in a pause (shared by the
-    /// workers: the other worker's fetch failed, or will find them paused too).
+    /// Polls the cache while another worker fetches; gives up after that worker's time budget.
+    /// When that fetch ends without a body and every provider that could serve `query` is then
+    /// in a pause (shared by the workers: that fetch's own failures are recorded before its lock
+    /// is released), the answer is that failure with its `Retry-After`.
     private func awaitOtherWorker(
         key: String, query: WeatherQuery, source: any WeatherSource, budget: Double, context: inout Context
     ) throws(HTTPError) -> ([UInt8], String) {
@@ -157,10 +158,11 @@ final class WeatherHandler {
         return (body, "hit")
     }
 
-    /// The waiting loop of `awaitOtherWorker`: a fresh body; the `paused` answer (502 or 504
-    /// with `Retry-After`) once every provider is in a pause; 502 when the other worker's fetch
-    /// ended without a body and nothing is paused (a failure of this query only); 504 when
-    /// `pollAgain` says time is up; 503 when storage fails.
+    /// The waiting loop of `awaitOtherWorker`: a fresh body; when the other worker's fetch ended
+    /// without one, the `paused` answer (502 or 504 with `Retry-After`) if every provider is in
+    /// a pause, else 502 (a failure that paused nothing: of this query only); 504 when
+    /// `pollAgain` says time is up; 503 when storage fails. A pause alone does not end the wait:
+    /// one begun by another cell's fetch says nothing of this one, whose call may still succeed.
     ///
     /// The fetching worker stores its answer before it releases its lock, so once the lock is
     /// free the cache is read once more, and only if it is still empty did that fetch fail.
@@ -174,9 +176,7 @@ final class WeatherHandler {
         do throws(StoreError) {
             while failure == nil && pollAgain() {
                 if let body = try freshBody() { return body }
-                if let error = paused() {
-                    failure = error
-                } else if try fetchEnded() {
+                if try fetchEnded() {
                     if let body = try freshBody() { return body }
                     failure = paused() ?? .providerError
                 }

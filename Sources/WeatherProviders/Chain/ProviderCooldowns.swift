@@ -15,8 +15,9 @@ import WeatherCore
 ///
 /// Kept on a `ProviderPauseBoard` when there is one (a worker's: the page beside its database
 /// that every worker of the machine maps), so one worker's failed call pauses the provider for
-/// all of them and a failure in a row counts once, whichever worker saw it; nothing goes to the
-/// database. Without a board, or for a provider the board has no room for, pauses stay in this
+/// all of them; nothing goes to the database. Failures in a row are counted across workers by
+/// `record(after:failure:retryAfter:now:)`: calls already on their way when a pause began are
+/// the same outage, and a record that ended long ago starts over. Without a board, or for a provider the board has no room for, pauses stay in this
 /// value's memory, and with N workers a dead provider sees up to N calls per pause.
 /// `longest == 0` turns it off.
 public struct ProviderCooldowns: Sendable {
@@ -59,12 +60,34 @@ public struct ProviderCooldowns: Sendable {
         var retryAfter: Int?
         if case .httpStatus(_, let after) = failure { retryAfter = after }
         let pauses = self
-        func following(_ failures: Int) -> Entry {
-            let count = min(failures + 1, ProviderPause.mostFailures)
-            return Entry(failures: count, until: now.adding(seconds: pauses.seconds(afterFailures: count, retryAfter: retryAfter)), failure: failure)
+        func following(_ previous: Entry?) -> Entry {
+            pauses.record(after: previous, failure: failure, retryAfter: retryAfter, now: now)
         }
-        if entries[provider] == nil, let board, board.update(provider, { following($0?.failures ?? 0).shared }) { return }
-        entries[provider] = following(entries[provider]?.failures ?? 0)
+        if entries[provider] == nil, let board,
+           board.update(provider, { following($0.map(Entry.init(shared:))).shared }) { return }
+        entries[provider] = following(entries[provider])
+    }
+
+    /// The record after a failure at `now`, given the one before it.
+    ///
+    /// - No record, one that ended more than `longest` seconds ago (a new outage, however many
+    ///   failures the last one had), or one ending more than `longest` from now (the clock went
+    ///   back): the first failure, a pause of 1 s (or the `Retry-After`).
+    /// - A pause still running: a call that was already on its way when another worker's failure
+    ///   began it. The same outage, not one more failure in a row: the count stays, and the pause
+    ///   ends at the later of its end and this failure's, so a 429's `Retry-After` is never cut
+    ///   short by another call's shorter pause.
+    /// - Otherwise (the pause is over and the next call failed): one more failure in a row.
+    func record(after previous: Entry?, failure: ProviderFailure, retryAfter: Int?, now: Timestamp) -> Entry {
+        func pause(_ failures: Int) -> Timestamp { now.adding(seconds: seconds(afterFailures: failures, retryAfter: retryAfter)) }
+        guard let previous, now.seconds - previous.until.seconds <= longest, previous.until.seconds - now.seconds <= longest else {
+            return Entry(failures: 1, until: pause(1), failure: failure)
+        }
+        if now < previous.until {
+            return Entry(failures: previous.failures, until: max(previous.until, pause(previous.failures)), failure: failure)
+        }
+        let count = min(previous.failures + 1, ProviderPause.mostFailures)
+        return Entry(failures: count, until: pause(count), failure: failure)
     }
 
     /// Records a successful call: the provider's failures are forgotten.
