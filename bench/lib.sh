@@ -392,6 +392,16 @@ api_paths() {
 }
 
 # CPU clock ticks (utime + stime, threads included) of the processes PIDS..., summed.
+# "utime stime" of the gateway's supervisor and its workers (threads included), in clock ticks.
+worker_ticks() {
+  local p sum_u=0 sum_s=0 f
+  for p in $(pgrep -P "$GATEWAY_PID") "$GATEWAY_PID"; do
+    f=$(cut -d' ' -f14,15 "/proc/$p/stat" 2>/dev/null) || continue
+    sum_u=$((sum_u + ${f% *})) sum_s=$((sum_s + ${f#* }))
+  done
+  echo "$sum_u $sum_s"
+}
+
 cpu_ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat"))); done; echo "$t"; }
 
 # measure_cpu NAME URL SCRIPT "PIDS" [wrk args...]: one wrk_run of ROUND (no warm-up) and the CPU

@@ -37,16 +37,6 @@ done
 seed_big_db "${DB[big]}" "$sessions"
 log "seeded in ${SEED_SECONDS}s: $(du -m "${DB[big]}" | cut -f1) MB"
 
-# "utime stime" of the supervisor and its workers (threads included), in clock ticks.
-worker_ticks() {
-  local p su=0 ss=0 f
-  for p in $(pgrep -P "$GATEWAY_PID") "$GATEWAY_PID"; do
-    f=$(cut -d' ' -f14,15 "/proc/$p/stat" 2>/dev/null) || continue
-    su=$((su + ${f% *})) ss=$((ss + ${f#* }))
-  done
-  echo "$su $ss"
-}
-
 # Bytes the workers wrote (write_bytes of each worker process, its threads included).
 worker_written() {
   local p w=0

@@ -17,15 +17,6 @@ build_gateway
 start_fake_provider
 hz=$(getconf CLK_TCK)
 
-# "utime stime" of every worker process (threads included) in clock ticks, summed.
-worker_ticks() {
-  local p sum_u=0 sum_s=0 f
-  for p in $(pgrep -P "$GATEWAY_PID") "$GATEWAY_PID"; do
-    f=$(cut -d' ' -f14,15 "/proc/$p/stat" 2>/dev/null) || continue
-    sum_u=$((sum_u + ${f% *})) sum_s=$((sum_s + ${f#* }))
-  done
-  echo "$sum_u $sum_s"
-}
 cpu_line() { head -1 /proc/stat; }
 
 rows=()
