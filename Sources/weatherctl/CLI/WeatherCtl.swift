@@ -27,7 +27,8 @@ enum WeatherCtl {
         text += """
 
             Configuration is read as the workers read it: the environment first, then the KEY=VALUE
-            file named by WEATHER_CONFIG (default \(GatewayConfig.defaultConfigPath)).
+            file named by WEATHER_CONFIG (default \(GatewayConfig.defaultConfigPath), else
+            ../closet-weather-data/weather.conf beside the program, as on shared hosting).
             Times are UTC in the wire format (2026-06-03T20:00:00Z). Output never contains a token,
             a token hash, an installation id or a key. Human tables by default; --json for scripts.
             Exit status: 0 done, 1 failed (or a check failed), 64 bad command line.
