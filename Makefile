@@ -24,9 +24,13 @@ bench: deps
 	WITH_BENCH=1 scripts/install-deps.sh
 	bench/run.sh
 
+## The long reliability runs: 60 s of mixed load, then 60 s of creation with a worker killed
+## every second. Both need wrk, which `deps` leaves to the benchmarks.
 soak: deps
+	WITH_BENCH=1 scripts/install-deps.sh
 	$(SWIFT) build -c release
 	bench/soak.sh
+	bench/crash.sh
 
 ## The request parsers under libFuzzer for FUZZ_SECONDS (60); new inputs go to fuzz/corpus.
 fuzz: deps

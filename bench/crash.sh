@@ -14,7 +14,7 @@
 #
 # usage: bench/crash.sh
 # Environment: DURATION (60s), CONNECTIONS (64), THREADS (2), WORKERS (4), KILL_EVERY (1),
-# NGINX_WORKERS (1), WEATHER_FCGI (binary; default: the release build in .build, else
+# NGINX_WORKERS (1), GATEWAY_BIN (binary; default: the release build in .build, else
 # bench/lib.sh builds one into .build-bench).
 source "$(dirname "$0")/lib.sh"
 
@@ -23,9 +23,13 @@ export WORKERS=${WORKERS:-4} NGINX_WORKERS=${NGINX_WORKERS:-1}
 kill_every=${KILL_EVERY:-1}
 dur_s=$(duration_seconds "$DURATION")
 bench_init crash
-if [ -z "${WEATHER_FCGI:-}" ]; then
+# The binary: GATEWAY_BIN (WEATHER_FCGI, its older name, is still read), else the release build
+# in .build; build_gateway builds one into .build-bench only when neither exists. (The check set
+# WEATHER_FCGI, which build_gateway never read, so it always built its own.)
+GATEWAY_BIN=${GATEWAY_BIN:-${WEATHER_FCGI:-}}
+if [ -z "$GATEWAY_BIN" ]; then
   rel=$(cd "$BENCH_ROOT" && swift build -c release --show-bin-path 2>/dev/null)/weather-fcgi
-  [ -x "$rel" ] && WEATHER_FCGI=$rel
+  [ -x "$rel" ] && GATEWAY_BIN=$rel
 fi
 build_gateway
 log "gateway: $GATEWAY_BIN"
