@@ -373,7 +373,8 @@ import Glibc
         #expect(human.stdout.contains("CACHE HITS") && human.stdout.contains("MISSES"))
         let cache = try #require(totals["cache"] as? [String: Any])
         let fields = totalLine.split(separator: " ").map(String.init)
-        #expect(fields.count == 13 && fields[7] == "\(cache["hit"] as? Int ?? -1)" && fields[8] == "\(cache["miss"] as? Int ?? -1)", "\(fields) \(cache)")
+        #expect(fields.count == 14 && fields[7] == "\(cache["hit"] as? Int ?? -1)" && fields[8] == "\(cache["miss"] as? Int ?? -1)", "\(fields) \(cache)")
+        #expect(fields[9] == "\(cache["stale"] as? Int ?? -1)" && fields[10] == "\(cache["staleWhileRefreshing"] as? Int ?? -1)", "\(fields) \(cache)")
         #expect(human.stdout.split(separator: "\n").count == 1 + 24 + 1)
 
         let both = try ctl(["stats", "--hours", "1", "--days", "1"], h)

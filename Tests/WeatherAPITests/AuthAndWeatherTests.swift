@@ -208,6 +208,28 @@ import WeatherProviders
         let hours = try t.store.db.statement("SELECT DISTINCT hour FROM weather_counters ORDER BY hour").rows { $0.text(0)! }
         #expect(hours == ["2026-11-30T02"])
     }
+
+    /// The stale copy answered while another worker refreshes the cell is `stale` to the client
+    /// but counted apart from the stale answers of failing providers.
+    @Test func aStaleCopyWhileAnotherWorkerRefreshesIsCountedApart() throws {
+        let t = try TestGateway()
+        let token = t.createSession()["weatherAccessToken"] as? String
+        #expect(t.weather(token: token).json["cache"] as? String == "miss")
+        t.clock.advance(601)  // past the TTL, within the stale window
+        let point = GridPoint.snapping(lat: 31.2304, lon: 121.4737, degrees: t.config.gridDegrees)
+        let key = "\(point.key)|\(WeatherQuery.forecast(days: 7).cacheKind)"
+        #expect(try t.store.acquireFetchLock(key: key, owner: "another-worker", now: t.clock.now(), until: t.clock.now().adding(seconds: 60)))
+        let refreshing = t.weather(token: token)
+        #expect(refreshing.status == 200 && refreshing.json["cache"] as? String == "stale")
+        #expect(t.log.lines.last?.contains(" cache=stale") == true)
+        #expect(t.source.calls == 1, "the worker called the provider although another worker was fetching")
+        try t.store.releaseFetchLock(key: key, owner: "another-worker")
+        t.source.failure = .providerError
+        #expect(t.weather(token: token).json["cache"] as? String == "stale")  // the provider failed
+        t.gateway.afterResponse(force: true)
+        let rows = try t.store.db.statement("SELECT name, sum(value) FROM weather_counters WHERE name LIKE 'cache.%' GROUP BY name ORDER BY name").rows { "\($0.text(0)!)=\($0.int(1))" }
+        #expect(rows == ["cache.miss=1", "cache.stale=1", "cache.stale_refreshing=1"])
+    }
 }
 
 extension WeatherCounterTests {

@@ -57,13 +57,21 @@ final class WeatherHandler {
         }
 
         let (body, state) = try weatherBody(point: point, query: query, context: &context)
-        context.cache = state
+        // The stale copy served while another worker refreshes the cell is `stale` to the client
+        // (it is older than the TTL), but no provider failed: counted apart, so `weatherctl stats`
+        // shows failures in its stale column.
+        let label = state == Self.staleWhileRefreshing ? "stale" : state
+        context.cache = label
         metrics.count(Counters.Name.cache(state), at: context.now)
-        return .json(200, Self.envelope(body, authMode: identity.mode, cache: state), headers: [("Cache-Control", "private, no-cache")])
+        return .json(200, Self.envelope(body, authMode: identity.mode, cache: label), headers: [("Cache-Control", "private, no-cache")])
     }
 
+    /// `weatherBody`'s state for a stale copy answered while another worker fetches the cell.
+    static let staleWhileRefreshing = "stale_refreshing"
+
     /// The stored report body and its cache state. Fresh copy: `hit`. Otherwise one worker fetches
-    /// while the others serve the stale copy or wait for the fresh one.
+    /// while the others serve the stale copy (`staleWhileRefreshing`) or wait for the fresh one;
+    /// `stale` when no provider answered (failed, paused or none configured) and a copy is kept.
     func weatherBody(point: GridPoint, query: WeatherQuery, context: inout Context) throws(HTTPError) -> ([UInt8], String) {
         let now = context.now
         let key = "\(point.key)|\(query.cacheKind)"
@@ -94,7 +102,7 @@ final class WeatherHandler {
 
         guard acquired else {
             // Another worker is calling the provider for this cell right now.
-            if let cached { return (cached.body, "stale") }
+            if let cached { return (cached.body, Self.staleWhileRefreshing) }
             return try awaitOtherWorker(key: key, query: query, source: source, budget: budget, context: &context)
         }
         let fetched = source.fetch(query, at: point, now: now)

@@ -57,6 +57,7 @@ public struct Counters {
             case "hit": return "cache.hit"
             case "miss": return "cache.miss"
             case "stale": return "cache.stale"
+            case "stale_refreshing": return "cache.stale_refreshing"
             default: return "cache.\(state)"
             }
         }

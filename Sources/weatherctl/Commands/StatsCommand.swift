@@ -15,11 +15,13 @@ enum StatsCommand {
         details: """
             Periods are UTC and include the current, unfinished one. Columns: requests answered by
             authMode (weather_session, weather_token), sessions created, refreshes (including
-            idempotent retries), 401 and 429 responses, cache hits, misses and stale answers and
-            the hit ratio (hit / (hit + miss + stale)), and provider calls and errors. Workers
-            flush counters every WEATHER_FLUSH_INTERVAL seconds (a quiet one after that long
-            without a request), so the newest seconds may be missing. --json adds the per-provider
-            and per-limit (limited.<name>) breakdowns to every period.
+            idempotent retries), 401 and 429 responses, cache hits, misses, stale answers because
+            no provider answered (STALE) and stale answers while another worker was refreshing
+            the cell (REFRESHING; both are cache: "stale" to the client), the hit ratio (hits /
+            all four), and provider calls and errors. Workers flush counters every
+            WEATHER_FLUSH_INTERVAL seconds (a quiet one after that long without a request), so
+            the newest seconds may be missing. --json adds the per-provider and per-limit
+            (limited.<name>) breakdowns to every period.
             Below the table: the configured providers the workers are skipping right now, in a
             pause after failing (WEATHER_PROVIDER_COOLDOWN), with its end, the failures in a row
             and the last one (--json: pausedProviders). Pauses live in the page the workers share
@@ -44,11 +46,14 @@ enum StatsCommand {
         var rateLimited: Int64 { value(Counters.Name.status(429)) }
         var cacheHit: Int64 { value(Counters.Name.cache("hit")) }
         var cacheMiss: Int64 { value(Counters.Name.cache("miss")) }
+        /// Stale copies answered because no provider answered (failed, paused, none configured).
         var cacheStale: Int64 { value(Counters.Name.cache("stale")) }
+        /// Stale copies answered while another worker was refreshing the cell: no failure.
+        var cacheRefreshing: Int64 { value(Counters.Name.cache("stale_refreshing")) }
 
-        /// hit / (hit + miss + stale); `nil` when no cacheable request was answered.
+        /// hit / (hit + miss + stale, both kinds); `nil` when no cacheable request was answered.
         var hitRatio: Double? {
-            let all = cacheHit + cacheMiss + cacheStale
+            let all = cacheHit + cacheMiss + cacheStale + cacheRefreshing
             return all == 0 ? nil : Double(cacheHit) / Double(all)
         }
 
@@ -124,7 +129,7 @@ enum StatsCommand {
         var table = Table([
             (perDay ? "DAY (UTC)" : "HOUR (UTC)", .left), ("WEATHER_SESSION", .right), ("WEATHER_TOKEN", .right),
             ("CREATED", .right), ("REFRESHES", .right), ("401", .right), ("429", .right),
-            ("CACHE HITS", .right), ("MISSES", .right), ("STALE", .right), ("HIT RATIO", .right),
+            ("CACHE HITS", .right), ("MISSES", .right), ("STALE", .right), ("REFRESHING", .right), ("HIT RATIO", .right),
             ("PROVIDER CALLS", .right), ("ERRORS", .right),
         ])
         func percent(_ r: Double?) -> String {
@@ -135,7 +140,7 @@ enum StatsCommand {
         for p in periods + [total] {
             table.append([
                 p.label, "\(p.sessionRequests)", "\(p.legacyRequests)", "\(p.sessionsCreated)", "\(p.refreshes)",
-                "\(p.unauthorized)", "\(p.rateLimited)", "\(p.cacheHit)", "\(p.cacheMiss)", "\(p.cacheStale)",
+                "\(p.unauthorized)", "\(p.rateLimited)", "\(p.cacheHit)", "\(p.cacheMiss)", "\(p.cacheStale)", "\(p.cacheRefreshing)",
                 percent(p.hitRatio), "\(p.providerCalls)", "\(p.providerErrors)",
             ])
         }
@@ -178,6 +183,7 @@ enum StatsCommand {
             ("status429", .int(p.rateLimited)),
             ("cache", .object([
                 ("hit", .int(p.cacheHit)), ("miss", .int(p.cacheMiss)), ("stale", .int(p.cacheStale)),
+                ("staleWhileRefreshing", .int(p.cacheRefreshing)),
                 ("hitRatio", p.hitRatio.map { .double(($0 * 10_000).rounded() / 10_000) } ?? .null),
             ])),
             ("providers", .object(p.providers.map { name in
