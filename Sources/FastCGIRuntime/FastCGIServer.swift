@@ -35,10 +35,11 @@ public enum FastCGIServer {
     /// `parameterNames`, when given, are the only parameters the handler sees: the rest of what
     /// the web server sends is skipped before any string is made of it.
     ///
-    /// `idle` runs whenever no request has come for `idleSeconds` (0: never), so deferred work of
-    /// a worker that has gone quiet still gets done. The wait costs nothing per request: the
-    /// listening socket gets a receive timeout (`SO_RCVTIMEO`), which Linux applies to `accept`,
-    /// and libfcgi then returns `-EAGAIN` instead of blocking on.
+    /// `idle` runs whenever no request has come for `idleSeconds` (0: never), or for the shorter
+    /// time a sibling on the same socket wants, so deferred work of a worker that has gone quiet
+    /// still gets done; it must do nothing that is not yet due. The wait costs nothing per
+    /// request: the listening socket gets a receive timeout (`SO_RCVTIMEO`), which Linux applies
+    /// to `accept`, and libfcgi then returns `-EAGAIN` instead of blocking on.
     public static func serve(
         listenFD: Int32 = 0, maxRequests: Int = 0, parameterNames: [String]? = nil, idleSeconds: Int = 0,
         handler: Handler, idle: () -> Void = {}, after: () -> Void
@@ -50,11 +51,15 @@ public enum FastCGIServer {
         guard FCGX_InitRequest(&request, listenFD, Int32(FCGI_FAIL_ACCEPT_ON_INTR)) == 0 else {
             throw FastCGIError("FCGX_InitRequest failed")
         }
-        // Set every time, 0 included: the option belongs to the socket, which can outlive us
-        // (systemd keeps it across restarts), and a timeout left by an earlier start would end a
-        // worker started without one. A blocking accept is what libfcgi expects.
+        // The option belongs to the socket, which every worker on it shares and which can
+        // outlive us (systemd keeps it across restarts): the shortest interval any of them wants
+        // is kept (`shortenReceiveTimeout`), so none loses its wake-up to a sibling started with
+        // a longer interval or none; a wake-up that comes earlier than a worker's own interval
+        // finds nothing due. A worker without an interval leaves the option as it is; a timeout
+        // it did not ask for only makes it wait again (below). A blocking accept is what libfcgi
+        // expects.
         makeBlocking(listenFD)
-        let timed = setReceiveTimeout(listenFD, seconds: max(0, idleSeconds)) && idleSeconds > 0
+        let timed = idleSeconds > 0 && shortenReceiveTimeout(listenFD, to: idleSeconds)
         // A TCP connection inherits the listener's timeout (a Unix socket's does not): it is
         // cleared on each accepted one, so a request's body is read as before. Also without a
         // timeout of our own: workers sharing the socket may run with different settings.
@@ -62,10 +67,15 @@ public enum FastCGIServer {
         var served = 0
         while shutdownRequested == 0 {
             let accepted = FCGX_Accept_r(&request)
-            // No request for the timeout: ours, or one another worker on the same socket set
-            // (workers started with different settings share it; the last to start sets it).
+            // No request for the timeout: ours, or a shorter one another worker on the same socket
+            // set (workers started with different settings share it).
             if accepted == -EAGAIN || accepted == -EWOULDBLOCK {
-                if timed { idle() }
+                if timed {
+                    // Two workers starting at once may both have read "none" and the longer
+                    // interval written last: whichever wakes puts its own back if shorter.
+                    _ = shortenReceiveTimeout(listenFD, to: idleSeconds)
+                    idle()
+                }
                 continue
             }
             // With a receive timeout, Linux does not restart an accept interrupted by any signal,
@@ -98,6 +108,17 @@ public enum FastCGIServer {
     static func setReceiveTimeout(_ fd: Int32, seconds: Int) -> Bool {
         var timeout = timeval(tv_sec: seconds, tv_usec: 0)
         return setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size)) == 0
+    }
+
+    /// Sets `SO_RCVTIMEO` of `fd` to `seconds` unless it already has a timeout no longer than
+    /// that. False when the option cannot be read or set (not a socket).
+    static func shortenReceiveTimeout(_ fd: Int32, to seconds: Int) -> Bool {
+        var current = timeval()
+        var length = socklen_t(MemoryLayout<timeval>.size)
+        guard getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &current, &length) == 0 else { return false }
+        let set = current.tv_sec > 0 || current.tv_usec > 0
+        if set && (current.tv_sec < seconds || current.tv_sec == seconds && current.tv_usec == 0) { return true }
+        return setReceiveTimeout(fd, seconds: seconds)
     }
 
     /// True when `fd` is an IPv4 or IPv6 socket.

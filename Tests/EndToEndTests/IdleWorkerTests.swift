@@ -47,6 +47,43 @@ import Glibc
 }
 
 extension IdleWorkerTests {
+    /// Workers on one socket may start with different intervals (a settings file changed between
+    /// restarts): the socket keeps the shortest any of them wants. It kept the last one set, so a
+    /// worker lost its wake-up to a sibling started later with a longer interval, or with none.
+    @Test func theSocketKeepsTheShortestIntervalAnyWorkerWants() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cw-short-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        // (timeout already on the socket, the worker's WEATHER_FLUSH_INTERVAL, the timeout after)
+        for (left, interval, kept) in [(10, "1", 1), (1, "10", 1), (1, "0", 1), (0, "5", 5)] {
+            let port = freePort()
+            let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            try #require(listener >= 0)
+            defer { close(listener) }
+            var yes: Int32 = 1
+            setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
+            var address = FastCGIExchange.loopback(port)
+            let bound = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            try #require(bound == 0 && listen(listener, 16) == 0)
+            var before = timeval(tv_sec: left, tv_usec: 0)  // a sibling's, or an earlier start's
+            setsockopt(listener, SOL_SOCKET, SO_RCVTIMEO, &before, socklen_t(MemoryLayout<timeval>.size))
+
+            let app = try ChildProcess(
+                "\(binDirectory)/weather-fcgi", [],
+                environment: ["WEATHER_DB_PATH": directory.appendingPathComponent("w\(port).sqlite3").path, "WEATHER_FLUSH_INTERVAL": interval],
+                stderr: directory.appendingPathComponent("app.log").path, stdin: listener)
+            defer { app.stop() }
+            // Answering means it has set up its socket.
+            #expect(FastCGIExchange.firstCreation(port: port).hasPrefix("Status: 201"))
+            var after = timeval()
+            var length = socklen_t(MemoryLayout<timeval>.size)
+            #expect(getsockopt(listener, SOL_SOCKET, SO_RCVTIMEO, &after, &length) == 0)
+            #expect(after.tv_sec == kept && after.tv_usec == 0, "timeout \(left) s, a worker with \(interval) s: \(after.tv_sec) s")
+        }
+    }
+
     /// With a receive timeout on its socket, Linux does not restart an `accept` interrupted by a
     /// signal, even SIGSTOP/SIGCONT (a cgroup freeze, a debugger attaching): the worker must carry
     /// on. It exited with status 0 before.
