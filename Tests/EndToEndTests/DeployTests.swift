@@ -52,23 +52,29 @@ import Glibc
         #expect(create.headers["cache-control"] == "no-store")
         #expect(create.headers["x-request-id"] != nil)
         #expect(create.headers["x-content-type-options"] == "nosniff")
+        // A failed step ends the test here, not the whole test process with a force unwrap (that
+        // left every server of the run behind).
         let s = create.json
-        let weather = try HTTPClient.send(port: port, "GET", "\(prefix)/v1/weather?lat=31.2304&lon=121.4737", headers: ["X-Weather-Session-Token": s["weatherAccessToken"] as! String])
+        let access = try #require(s["weatherAccessToken"] as? String, "\(create.text)")
+        let sessionId = try #require(s["anonymousSessionId"] as? String), refresh = try #require(s["refreshToken"] as? String)
+        let weather = try HTTPClient.send(port: port, "GET", "\(prefix)/v1/weather?lat=31.2304&lon=121.4737", headers: ["X-Weather-Session-Token": access])
         #expect(weather.status == 200, "\(weather.text)")
         #expect(weather.json["authMode"] as? String == "weather_session")
         let refreshed = try HTTPClient.send(port: port, "POST", "\(prefix)/v1/weather/session/refresh", headers: ["Content-Type": "application/json"],
-                                            body: jsonBytes(["anonymousSessionId": s["anonymousSessionId"]!, "refreshToken": s["refreshToken"]!]))
+                                            body: jsonBytes(["anonymousSessionId": sessionId, "refreshToken": refresh]))
         #expect(refreshed.status == 200)
         let next = refreshed.json
+        let nextAccess = try #require(next["weatherAccessToken"] as? String, "\(refreshed.text)")
+        let nextRefresh = try #require(next["refreshToken"] as? String)
         let trip = try HTTPClient.send(port: port, "GET", "\(prefix)/v1/weather/trip?lat=31.2&lon=121.5&start=\(utcDay(2))&end=\(utcDay(3))",
-                                       headers: ["X-Weather-Session-Token": next["weatherAccessToken"] as! String])
+                                       headers: ["X-Weather-Session-Token": nextAccess])
         #expect(trip.status == 200, "\(trip.text)")
         let legacy = try HTTPClient.send(port: port, "GET", "\(prefix)/v1/weather?lat=31.2304&lon=121.4737", headers: ["X-Weather-Token": Self.legacy])
         #expect(legacy.json["authMode"] as? String == "weather_token")
         let revoke = try HTTPClient.send(port: port, "POST", "\(prefix)/v1/weather/session/revoke", headers: ["Content-Type": "application/json"],
-                                         body: jsonBytes(["anonymousSessionId": next["anonymousSessionId"]!, "refreshToken": next["refreshToken"]!]))
+                                         body: jsonBytes(["anonymousSessionId": sessionId, "refreshToken": nextRefresh]))
         #expect(revoke.status == 204)
-        let after = try HTTPClient.send(port: port, "GET", "\(prefix)/v1/weather?lat=31.2304&lon=121.4737", headers: ["X-Weather-Session-Token": next["weatherAccessToken"] as! String])
+        let after = try HTTPClient.send(port: port, "GET", "\(prefix)/v1/weather?lat=31.2304&lon=121.4737", headers: ["X-Weather-Session-Token": nextAccess])
         #expect(after.status == 401)
         #expect(try HTTPClient.send(port: port, "GET", "\(prefix)/openapi.json").status == 200)
     }

@@ -114,6 +114,11 @@ final class ChildProcess: @unchecked Sendable {
         return (s & 0x7f) == 0 ? (s >> 8) & 0xff : -(s & 0x7f)
     }
 
+    /// A process its owner never stopped (an initialiser that threw after starting it, say) is
+    /// stopped when the last reference to it goes: no server outlives the test that started it.
+    /// (Two fake providers outlived a run in session 11.)
+    deinit { stop(grace: 2) }
+
     /// SIGTERM, then SIGKILL if it has not gone within `grace` seconds; always reaped.
     func stop(grace: Double = 5) {
         guard isRunning else { return }
