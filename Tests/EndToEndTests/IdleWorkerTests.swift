@@ -57,16 +57,8 @@ extension IdleWorkerTests {
         // (timeout already on the socket, the worker's WEATHER_FLUSH_INTERVAL, the timeout after)
         for (left, interval, kept) in [(10, "1", 1), (1, "10", 1), (1, "0", 1), (0, "5", 5)] {
             let port = freePort()
-            let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            try #require(listener >= 0)
+            let listener = try #require(FastCGIExchange.listening(port: port))
             defer { close(listener) }
-            var yes: Int32 = 1
-            setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
-            var address = FastCGIExchange.loopback(port)
-            let bound = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            try #require(bound == 0 && listen(listener, 16) == 0)
             var before = timeval(tv_sec: left, tv_usec: 0)  // a sibling's, or an earlier start's
             setsockopt(listener, SOL_SOCKET, SO_RCVTIMEO, &before, socklen_t(MemoryLayout<timeval>.size))
 
@@ -134,24 +126,16 @@ extension IdleWorkerTests {
 }
 
 extension IdleWorkerTests {
-    /// Workers on one socket may run with different settings; the last to start sets the
-    /// socket's timeout. A worker with `WEATHER_FLUSH_INTERVAL=0` that meets a sibling's timeout
-    /// must wait on (it exited), and over TCP clear what its connections inherit.
+    /// Workers on one socket may run with different settings; a sibling may set the socket's
+    /// timeout. A worker with `WEATHER_FLUSH_INTERVAL=0` that meets a sibling's timeout must wait
+    /// on (it exited), and over TCP clear what its connections inherit.
     @Test func aWorkerWithoutATimeoutCarriesOnWhenASiblingSetsOne() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cw-sib-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let port = freePort()
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        try #require(listener >= 0)
+        let listener = try #require(FastCGIExchange.listening(port: port))
         defer { close(listener) }
-        var yes: Int32 = 1
-        setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
-        var address = FastCGIExchange.loopback(port)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        try #require(bound == 0 && listen(listener, 16) == 0)
 
         let app = try ChildProcess(
             "\(binDirectory)/weather-fcgi", [],
@@ -194,6 +178,24 @@ enum FastCGIExchange {
     }
 
     /// 127.0.0.1:`port`.
+    /// A TCP socket listening on 127.0.0.1:`port`, as a process manager hands one to its
+    /// workers; nil when it cannot be had. The caller closes it.
+    static func listening(port: Int) -> Int32? {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        var yes: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
+        var address = loopback(port)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(fd, 16) == 0 else {
+            close(fd)
+            return nil
+        }
+        return fd
+    }
+
     static func loopback(_ port: Int) -> sockaddr_in {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)

@@ -59,13 +59,10 @@ public struct ProviderCooldowns: Sendable {
         guard longest > 0 else { return }
         var retryAfter: Int?
         if case .httpStatus(_, let after) = failure { retryAfter = after }
-        let pauses = self
-        func following(_ previous: Entry?) -> Entry {
-            pauses.record(after: previous, failure: failure, retryAfter: retryAfter, now: now)
-        }
-        if entries[provider] == nil, let board,
-           board.update(provider, { following($0.map(Entry.init(shared:))).shared }) { return }
-        entries[provider] = following(entries[provider])
+        if entries[provider] == nil, let board, board.update(provider, {
+            record(after: $0.map(Entry.init(shared:)), failure: failure, retryAfter: retryAfter, now: now).shared
+        }) { return }
+        entries[provider] = record(after: entries[provider], failure: failure, retryAfter: retryAfter, now: now)
     }
 
     /// The record after a failure at `now`, given the one before it.

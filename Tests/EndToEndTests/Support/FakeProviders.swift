@@ -13,10 +13,7 @@ final class FakeProviders {
                                    environment: ["PATH": "/usr/bin:/bin"])
         var found: Int?
         _ = waitUntil { found = (try? String(contentsOfFile: portFile, encoding: .utf8)).flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }; return found != nil }
-        guard let found else {
-            process.stop(grace: 1)  // started, but this object will never exist to stop it
-            throw ClientError("fake provider did not start")
-        }
+        guard let found else { throw ClientError("fake provider did not start") }  // `process` stops it when released
         port = found
         try? FileManager.default.removeItem(atPath: portFile)
     }
