@@ -376,11 +376,10 @@ import Glibc
 
         try fs.makeWritable()
         // No restart first: a worker whose connection failed on read-only storage reopens it on its
-        // next request (SQLiteGatewayStore.reopenIfFaulted), so writes should come back on their
-        // own. Known gap: the new connection is opened while the read-only one is still open, and
-        // SQLite shares the wal-index (-shm) per inode within a process, so the new connection
-        // inherits the read-only mapping and keeps failing (docs/reliability.md). Closing the old
-        // connection before opening the new one fixes it.
+        // next request (SQLiteGatewayStore.reopenIfFaulted), so writes come back on their own.
+        // The old connection is closed before the new one opens: SQLite shares the wal-index
+        // (-shm) per inode within a process, so a new connection opened beside the read-only one
+        // inherited its read-only mapping and kept failing (docs/reliability.md, finding 2).
         let workersBefore = Set(workerPids(supervisor))
         var recovery: [Int] = []
         for _ in 0..<4 {
@@ -390,12 +389,10 @@ import Glibc
             #expect(r.status == 503 && r.errorCode == "storage_unavailable", "\(r.status) \(r.text)")
         }
         print("read-only: after the mount is writable again, without a restart: \(recovery)")
-        withKnownIssue("the reopened connection inherits the read-only wal-index of the old one, still open", isIntermittent: true) {
-            #expect(recovery.last == 201, "no recovery without a restart: \(recovery)")
-            for _ in 0..<4 {
-                let r = try create()
-                #expect(r.status == 201)
-            }
+        #expect(recovery.last == 201, "no recovery without a restart: \(recovery)")
+        for _ in 0..<4 {
+            let r = try create()
+            #expect(r.status == 201, "\(r.status) \(r.text)")
         }
         #expect(Set(workerPids(supervisor)) == workersBefore, "a worker died on read-only storage")
         // Whatever happened above, restarted workers must write again.
