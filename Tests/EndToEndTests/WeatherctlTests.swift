@@ -125,18 +125,38 @@ import Glibc
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-ro-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
-        let copy = dir.appendingPathComponent("weather.sqlite3").path
-        _ = ChildProcessOutput.run("/usr/bin/sqlite3", [h.databasePath, ".backup '\(copy)'"])
-        // A backup in rollback mode, as most backup tools leave it (a WAL file in a folder nobody
-        // may write cannot be read by anyone: SQLite needs its -shm).
-        _ = ChildProcessOutput.run("/usr/bin/sqlite3", [copy, "PRAGMA journal_mode=DELETE"])
-        chmod(copy, 0o644)
-        chmod(dir.path, 0o755)  // root's folder and file: nobody reads, never writes
-        for args in [["stats", "--hours", "1"], ["sessions", "list"], ["sessions", "show", sid]] {
-            let out = ChildProcessOutput.runData("/usr/sbin/runuser", ["-u", "nobody", "--", "/usr/bin/env", "WEATHER_DB_PATH=\(copy)", "\(binDirectory)/weatherctl"] + args)
-            let text = String(decoding: out.stdout, as: UTF8.self)
-            #expect(out.status == 0, "\(args): \(text)")
+        // A backup in WAL mode, as `.backup` leaves it, with neither -wal nor -shm (SQLite would
+        // create the -shm to read it, and nobody may write the folder: opened immutable), and
+        // the same in rollback mode, as other backup tools leave it. A name URIs must escape.
+        let walCopy = dir.appendingPathComponent("weather #1?.sqlite3").path
+        let rollbackCopy = dir.appendingPathComponent("rollback.sqlite3").path
+        for copy in [walCopy, rollbackCopy] {
+            _ = ChildProcessOutput.run("/usr/bin/sqlite3", [h.databasePath, ".backup '\(copy)'"])
+            chmod(copy, 0o644)
         }
+        _ = ChildProcessOutput.run("/usr/bin/sqlite3", [rollbackCopy, "PRAGMA journal_mode=DELETE"])
+        #expect(ChildProcessOutput.run("/usr/bin/sqlite3", [walCopy, "PRAGMA journal_mode"]).trimmingCharacters(in: .whitespacesAndNewlines) == "wal")
+        chmod(dir.path, 0o755)  // root's folder and files: nobody reads, never writes
+        /// weatherctl as nobody: exit status and output (stdout and stderr together).
+        func asNobody(_ path: String, _ args: [String]) -> (status: Int32, output: String) {
+            let out = ChildProcessOutput.runData("/usr/sbin/runuser", ["-u", "nobody", "--", "/usr/bin/env", "WEATHER_DB_PATH=\(path)",
+                                                                      "/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1", "\(binDirectory)/weatherctl"] + args)
+            return (out.status, String(decoding: out.stdout, as: UTF8.self))
+        }
+        for copy in [walCopy, rollbackCopy] {
+            for args in [["stats", "--hours", "1"], ["sessions", "list"]] {
+                let out = asNobody(copy, args)
+                #expect(out.status == 0, "\(copy) \(args): \(out.output)")
+            }
+            let shown = asNobody(copy, ["sessions", "show", sid])
+            #expect(shown.status == 0 && shown.output.contains(sid), "\(copy): \(shown.output)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: walCopy + "-shm"))
+        // With a -wal beside it, the file alone may not be all of the database: a clear refusal.
+        FileManager.default.createFile(atPath: walCopy + "-wal", contents: Data())
+        let refused = asNobody(walCopy, ["sessions", "list"])
+        #expect(refused.status == 1)
+        #expect(refused.output.contains("-shm") && refused.output.contains("service user"), "\(refused.output)")
     }
 
     @Test func migrateOnAFreshDatabaseReportsBothMigrationsThenNothing() throws {

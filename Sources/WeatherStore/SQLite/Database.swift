@@ -32,18 +32,23 @@ public final class Database {
     /// Opens (creating if needed) the database at `path` and sets the pragmas every worker relies on:
     /// WAL (verified), `synchronous=NORMAL`, a busy timeout, foreign keys. `walWrites`: how its
     /// commits reach the WAL (see `WALWrites`).
+    ///
+    /// Read-only, a WAL-mode file with neither `-wal` nor `-shm` beside it (a copy, on a backup
+    /// disk or in a folder this user may not write) is opened `immutable`: SQLite would otherwise
+    /// need to create the `-shm` index and refuse. Without those two files no connection has the
+    /// database open and nothing waits in a WAL, so reading the file alone is reading all of it.
     public init(path: String, readOnly: Bool = false, walWrites: WALWrites = .perFrame) throws(DatabaseError) {
-        var db: OpaquePointer?
         let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
         let vfs = walWrites == .perCommit && !readOnly && csqlite_wal_register() == SQLITE_OK ? csqlite_wal_vfs_name() : nil
-        let rc = sqlite3_open_v2(path, &db, flags, vfs)
-        guard rc == SQLITE_OK, let db else {
-            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open database"
+        var db = try Self.open(path, flags: flags, vfs: vfs)
+        if readOnly, let refused = Self.readRefusal(db) {
             sqlite3_close_v2(db)
-            throw DatabaseError(resultCode: rc, message: message, sql: nil)
+            guard !Self.exists(path + "-wal"), !Self.exists(path + "-shm") else {
+                throw DatabaseError(resultCode: refused.resultCode, message: "\(refused.message): reading a WAL database needs its -shm file, which this user cannot create beside it; run as the service user, or copy the database with its -wal to a folder this user may write", sql: nil)
+            }
+            db = try Self.open(Self.immutableURI(path), flags: flags | SQLITE_OPEN_URI, vfs: nil)
         }
         handle = db
-        sqlite3_extended_result_codes(db, 1)
         Database.installBusyHandler(db)
         if !readOnly {
             // Several workers may open a new file at once; switching to WAL needs a moment alone.
@@ -58,6 +63,47 @@ public final class Database {
         // that a rollback never brings (shim.h); the largest worker transaction is a few dozen pages.
         if vfs != nil { try execute("PRAGMA cache_spill=OFF") }
         fileIdentity = Self.identity(of: path)
+    }
+
+    private static func open(_ name: String, flags: Int32, vfs: UnsafePointer<CChar>?) throws(DatabaseError) -> OpaquePointer {
+        var db: OpaquePointer?
+        let rc = sqlite3_open_v2(name, &db, flags, vfs)
+        guard rc == SQLITE_OK, let db else {
+            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open database"
+            sqlite3_close_v2(db)
+            throw DatabaseError(resultCode: rc, message: message, sql: nil)
+        }
+        sqlite3_extended_result_codes(db, 1)
+        return db
+    }
+
+    /// The error of a first read that SQLite refuses for want of a `-shm` it may not create
+    /// (`SQLITE_READONLY_DIRECTORY`, or `SQLITE_CANTOPEN`); nil when the read works or fails otherwise.
+    private static func readRefusal(_ db: OpaquePointer) -> DatabaseError? {
+        let readOnlyDirectory = SQLITE_READONLY | (6 << 8)  // SQLITE_READONLY_DIRECTORY, a macro Swift does not import
+        let rc = sqlite3_exec(db, "PRAGMA schema_version", nil, nil, nil)
+        guard rc == readOnlyDirectory || rc & 0xff == SQLITE_CANTOPEN else { return nil }
+        return DatabaseError(resultCode: rc, message: String(cString: sqlite3_errmsg(db)), sql: nil)
+    }
+
+    /// `file:` URI of `path` with `immutable=1`: `%`, `?` and `#` escaped; an absolute path after an
+    /// empty authority (`file://` + `/…`), so one beginning with `//` is not read as a host.
+    static func immutableURI(_ path: String) -> String {
+        var escaped = ""
+        for c in path.unicodeScalars {
+            switch c {
+            case "%": escaped += "%25"
+            case "?": escaped += "%3f"
+            case "#": escaped += "%23"
+            default: escaped.unicodeScalars.append(c)
+            }
+        }
+        return (path.hasPrefix("/") ? "file://" : "file:") + escaped + "?immutable=1"
+    }
+
+    private static func exists(_ path: String) -> Bool {
+        var st = stat()
+        return lstat(path, &st) == 0
     }
 
     /// Device and inode of the database file when it was opened.
