@@ -110,6 +110,13 @@ public enum FastCGIServer {
         return setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size)) == 0
     }
 
+    /// Removes a receive timeout an earlier instance left on the listening socket `fd` (systemd
+    /// keeps the socket across restarts, and workers only ever shorten it, see `serve`). Only for
+    /// the one process that holds the socket before any worker serves it: a supervisor at start.
+    public static func clearIdleInterval(_ fd: Int32) {
+        _ = setReceiveTimeout(fd, seconds: 0)
+    }
+
     /// Sets `SO_RCVTIMEO` of `fd` to `seconds` unless it already has a timeout no longer than
     /// that. False when the option cannot be read or set (not a socket).
     static func shortenReceiveTimeout(_ fd: Int32, to seconds: Int) -> Bool {

@@ -118,6 +118,9 @@ if workers > 1 {
         StandardErrorLog().write("weather-fcgi: \(error)")
         exit(78)
     }
+    // No worker serves the socket yet: an idle interval left on it by the previous start (a
+    // systemd socket outlives the service) gives way to this start's setting.
+    FastCGIServer.clearIdleInterval(listenFD)
     Supervisor.run(workers: workers) { serve(listenFD: listenFD) }
 }
 exit(serve(listenFD: listenFD))
