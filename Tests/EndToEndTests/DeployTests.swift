@@ -41,7 +41,7 @@ import Glibc
         let logs = logFiles(under: h.directory.appendingPathComponent("nginx").path)
         #expect(logs["access.log"]?.contains("\"GET /v1/weather HTTP/1.1\" 200") == true, "\(logs["access.log"] ?? "no access log")")
         #expect(logs["access.log"]?.contains("\"GET /v1/weather HTTP/1.1\" 503") == true && logs["access.log"]?.contains("upstream=502") == true)
-        expectNoCoordinates(in: logs.merging(["gateway": h.log]) { $1 })
+        expectNoCoordinates(in: logs.merging(["gateway": h.log]) { $1 }, written: ["access.log", "gateway"])
     }
 
     /// Session → weather → refresh → weather → revoke → 401, as the app does it.
@@ -151,7 +151,7 @@ import Glibc
         // Raw coordinates reach no log (the flow asked for 31.2304,121.4737 too).
         let logs = logFiles(under: apache.directory + "/logs")
         #expect(logs["closet-weather-access.log"]?.contains("\"GET /v1/weather HTTP/1.1\" 200") == true, "\(logs.keys.sorted())")
-        expectNoCoordinates(in: logs.merging(["gateway": h.log]) { $1 })
+        expectNoCoordinates(in: logs.merging(["gateway": h.log]) { $1 }, written: ["closet-weather-access.log", "gateway"])
     }
 }
 
@@ -164,9 +164,10 @@ func logFiles(under directory: String) -> [String: String] {
     return out
 }
 
-/// The test coordinates (31.2304, 121.4737) appear in none of `logs`; only their grid cell may.
-func expectNoCoordinates(in logs: [String: String], sourceLocation: SourceLocation = #_sourceLocation) {
-    #expect(!logs.isEmpty, sourceLocation: sourceLocation)
+/// The test coordinates (31.2304, 121.4737) appear in none of `logs`, each of the `written` ones
+/// among them and not empty; only their grid cell may.
+func expectNoCoordinates(in logs: [String: String], written: [String], sourceLocation: SourceLocation = #_sourceLocation) {
+    for name in written { #expect(logs[name]?.isEmpty == false, "no \(name) among \(logs.keys.sorted())", sourceLocation: sourceLocation) }
     for (name, text) in logs {
         #expect(!text.contains("31.2304") && !text.contains("121.4737") && !text.contains("lat="), "\(name): \(text.suffix(600))", sourceLocation: sourceLocation)
     }

@@ -69,8 +69,14 @@ import Glibc
         #expect(h.sql("PRAGMA journal_mode") == "wal")
         #expect(h.sql("SELECT group_concat(name, ',') FROM pragma_table_info('anonymous_weather_sessions')") == "id,installation_id_hash,platform,app_version,status,created_at,last_seen_at,revoked_at")
         #expect(h.sql("SELECT group_concat(name, ',') FROM pragma_table_info('weather_session_tokens')") == "id,session_id,token_hash,token_type,expires_at,created_at,revoked_at")
-        // And four processes really share it: many requests, all answered.
-        for _ in 0..<12 { #expect(try h.request("GET", "/v1/health").status == 200) }
+        // And the processes really share it: requests at once, all answered, by more than one.
+        var workers = Set<Substring>()
+        for _ in 0..<10 where workers.count < 2 {
+            let answers = concurrently(8, port: h.port, "GET", "/v1/health").answers
+            #expect(answers.count == 8 && answers.allSatisfy { $0.status == 200 })
+            workers.formUnion(workersAnswering(answers, log: h.log))
+        }
+        #expect(workers.count >= 2, "\(workers)")
     }
 
     @Test func malformedParametersGet4xxAndTheWorkerKeepsServing() throws {
@@ -140,17 +146,23 @@ extension FoundationEndToEndTests {
         let token = try h.createSession()["weatherAccessToken"] as! String
         try fake.setMode("caiyun", "slow", delay: 1)
         let answer = Collector<HTTPResponse>()
+        let answeredAt = Collector<UInt64>()
         let port = h.port
         let thread = Thread {
             if let r = try? HTTPClient.send(port: port, "GET", "/v1/weather?lat=3&lon=3", headers: ["X-Weather-Session-Token": token]) { answer.append(r) }
+            answeredAt.append(DispatchTime.now().uptimeNanoseconds)
         }
         thread.start()
         usleep(400_000)  // the request is now waiting on the slow provider
         let app = try #require(h.app)
+        #expect(answer.items.isEmpty, "answered before the stop signal: nothing was in hand")
+        let signalled = DispatchTime.now().uptimeNanoseconds
         kill(app.pid, SIGTERM)
         #expect(waitUntil(timeout: 5) { !app.isRunning })
         #expect(waitUntil(timeout: 2) { !answer.items.isEmpty })
         #expect(answer.items.first?.status == 200, "the request in hand was answered")
+        #expect(answer.items.first?.json["cache"] as? String == "miss", "the answer came from the slow provider call")
+        #expect((answeredAt.items.first ?? 0) > signalled)
         #expect(app.terminationStatus == 0)
     }
 

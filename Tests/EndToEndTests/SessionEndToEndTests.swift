@@ -33,9 +33,14 @@ import Glibc
         let h = try GatewayHarness(workers: 4)
         let s = try h.createSession()
         let body: [String: Any] = ["anonymousSessionId": s["anonymousSessionId"]!, "refreshToken": s["refreshToken"]!]
-        let answers = concurrently(16, port: h.port, "POST", "/v1/weather/session/refresh", json: jsonBytes(body))
+        let answers = concurrently(16, port: h.port, "POST", "/v1/weather/session/refresh", json: jsonBytes(body)).answers
         #expect(answers.count == 16)
         #expect(answers.allSatisfy { $0.status == 200 })
+        // Across processes: one worker alone would hand out the retry window's copy in turn.
+        let workers = Set(h.log.split(separator: "\n").filter { $0.contains("route=/v1/weather/session/refresh ") }.compactMap { line in
+            line.split(separator: " ").first { $0.hasPrefix("worker=") }
+        })
+        #expect(workers.count >= 2, "\(workers)")
         #expect(Set(answers.compactMap { $0.json["refreshToken"] as? String }).count == 1)
         #expect(Set(answers.compactMap { $0.json["weatherAccessToken"] as? String }).count == 1)
         let sid = s["anonymousSessionId"] as! String

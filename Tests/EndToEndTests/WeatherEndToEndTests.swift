@@ -42,7 +42,9 @@ import Glibc
 
         try fake.reset()
         try fake.setMode("caiyun", "slow", delay: 0.3)  // hold the first fetch so the others pile up
-        let answers = concurrently(16, port: h.port, "GET", "/v1/weather?lat=40.0&lon=116.4", headers: auth)
+        let burst = concurrently(16, port: h.port, "GET", "/v1/weather?lat=40.0&lon=116.4", headers: auth)
+        let answers = burst.answers
+        #expect(burst.overlapped, "the 16 requests went one after another: nothing to coalesce")
         #expect(answers.count == 16)
         #expect(answers.allSatisfy { $0.status == 200 }, "\(answers.map(\.status))")
         #expect(try fake.calls().count == 1)

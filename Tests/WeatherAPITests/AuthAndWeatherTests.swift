@@ -86,8 +86,16 @@ import WeatherProviders
         let echoed = t.send("GET", "/v1/health", headers: ["X-Request-Id": "abc123"])
         #expect(echoed.headers["x-request-id"] == "abc123")
         #expect(t.log.lines.last?.contains("request_id=abc123") == true)
-        let hostile = t.send("GET", "/v1/health", headers: ["X-Request-Id": "a b\r\nSet-Cookie: x"])
-        #expect(hostile.headers["x-request-id"]?.contains(" ") == false)
+        // Refused, not cleaned: the gateway's own id instead (`t-<n>`), in the header and the log.
+        for value in ["a b\r\nSet-Cookie: x", "a\r\nSet-Cookie:x", "abc\u{0}", String(repeating: "a", count: 129), "id;drop"] {
+            let hostile = t.send("GET", "/v1/health", headers: ["X-Request-Id": value])
+            let id = try #require(hostile.headers["x-request-id"])
+            #expect(id.hasPrefix("t-") && UInt64(id.dropFirst(2)) != nil, "\(value.debugDescription) gave \(id.debugDescription)")
+            #expect(hostile.headers["set-cookie"] == nil)
+            let line = try #require(t.log.lines.last)
+            #expect(line.contains("request_id=\(id) "))
+            #expect(!line.contains("\r") && !line.contains("\n") && !line.contains("Set-Cookie"))
+        }
     }
 
     @Test func unknownRouteIs404AndWrongMethodIs405WithAllow() throws {
@@ -104,11 +112,16 @@ import WeatherProviders
     @Test func logLinesCarryNoSecrets() throws {
         let t = try TestGateway()
         let s = t.createSession(installationId: "0b6f1c4e-6f5a-4c0e-9d2b-2c1e8f3a7d11")
-        _ = t.refresh(s)
-        _ = t.weather(token: s["weatherAccessToken"] as? String, query: "lat=31.2304&lon=121.4737")
+        let refreshed = t.refresh(s)
+        #expect(refreshed.status == 200)
+        let weather = t.weather(token: refreshed.json["weatherAccessToken"] as? String, query: "lat=31.2304&lon=121.4737")
+        #expect(weather.status == 200)
         let all = t.log.lines.joined(separator: "\n")
-        #expect(!all.contains(s["weatherAccessToken"] as! String))
-        #expect(!all.contains(s["refreshToken"] as! String))
+        for token in [s["weatherAccessToken"], s["refreshToken"], refreshed.json["weatherAccessToken"], refreshed.json["refreshToken"]] {
+            let token = try #require(token as? String)
+            #expect(!all.contains(token))
+            #expect(!all.contains(String(token.dropFirst(4))), "a token's secret part")
+        }
         #expect(!all.contains("0b6f1c4e"))
         #expect(!all.contains("31.2304"))
         #expect(!all.contains("121.4737"))
@@ -188,6 +201,14 @@ import WeatherProviders
         let a = t.weather(token: token, query: "lat=1&lon=2&start=2026-12-20&end=2026-12-24", path: "/v1/weather/trip")
         #expect(a.status == 200)
         #expect(a.json["current"] == nil)
+        // The provider is asked for exactly those days, and they are what the answer carries.
+        #expect(t.source.lastQuery == .trip(start: LocalDate(year: 2026, month: 12, day: 20)!, end: LocalDate(year: 2026, month: 12, day: 24)!))
+        let dates = (a.json["daily"] as? [[String: Any]])?.compactMap { $0["date"] as? String }
+        #expect(dates == ["2026-12-20", "2026-12-21", "2026-12-22", "2026-12-23", "2026-12-24"])
+        // Another trip to the same cell is another cache entry, not those days again.
+        let b = t.weather(token: token, query: "lat=1&lon=2&start=2026-12-21&end=2026-12-22", path: "/v1/weather/trip")
+        #expect((b.json["daily"] as? [[String: Any]])?.compactMap { $0["date"] as? String } == ["2026-12-21", "2026-12-22"])
+        #expect(b.json["cache"] as? String == "miss")
     }
 }
 

@@ -141,34 +141,51 @@ import Testing
     }
 }
 
-/// The worker's log sink writes each line and its newline in one `writev` to standard error.
+/// The worker's log sink writes each line and its newline in one `writev` to standard error, so
+/// lines of processes (here threads) sharing it never interleave (up to PIPE_BUF, 4096 bytes).
 @Suite struct StandardErrorLogTests {
     @Test func eachLineArrivesWholeWithItsNewline() throws {
         var fds: [Int32] = [0, 0]
         #expect(pipe(&fds) == 0)
         let saved = dup(2)
         #expect(saved >= 0)
+        // Drained while written: 8 × 200 lines are more than a pipe holds.
+        let reader = fds[0]
+        let collected = LockedBytes()
+        let drained = DispatchSemaphore(value: 0)
+        Thread {
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            while true {
+                let n = buffer.withUnsafeMutableBytes { read(reader, $0.baseAddress, 65536) }
+                if n <= 0 { break }
+                collected.append(buffer[0..<n])
+            }
+            drained.signal()
+        }.start()
         dup2(fds[1], 2)
-        let log = StandardErrorLog()
-        let long = String(repeating: "x", count: 3000)
-        log.write("ts=2026-11-30T00:00:00Z route=/v1/health status=200")
-        log.write(long)
+        nonisolated(unsafe) let log = StandardErrorLog()  // it keeps no state: one writev per line
+        // Line i of writer w: its name, then a filler of a length that varies up to 3,000 bytes.
+        @Sendable func line(_ w: Int, _ i: Int) -> String { "writer=\(w) line=\(i) " + String(repeating: Character(UnicodeScalar(UInt8(97 + (w + i) % 8))), count: (w * 389 + i * 97) % 3000) }
+        DispatchQueue.concurrentPerform(iterations: 8) { w in
+            for i in 0..<200 { log.write(line(w, i)) }
+        }
         log.write("")
         dup2(saved, 2)
         close(saved)
         close(fds[1])
-        var out: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n = buffer.withUnsafeMutableBytes { read(fds[0], $0.baseAddress, 4096) }
-            if n <= 0 { break }
-            out += buffer[0..<n]
-        }
+        drained.wait()
         close(fds[0])
-        // Other tests may write to standard error meanwhile: each line must be there, whole.
-        let text = String(decoding: out, as: UTF8.self)
-        #expect(text.contains("ts=2026-11-30T00:00:00Z route=/v1/health status=200\n"))
-        #expect(text.contains("\n" + long + "\n"))
-        #expect(text.contains("\n\n"))
+        // Other tests may write to standard error meanwhile: each of these lines must be there, whole.
+        let lines = Set(String(decoding: collected.bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false))
+        let missing = (0..<8).flatMap { w in (0..<200).filter { i in !lines.contains(Substring(line(w, i))) }.map { "\(w)/\($0)" } }
+        #expect(missing.count == 0, "lines not whole, of 1,600: \(missing.prefix(5))")
+        #expect(lines.contains(""))
     }
+}
+
+final class LockedBytes: @unchecked Sendable {
+    private let lock = NSLock()
+    private var storage: [UInt8] = []
+    func append(_ more: ArraySlice<UInt8>) { lock.lock(); storage += more; lock.unlock() }
+    var bytes: [UInt8] { lock.lock(); defer { lock.unlock() }; return storage }
 }

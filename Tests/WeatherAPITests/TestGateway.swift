@@ -19,11 +19,20 @@ final class FakeWeatherSource: WeatherSource {
     var isConfigured = true
     var worstCaseSeconds = 1.0
 
+    /// The query of the latest call.
+    var lastQuery: WeatherQuery?
+
     func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) -> WeatherFetch {
         calls += 1
+        lastQuery = query
         if let failure { return WeatherFetch(result: .failure(failure), attempts: [("caiyun", true)]) }
-        let days: [DailyWeather] = (0..<3).map {
-            DailyWeather(date: now.utcDate.adding(days: $0).description, temperatureMinC: 1, temperatureMaxC: nil, condition: .clear, precipitationProbability: 0.1)
+        // Three days from today for a forecast, as a provider answers; a trip's own days.
+        let dates: [LocalDate] = switch query {
+        case .forecast: (0..<3).map { now.utcDate.adding(days: $0) }
+        case .trip(let start, let end): Array(sequence(first: start) { $0 < end ? $0.adding(days: 1) : nil })
+        }
+        let days = dates.map {
+            DailyWeather(date: $0.description, temperatureMinC: 1, temperatureMaxC: nil, condition: .clear, precipitationProbability: 0.1)
         }
         let current: CurrentWeather? = if case .forecast = query {
             CurrentWeather(observedAt: now.iso8601, temperatureC: 12.5, apparentTemperatureC: nil, humidity: 0.5, windSpeedKph: 3, precipitationMmPerHour: 0, condition: .cloudy)

@@ -60,16 +60,27 @@ struct WeatherClientTests {
         let h = Harness()
         _ = try await h.client.weather(lat: 31.23, lon: 121.47)
         h.gateway.invalidateAccessTokens()
+        // The renewal is held until all ten callers have met their 401, so each of them finds
+        // it under way (without the gate they could run one after another and never share).
+        let gate = Gate()
+        let gateway = h.gateway
+        gateway.hold(.refresh, until: gate)
 
         let client = h.client
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<10 {
                 group.addTask { _ = try await client.weather(lat: 31.23, lon: 121.47) }
             }
+            var spins = 0
+            while gateway.count(.weather) < 11 && spins < 1_000_000 { spins += 1; await Task.yield() }
+            #expect(gateway.count(.weather) == 11, "the warm-up and ten 401s")
+            #expect(gateway.count(.refresh) == 1)
+            gate.open()
             try await group.waitForAll()
         }
 
         #expect(h.gateway.count(.refresh) == 1)
+        #expect(h.gateway.count(.weather) == 21, "each caller asked again once, with the new token")
     }
 
     @Test func refresh401DuringRetryCreatesNewSessionAndSucceeds() async throws {

@@ -15,13 +15,18 @@ import WeatherCore
         let reads = Atomic<Int>(0)
         init(_ store: SQLiteGatewayStore) { self.store = store }
 
-        /// Short read transactions back to back, as a busy worker's.
+        /// Short read transactions back to back, as a busy worker's; `reads` counts those that
+        /// held a snapshot (a failed one holds none, and would leave the checkpoints free).
         func run() {
             while !stop.load(ordering: .relaxed) {
-                try? store.db.execute("BEGIN")
-                _ = try? store.db.scalarInt("SELECT count(*) FROM anonymous_weather_sessions")
-                try? store.db.execute("COMMIT")
-                reads.add(1, ordering: .relaxed)
+                do {
+                    try store.db.execute("BEGIN")
+                    _ = try store.db.scalarInt("SELECT count(*) FROM anonymous_weather_sessions")
+                    try store.db.execute("COMMIT")
+                    reads.add(1, ordering: .relaxed)
+                } catch {
+                    try? store.db.execute("ROLLBACK")
+                }
             }
         }
     }
@@ -43,6 +48,7 @@ import WeatherCore
         thread.start()
         defer { reader.stop.store(true, ordering: .relaxed) }
         while reader.reads.load(ordering: .relaxed) == 0 { usleep(100) }
+        let readsBefore = reader.reads.load(ordering: .relaxed)
 
         // 3,000 sessions: about 10 frames each, 15 times the limit if the WAL never started over.
         for n in 1...3_000 {
@@ -54,6 +60,8 @@ import WeatherCore
             writer.db.waitForCheckpoints()
         }
         reader.stop.store(true, ordering: .relaxed)
+        let readsDuring = reader.reads.load(ordering: .relaxed) - readsBefore
+        #expect(readsDuring >= 1_000, "the other worker read \(readsDuring) times while 3,000 sessions were written")
         // The limit (2,000 frames) and what was written before the next due checkpoint: 8.3 MB
         // here; left to grow, 16.6–24.9 MB in the same test.
         #expect(walBytes(path) < 3_000 * 4_120, "the WAL is \(walBytes(path)) bytes")

@@ -29,10 +29,14 @@ final class FakeProviders {
 
     func setMode(_ provider: String, _ mode: String, delay: Double? = nil) throws {
         let d = delay.map { "&delay=\($0)" } ?? ""
-        _ = try HTTPClient.send(port: port, "POST", "/_mode?provider=\(provider)&mode=\(mode)\(d)", body: [])
+        let answer = try HTTPClient.send(port: port, "POST", "/_mode?provider=\(provider)&mode=\(mode)\(d)", body: [])
+        guard answer.status == 200 else { throw ClientError("fake provider mode \(mode) not set: \(answer.status) \(answer.text)") }
     }
 
-    func reset() throws { _ = try HTTPClient.send(port: port, "POST", "/_reset", body: []) }
+    func reset() throws {
+        let answer = try HTTPClient.send(port: port, "POST", "/_reset", body: [])
+        guard answer.status == 200 else { throw ClientError("fake provider not reset: \(answer.status)") }
+    }
 
     /// Every call so far: provider, path and query.
     func calls() throws -> [[String: Any]] {

@@ -123,16 +123,53 @@ final class Collector<T>: @unchecked Sendable {
     var items: [T] { lock.lock(); defer { lock.unlock() }; return storage }
 }
 
-/// Sends `n` requests at once (one thread each) and returns the answers that arrived.
-func concurrently(_ n: Int, port: Int, _ method: String, _ path: String, headers: [String: String] = [:], json: [UInt8]? = nil) -> [HTTPResponse] {
+/// The answers of `concurrently` and whether the requests really were in flight together.
+struct ConcurrentAnswers {
+    let answers: [HTTPResponse]
+    /// Every request had been sent before the first answer came back. (`concurrentPerform`, used
+    /// before, runs one request per core at a time: on a small machine they could go one by one.)
+    let overlapped: Bool
+}
+
+/// Sends `n` requests at once, one thread each, released together once every thread is ready,
+/// and returns the answers that arrived.
+func concurrently(_ n: Int, port: Int, _ method: String, _ path: String, headers: [String: String] = [:], json: [UInt8]? = nil) -> ConcurrentAnswers {
     let out = Collector<HTTPResponse>()
+    let sent = Collector<UInt64>(), answered = Collector<UInt64>()
     var h = headers
     if json != nil { h["Content-Type"] = "application/json" }
     let hh = h
-    DispatchQueue.concurrentPerform(iterations: n) { _ in
-        if let r = try? HTTPClient.send(port: port, method, path, headers: hh, body: json) { out.append(r) }
+    let ready = DispatchSemaphore(value: 0), go = DispatchSemaphore(value: 0)
+    let released = DispatchGroup()
+    released.enter()
+    DispatchQueue.global().async {
+        for _ in 0..<n { ready.wait() }
+        for _ in 0..<n { go.signal() }
+        released.leave()
     }
-    return out.items
+    parallel(n) { _ in
+        ready.signal()
+        go.wait()
+        sent.append(DispatchTime.now().uptimeNanoseconds)
+        if let r = try? HTTPClient.send(port: port, method, path, headers: hh, body: json) { out.append(r) }
+        answered.append(DispatchTime.now().uptimeNanoseconds)
+    }
+    released.wait()
+    let lastSent = sent.items.max() ?? 0, firstAnswer = answered.items.min() ?? 0
+    return ConcurrentAnswers(answers: out.items, overlapped: lastSent < firstAnswer)
+}
+
+/// The workers that answered `answers`: each answer's `X-Request-Id` (nginx's) found in the
+/// gateway's `log` (a worker writes its line before it answers), and that line's `worker=`.
+func workersAnswering(_ answers: [HTTPResponse], log: String) -> Set<Substring> {
+    var workerOf: [Substring: Substring] = [:]
+    for line in log.split(separator: "\n") {
+        let fields = line.split(separator: " ")
+        if let id = fields.first(where: { $0.hasPrefix("request_id=") }), let worker = fields.first(where: { $0.hasPrefix("worker=") }) {
+            workerOf[id.dropFirst("request_id=".count)] = worker.dropFirst("worker=".count)
+        }
+    }
+    return Set(answers.compactMap { $0.headers["x-request-id"].flatMap { workerOf[Substring($0)] } })
 }
 
 func jsonBytes(_ object: [String: Any]) -> [UInt8] { Array((try? JSONSerialization.data(withJSONObject: object)) ?? Data()) }
