@@ -44,11 +44,12 @@ import Glibc
         expectNoCoordinates(in: logs.merging(["gateway": h.log]) { $1 }, written: ["access.log", "gateway"])
     }
 
-    /// Session → weather → refresh → weather → revoke → 401, as the app does it.
-    func flow(port: Int, prefix: String = "") throws {
+    /// Session → weather → refresh → weather → revoke → 401, as the app does it. `serverLog`: what
+    /// the web server logged, shown when the first step fails.
+    func flow(port: Int, prefix: String = "", serverLog: () -> String = { "" }) throws {
         let create = try HTTPClient.send(port: port, "POST", "\(prefix)/v1/weather/session", headers: ["Content-Type": "application/json"],
                                          body: jsonBytes(["platform": "ios", "appVersion": "1.0", "installationId": UUID().uuidString]))
-        #expect(create.status == 201, "\(create.text)")
+        #expect(create.status == 201, "\(create.text)\n\(create.status == 201 ? "" : serverLog().suffix(3000))")
         #expect(create.headers["cache-control"] == "no-store")
         #expect(create.headers["x-request-id"] != nil)
         #expect(create.headers["x-content-type-options"] == "nosniff")
@@ -83,7 +84,7 @@ import Glibc
     func sharedHostingHtaccessServesTheFlowAndHidesSecrets(module: String) throws {
         let fake = try FakeProviders()
         let apache = try ApacheSharedHost(module: module, settings: fake.environment().merging(["CLOSET_WEATHER_PROXY_TOKEN": Self.legacy]) { $1 })
-        try flow(port: apache.port)
+        try flow(port: apache.port) { apache.errorLog }
         // Misplaced secrets in the document root are refused, whatever their name says.
         for name in ["weather.conf", "hash.key", "weather.sqlite3", "weather.sqlite3-wal", "weather.sqlite3-shm", "weather.sqlite3-writer", ".env"] {
             let r = try HTTPClient.send(port: apache.port, "GET", "/\(name)")
@@ -196,6 +197,8 @@ final class ApacheSharedHost {
     let port = freePort()
     var dataDirectory: String { root.appendingPathComponent("home/closet-weather-data").path }
     private var process: ChildProcess?
+    /// Apache's error log, where a CGI program's standard error goes too.
+    var errorLog: String { (try? String(contentsOfFile: root.path + "/logs/error.log", encoding: .utf8)) ?? "" }
 
     init(module: String, settings: [String: String]) throws {
         root = FileManager.default.temporaryDirectory.appendingPathComponent("cw-apache-\(UUID().uuidString.prefix(8))")
