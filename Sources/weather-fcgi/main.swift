@@ -43,7 +43,9 @@ while let arg = args.popFirst() {
         print(usage)
         exit(0)
     default:
-        StandardErrorLog().write("weather-fcgi: unknown argument \(arg)\n\(usage)")
+        // Named only when it looks like an option: a mistyped `--caiyun-token=…` is not logged.
+        let option = arg.hasPrefix("-") && arg.utf8.count <= 32 && !arg.contains("=")
+        StandardErrorLog().write("weather-fcgi: unknown argument \(option ? arg : "of \(arg.count) characters (not shown)")\n\(usage)")
         exit(64)
     }
 }

@@ -135,6 +135,15 @@ import Glibc
         let out = ChildProcessOutput.runData("/bin/bash", ["-c", "WEATHER_DB_PATH=/tmp/x.sqlite3 WEATHER_CACHE_TTL=soon \(binDirectory)/weather-fcgi --listen /tmp/cw-never-\(getpid()).sock 2>&1"])
         #expect(out.status == 78)
         #expect(String(decoding: out.stdout, as: UTF8.self).contains("WEATHER_CACHE_TTL"))
+        // An unknown option is named; an argument that could carry a secret is not repeated.
+        func run(_ argument: String) -> (status: Int32, output: String) {
+            let out = ChildProcessOutput.runData("/bin/bash", ["-c", "\"$0\" \"$1\" 2>&1", "\(binDirectory)/weather-fcgi", argument])
+            return (out.status, String(decoding: out.stdout, as: UTF8.self))
+        }
+        let typo = run("--worker")
+        #expect(typo.status == 64 && typo.output.contains("unknown argument --worker"), "\(typo.output)")
+        let pasted = run("--caiyun-token=SECRETvalue0123456789")
+        #expect(pasted.status == 64 && pasted.output.contains("not shown") && !pasted.output.contains("SECRET"), "\(pasted.output)")
     }
 }
 

@@ -58,6 +58,9 @@ import Testing
             ("\(secret)=1\n", [:]),
             ("", ["WEATHER_PROVIDER_TIMEOUT": secret]),
             ("", ["WEATHER_GRID_DEGREES": "sk_live_\(secret)"]),
+            ("", ["WEATHER_PROVIDERS": "caiyun,\(secret)"]),
+            ("", ["WEATHER_PROVIDERS": "visualcrossing \(secret)"]),
+            ("", ["WEATHER_TRUSTED_PROXIES": "127.0.0.1,\(secret)"]),
         ] {
             do {
                 _ = try ConfigLoader.load(environment: environment, file: try ConfigLoader.parseFile(file))
@@ -73,8 +76,28 @@ import Testing
         } catch {
             #expect(error.variable == "WEATHER_PROVIDER_TIMEOUT" && error.problem.hasSuffix("got \"4s\""), "\(error)")
         }
+        // So are a mistyped provider name and CIDR.
+        #expect(throws: ConfigError(variable: "WEATHER_PROVIDERS", problem: "names an unknown provider \"caiyn\" (caiyun, visualcrossing)")) {
+            try ConfigLoader.load(environment: ["WEATHER_PROVIDERS": "caiyn"])
+        }
+        #expect(throws: ConfigError(variable: "WEATHER_TRUSTED_PROXIES", problem: "has an invalid CIDR \"10.0.0.0/33\"")) {
+            try ConfigLoader.load(environment: ["WEATHER_TRUSTED_PROXIES": "10.0.0.0/33"])
+        }
         #expect(throws: ConfigError(variable: "line 2", problem: "has no setting name before `=` (letters, digits and _)")) {
             try ConfigLoader.parseFile("# settings\nCAIYUN_API_TOKEN: x=y\n")
+        }
+    }
+
+    /// Printing, dumping or interpolating a configuration shows no secret.
+    @Test func aPrintedConfigurationHidesItsSecrets() throws {
+        let secrets = ["hash-key-SECRET-0123456789abcdefghijklmn", "legacy-SECRET-0123456789", "caiyun-SECRET-0123", "vc-SECRET-0123"]
+        let c = try ConfigLoader.load(environment: ["WEATHER_HASH_KEY": secrets[0], "CLOSET_WEATHER_PROXY_TOKEN": secrets[1],
+                                                    "CAIYUN_API_TOKEN": secrets[2], "VISUAL_CROSSING_API_KEY": secrets[3], "WEATHER_CACHE_TTL": "321"])
+        var dumped = ""
+        dump(c, to: &dumped)
+        for text in [String(describing: c), String(reflecting: c), "\(c)", dumped] {
+            #expect(!text.contains("SECRET"), "\(text)")
+            #expect(text.contains("<redacted>") && text.contains("321"), "\(text)")
         }
     }
 

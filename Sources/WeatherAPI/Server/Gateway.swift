@@ -53,7 +53,7 @@ public final class Gateway {
         let started = MonotonicTime.now()
         let now = clock.now()
         requestCounter &+= 1
-        let requestId = Self.acceptableRequestId(params["HTTP_X_REQUEST_ID"]) ?? "\(requestIdPrefix)-\(requestCounter)"
+        let requestId = Self.acceptableRequestId(params["HTTP_X_REQUEST_ID"], legacyToken: config.legacyToken) ?? "\(requestIdPrefix)-\(requestCounter)"
         let clientIP = ClientAddress.quotaKey(
             remoteAddr: params["REMOTE_ADDR"] ?? "", forwardedFor: params["HTTP_X_FORWARDED_FOR"], trusted: config.trustedProxies)
         var context = Context(requestId: requestId, clientIP: clientIP, now: now)
@@ -116,9 +116,12 @@ public final class Gateway {
     }
 
     /// A request id from the web server is echoed only when it is short and plain, so it cannot
-    /// inject anything into headers or logs.
-    static func acceptableRequestId(_ id: String?) -> String? {
-        guard let id, (1...128).contains(id.utf8.count), TokenSyntax.isBase64URL(id, dot: true) else { return nil }
+    /// inject anything into headers or logs, and when it is not a token: the shipped nginx and
+    /// Apache hosts replace the client's header, but behind an `.htaccess` it arrives as sent, and
+    /// a client that put its session token or the legacy token there would have it logged.
+    static func acceptableRequestId(_ id: String?, legacyToken: String? = nil) -> String? {
+        guard let id, (1...128).contains(id.utf8.count), TokenSyntax.isBase64URL(id, dot: true),
+              !id.hasPrefix(TokenKind.access.prefix), !id.hasPrefix(TokenKind.refresh.prefix), id != legacyToken else { return nil }
         return id
     }
 }

@@ -67,6 +67,13 @@ public enum ConfigLoader {
         return numberish ? "got \"\(text)\"" : "got a value of \(text.count) characters (not shown)"
     }
 
+    /// A refused list item (a provider name, a CIDR), quoted only when it is short and made of
+    /// the characters such an item has; anything else could be a secret in the wrong setting.
+    static func shownItem(_ text: String, max: Int, allowed: String) -> String {
+        text.utf8.count <= max && text.utf8.allSatisfy { allowed.utf8.contains($0) }
+            ? "\"\(text)\"" : "of \(text.count) characters (not shown)"
+    }
+
     /// Builds the configuration: `environment` first, then `file`.
     public static func load(environment: [String: String], file: [String: String] = [:]) throws(ConfigError) -> GatewayConfig {
         for key in file.keys where !knownVariables.contains(key) {
@@ -128,7 +135,8 @@ public enum ConfigLoader {
         if let u = try url("VISUAL_CROSSING_BASE_URL") { c.visualCrossingBaseURL = u }
         if let p = list("WEATHER_PROVIDERS") {
             for name in p where name != "caiyun" && name != "visualcrossing" {
-                throw ConfigError(variable: "WEATHER_PROVIDERS", problem: "names an unknown provider \"\(name.prefix(40))\" (caiyun, visualcrossing)")
+                let shown = shownItem(name, max: 20, allowed: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_")
+                throw ConfigError(variable: "WEATHER_PROVIDERS", problem: "names an unknown provider \(shown) (caiyun, visualcrossing)")
             }
             c.providers = p
         }
@@ -156,7 +164,7 @@ public enum ConfigLoader {
         if let proxies = list("WEATHER_TRUSTED_PROXIES") {
             c.trustedProxies = try proxies.map { (text: String) throws(ConfigError) -> CIDR in
                 guard let cidr = CIDR(text) else {
-                    throw ConfigError(variable: "WEATHER_TRUSTED_PROXIES", problem: "has an invalid CIDR \"\(text.prefix(60))\"")
+                    throw ConfigError(variable: "WEATHER_TRUSTED_PROXIES", problem: "has an invalid CIDR \(shownItem(text, max: 43, allowed: "0123456789abcdefABCDEF.:/"))")
                 }
                 return cidr
             }
