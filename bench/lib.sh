@@ -58,6 +58,9 @@ bench_cleanup() {
   trap - EXIT INT TERM
   for ((i = ${#BENCH_PIDS[@]} - 1; i >= 0; i--)); do stop_pid "${BENCH_PIDS[$i]}"; done
   for i in "${BENCH_DIRS[@]}"; do rm -rf "$i"; done
+  # The seeded (session, refresh token) pairs are plaintext tokens, if only of a bench database:
+  # the work folder keeps logs and databases for a look afterwards, not these.
+  [ -z "${OUT:-}" ] || rm -f "$OUT"/pairs-*
   exit $rc
 }
 
