@@ -170,6 +170,12 @@ import Glibc
         let refused = asNobody(walCopy, ["sessions", "list"])
         #expect(refused.status == 1)
         #expect(refused.output.contains("-shm") && refused.output.contains("service user"), "\(refused.output)")
+        // Likewise through a symbolic link elsewhere: the -wal lies beside the file it points to.
+        let link = dir.appendingPathComponent("elsewhere/link.sqlite3").path
+        try FileManager.default.createDirectory(atPath: (link as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: walCopy)
+        let throughLink = asNobody(link, ["sessions", "list"])
+        #expect(throughLink.status == 1 && throughLink.output.contains("-shm"), "\(throughLink.output)")
     }
 
     @Test func migrateOnAFreshDatabaseReportsBothMigrationsThenNothing() throws {

@@ -36,19 +36,25 @@ public final class Database {
     /// Read-only, a WAL-mode file with neither `-wal` nor `-shm` beside it (a copy, on a backup
     /// disk or in a folder this user may not write) is opened `immutable`: SQLite would otherwise
     /// need to create the `-shm` index and refuse. Without those two files no connection has the
-    /// database open and nothing waits in a WAL, so reading the file alone is reading all of it.
+    /// database open and nothing waits in a WAL, so the file alone is all of it, as long as no
+    /// worker opens it meanwhile: `changedWhileReadImmutable` tells.
     public init(path: String, readOnly: Bool = false, walWrites: WALWrites = .perFrame) throws(DatabaseError) {
         let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
         let vfs = walWrites == .perCommit && !readOnly && csqlite_wal_register() == SQLITE_OK ? csqlite_wal_vfs_name() : nil
         var db = try Self.open(path, flags: flags, vfs: vfs)
+        var snapshot: FileSnapshot?
         if readOnly, let refused = Self.readRefusal(db) {
+            // SQLite's name of the file, a symbolic link resolved: its -wal and -shm are named after it.
+            let file = sqlite3_db_filename(db, "main").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? path
             sqlite3_close_v2(db)
-            guard !Self.exists(path + "-wal"), !Self.exists(path + "-shm") else {
+            guard !Self.exists(file + "-wal"), !Self.exists(file + "-shm"), let before = FileSnapshot(file) else {
                 throw DatabaseError(resultCode: refused.resultCode, message: "\(refused.message): reading a WAL database needs its -shm file, which this user cannot create beside it; run as the service user, or copy the database with its -wal to a folder this user may write", sql: nil)
             }
-            db = try Self.open(Self.immutableURI(path), flags: flags | SQLITE_OPEN_URI, vfs: nil)
+            db = try Self.open(Self.immutableURI(file), flags: flags | SQLITE_OPEN_URI, vfs: nil)
+            snapshot = before
         }
         handle = db
+        immutableSnapshot = snapshot
         Database.installBusyHandler(db)
         if !readOnly {
             // Several workers may open a new file at once; switching to WAL needs a moment alone.
@@ -104,6 +110,31 @@ public final class Database {
     private static func exists(_ path: String) -> Bool {
         var st = stat()
         return lstat(path, &st) == 0
+    }
+
+    /// The file as it was when opened `immutable`; nil otherwise.
+    var immutableSnapshot: FileSnapshot?
+
+    /// True when the connection reads its file `immutable` and, since it was opened, the file
+    /// changed or a `-wal` or `-shm` appeared beside it: a worker opened it meanwhile (the service
+    /// started), and what was read may be wrong. Never true for any other connection.
+    public var changedWhileReadImmutable: Bool {
+        guard let saved = immutableSnapshot else { return false }
+        return FileSnapshot(saved.path) != saved || Self.exists(saved.path + "-wal") || Self.exists(saved.path + "-shm")
+    }
+
+    /// Which file, how long, last changed when.
+    struct FileSnapshot: Equatable {
+        let path: String
+        let device: UInt64, inode: UInt64, size: Int64, modified: Int64, modifiedNanoseconds: Int64
+
+        init?(_ path: String) {
+            var st = stat()
+            guard stat(path, &st) == 0 else { return nil }
+            self.path = path
+            (device, inode, size) = (UInt64(st.st_dev), UInt64(st.st_ino), Int64(st.st_size))
+            (modified, modifiedNanoseconds) = (Int64(st.st_mtim.tv_sec), Int64(st.st_mtim.tv_nsec))
+        }
     }
 
     /// Device and inode of the database file when it was opened.

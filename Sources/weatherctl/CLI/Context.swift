@@ -11,6 +11,14 @@ struct Context {
     let environment: [String: String]
     let now: Timestamp
     let json: Bool
+    /// The databases this command opened, to check afterwards that none changed under a reading
+    /// command that opened it `immutable` (`Database.changedWhileReadImmutable`).
+    let opened = OpenedDatabases()
+
+    final class OpenedDatabases {
+        var databases: [Database] = []
+        var changedWhileRead: Bool { databases.contains { $0.changedWhileReadImmutable } }
+    }
 
     /// The gateway configuration, or a failure naming the setting to fix.
     func config() throws(CLIError) -> GatewayConfig {
@@ -48,6 +56,7 @@ struct Context {
         let store: SQLiteGatewayStore
         do {
             store = SQLiteGatewayStore(database: try Database(path: path, readOnly: opening == .readOnly || opening == .migratedReadOnly))
+            opened.databases.append(store.db)
         } catch {
             throw .failure("cannot open the database \(path) (WEATHER_DB_PATH): \(error)")
         }

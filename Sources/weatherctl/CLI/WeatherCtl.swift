@@ -92,7 +92,11 @@ enum WeatherCtl {
             return ExitCode.ok
         }
         let context = Context(environment: environment, now: now, json: parsed.has("--json"))
-        return try command.run(parsed, context)
+        let status = try command.run(parsed, context)
+        if context.opened.changedWhileRead {
+            throw .failure("the database changed while it was read (a worker opened it): what was shown may be wrong; run the command again as the service user")
+        }
+        return status
     }
 
     /// The command named by the first words of `arguments`, and the words after it. `nil` with a

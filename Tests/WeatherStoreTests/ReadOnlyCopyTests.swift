@@ -1,0 +1,61 @@
+import Foundation
+import Testing
+import CSQLite
+@testable import WeatherStore
+
+/// The parts of opening a copy `immutable` that a test running as root can reach (root may
+/// create a `-shm` anywhere, so SQLite never refuses it: `WeatherctlTests` runs that as nobody).
+@Suite struct ReadOnlyCopyTests {
+    @Test(arguments: [
+        ("/var/lib/cw/weather.sqlite3", "file:///var/lib/cw/weather.sqlite3?immutable=1"),
+        ("//net/share/w.sqlite3", "file:////net/share/w.sqlite3?immutable=1"),
+        ("data/w #1?%.sqlite3", "file:data/w %231%3f%25.sqlite3?immutable=1"),
+    ])
+    func theURIEscapesWhatURIsReserve(path: String, uri: String) {
+        #expect(Database.immutableURI(path) == uri)
+    }
+
+    /// Each URI opens the file at its path, whatever characters the path holds.
+    @Test func theURIOpensTheFileItNames() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-uri-\(UUID().uuidString.prefix(8))/odd #1?% dir")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir.deletingLastPathComponent()) }
+        let path = dir.appendingPathComponent("w?#%.sqlite3").path
+        let writer = try Database(path: path)
+        try writer.execute("CREATE TABLE t(x); INSERT INTO t VALUES (42); PRAGMA wal_checkpoint(TRUNCATE)")
+        writer.close()
+        var db: OpaquePointer?
+        #expect(sqlite3_open_v2(Database.immutableURI(path), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nil) == SQLITE_OK)
+        var statement: OpaquePointer?
+        #expect(sqlite3_prepare_v2(db, "SELECT x FROM t", -1, &statement, nil) == SQLITE_OK)
+        #expect(sqlite3_step(statement) == SQLITE_ROW && sqlite3_column_int(statement, 0) == 42)
+        sqlite3_finalize(statement)
+        sqlite3_close_v2(db)
+    }
+
+    /// A copy read `immutable` is reported changed once a worker writes it or opens it (a `-wal`
+    /// or `-shm` appears), so `weatherctl` does not present what it read as the truth.
+    @Test func aCopyReadImmutableIsReportedChangedWhenAWorkerOpensIt() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-imm-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("weather.sqlite3").path
+        let first = try Database(path: path)
+        try first.execute("CREATE TABLE t(x)")
+        first.close()
+        #expect(!FileManager.default.fileExists(atPath: path + "-wal"))
+
+        // The check looks at the copy's file only: a connection elsewhere stands for the one `init`
+        // opens immutable (as root, SQLite would make the copy's -shm rather than refuse).
+        let reader = try Database(path: dir.appendingPathComponent("elsewhere.sqlite3").path)
+        #expect(!reader.changedWhileReadImmutable, "a connection not opened immutable")
+        reader.immutableSnapshot = Database.FileSnapshot(path)  // as `init` sets it for a copy it opens immutable
+        #expect(!reader.changedWhileReadImmutable)
+        let worker = try Database(path: path)
+        #expect(reader.changedWhileReadImmutable, "a -wal and -shm appeared")
+        try worker.execute("INSERT INTO t VALUES (1)")
+        worker.close()
+        #expect(!FileManager.default.fileExists(atPath: path + "-wal"))
+        #expect(reader.changedWhileReadImmutable, "the file itself changed")
+    }
+}
