@@ -103,7 +103,8 @@ public final class Gateway {
     /// the one request it was run for: 503 `service_unavailable` with the headers every answer
     /// carries. Why it could not start goes to the log with the request id, never to the client.
     public static func notStarted(params: CGIParameters) -> (response: Response, requestId: String) {
-        let requestId = acceptableRequestId(params["HTTP_X_REQUEST_ID"]) ?? "w\(getpid())-start"
+        // Without the configuration the legacy token is unknown, so no client id is taken.
+        let requestId = "w\(getpid())-start"
         var response = HTTPError(status: 503, code: "service_unavailable", message: "the service is not configured correctly").response
         addHeadersOfEveryAnswer(to: &response, requestId: requestId)
         return (response, requestId)
@@ -119,9 +120,10 @@ public final class Gateway {
     /// inject anything into headers or logs, and when it is not a token: the shipped nginx and
     /// Apache hosts replace the client's header, but behind an `.htaccess` it arrives as sent, and
     /// a client that put its session token or the legacy token there would have it logged.
-    static func acceptableRequestId(_ id: String?, legacyToken: String? = nil) -> String? {
+    static func acceptableRequestId(_ id: String?, legacyToken: String?) -> String? {
         guard let id, (1...128).contains(id.utf8.count), TokenSyntax.isBase64URL(id, dot: true),
-              !id.hasPrefix(TokenKind.access.prefix), !id.hasPrefix(TokenKind.refresh.prefix), id != legacyToken else { return nil }
+              !id.contains(TokenKind.access.prefix), !id.contains(TokenKind.refresh.prefix),
+              !(legacyToken.map { TokenMinter.matches(id, $0) } ?? false) else { return nil }
         return id
     }
 }

@@ -164,7 +164,9 @@ public enum ConfigLoader {
         if let proxies = list("WEATHER_TRUSTED_PROXIES") {
             c.trustedProxies = try proxies.map { (text: String) throws(ConfigError) -> CIDR in
                 guard let cidr = CIDR(text) else {
-                    throw ConfigError(variable: "WEATHER_TRUSTED_PROXIES", problem: "has an invalid CIDR \(shownItem(text, max: 43, allowed: "0123456789abcdefABCDEF.:/"))")
+                    // Hex alone could be a key: an address has a `.` or a `:`.
+                    let shown = text.contains(".") || text.contains(":") ? shownItem(text, max: 43, allowed: "0123456789abcdefABCDEF.:/") : shownItem(text, max: 0, allowed: "")
+                    throw ConfigError(variable: "WEATHER_TRUSTED_PROXIES", problem: "has an invalid CIDR \(shown)")
                 }
                 return cidr
             }
