@@ -592,22 +592,6 @@ struct SessionPair: Sendable {
     }
 }
 
-/// Runs `body(0..<n)` on n real threads (not a dispatch pool: requests block on sockets, and
-/// concurrentPerform would only run as many at once as there are cores) and waits for all.
-func parallel(_ n: Int, _ body: @escaping @Sendable (Int) -> Void) {
-    let group = DispatchGroup()
-    for i in 0..<n {
-        group.enter()
-        let t = Thread {
-            body(i)
-            group.leave()
-        }
-        t.stackSize = 1 << 20
-        t.start()
-    }
-    group.wait()
-}
-
 /// The worker processes of a `weather-fcgi --workers N` supervisor.
 func workerPids(_ supervisor: Int32) -> [Int32] {
     ChildProcessOutput.run("/usr/bin/pgrep", ["-P", "\(supervisor)"]).split(separator: "\n").compactMap { Int32($0) }

@@ -145,11 +145,11 @@ import Testing
 /// lines of processes (here threads) sharing it never interleave (up to PIPE_BUF, 4096 bytes).
 @Suite struct StandardErrorLogTests {
     @Test func eachLineArrivesWholeWithItsNewline() throws {
+        // A pipe of its own (close-on-exec: no server a parallel test starts may hold it open),
+        // drained while written: 8 × 200 lines are more than a pipe holds.
         var fds: [Int32] = [0, 0]
-        #expect(pipe(&fds) == 0)
-        let saved = dup(2)
-        #expect(saved >= 0)
-        // Drained while written: 8 × 200 lines are more than a pipe holds.
+        try #require(pipe(&fds) == 0)
+        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
         let reader = fds[0]
         let collected = LockedBytes()
         let drained = DispatchSemaphore(value: 0)
@@ -162,20 +162,22 @@ import Testing
             }
             drained.signal()
         }.start()
-        dup2(fds[1], 2)
-        nonisolated(unsafe) let log = StandardErrorLog()  // it keeps no state: one writev per line
+        let log = StandardErrorLog(fd: fds[1])
         // Line i of writer w: its name, then a filler of a length that varies up to 3,000 bytes.
-        @Sendable func line(_ w: Int, _ i: Int) -> String { "writer=\(w) line=\(i) " + String(repeating: Character(UnicodeScalar(UInt8(97 + (w + i) % 8))), count: (w * 389 + i * 97) % 3000) }
-        DispatchQueue.concurrentPerform(iterations: 8) { w in
-            for i in 0..<200 { log.write(line(w, i)) }
+        @Sendable func line(_ w: Int, _ i: Int) -> String {
+            "writer=\(w) line=\(i) " + String(repeating: Character(UnicodeScalar(UInt8(97 + (w + i) % 8))), count: (w * 389 + i * 97) % 3000)
         }
+        // Eight threads at once (`concurrentPerform` would run one per core).
+        let done = DispatchGroup()
+        for w in 0..<8 {
+            done.enter()
+            Thread { for i in 0..<200 { log.write(line(w, i)) }; done.leave() }.start()
+        }
+        done.wait()
         log.write("")
-        dup2(saved, 2)
-        close(saved)
         close(fds[1])
         drained.wait()
         close(fds[0])
-        // Other tests may write to standard error meanwhile: each of these lines must be there, whole.
         let lines = Set(String(decoding: collected.bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false))
         let missing = (0..<8).flatMap { w in (0..<200).filter { i in !lines.contains(Substring(line(w, i))) }.map { "\(w)/\($0)" } }
         #expect(missing.count == 0, "lines not whole, of 1,600: \(missing.prefix(5))")

@@ -123,11 +123,28 @@ final class Collector<T>: @unchecked Sendable {
     var items: [T] { lock.lock(); defer { lock.unlock() }; return storage }
 }
 
+/// Runs `body(0..<n)` on n real threads (not a dispatch pool: requests block on sockets, and
+/// concurrentPerform would only run as many at once as there are cores) and waits for all.
+func parallel(_ n: Int, _ body: @escaping @Sendable (Int) -> Void) {
+    let group = DispatchGroup()
+    for i in 0..<n {
+        group.enter()
+        let t = Thread {
+            body(i)
+            group.leave()
+        }
+        t.stackSize = 1 << 20
+        t.start()
+    }
+    group.wait()
+}
+
 /// The answers of `concurrently` and whether the requests really were in flight together.
 struct ConcurrentAnswers {
     let answers: [HTTPResponse]
-    /// Every request had been sent before the first answer came back. (`concurrentPerform`, used
-    /// before, runs one request per core at a time: on a small machine they could go one by one.)
+    /// Every request had been started (its thread about to connect) before the first answer came
+    /// back. (`concurrentPerform`, used before, runs one request per core at a time: on a small
+    /// machine they could go one by one.)
     let overlapped: Bool
 }
 
