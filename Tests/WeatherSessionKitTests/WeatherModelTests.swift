@@ -99,4 +99,13 @@ struct WeatherModelTests {
         let inTokyo = CalendarDate(Date(timeIntervalSince1970: 1_798_729_200), in: try #require(TimeZone(identifier: "Asia/Tokyo")))
         #expect(inTokyo.description == "2027-01-01")
     }
+
+    /// A `Date` outside years 1–9999 (an app's arithmetic gone wrong) gives the nearest day the
+    /// type holds; it stopped the app before.
+    @Test func calendarDateOfADateOutsideYearsOneToNineThousandIsClamped() throws {
+        let utc = try #require(TimeZone(identifier: "UTC"))
+        #expect(CalendarDate(Date(timeIntervalSince1970: 1e12), in: utc).description == "9999-12-31")   // year ~33,600
+        #expect(CalendarDate(Date(timeIntervalSince1970: -1e12), in: utc).description == "0001-01-01")  // year ~29,700 BC
+        #expect(CalendarDate(Date(timeIntervalSince1970: 253_402_300_799), in: utc).description == "9999-12-31")
+    }
 }

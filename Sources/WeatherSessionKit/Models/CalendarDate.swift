@@ -33,15 +33,20 @@ public struct CalendarDate: Sendable, Hashable, Comparable, Codable, CustomStrin
     }
 
     /// The day on which `date` falls in `timeZone` (for example the trip destination's zone).
+    /// A `date` before year 1 or after year 9999 gives 0001-01-01 or 9999-12-31 (which the
+    /// gateway refuses as a trip day) rather than stopping the app.
     public init(_ date: Date, in timeZone: TimeZone) {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = timeZone
-        let parts = calendar.dateComponents([.year, .month, .day], from: date)
-        guard let year = parts.year, let month = parts.month, let day = parts.day,
-              let value = CalendarDate(year: year, month: month, day: day) else {
-            preconditionFailure("Gregorian calendar produced an impossible day for \(date)")
+        let parts = calendar.dateComponents([.era, .year, .month, .day], from: date)
+        if let year = parts.year, let month = parts.month, let day = parts.day, parts.era != 0,
+           let value = CalendarDate(year: year, month: month, day: day) {
+            self = value
+        } else if date.timeIntervalSince1970 > 0 {
+            self.init(year: 9999, month: 12, day: 31)!
+        } else {
+            self.init(year: 1, month: 1, day: 1)!
         }
-        self = value
     }
 
     /// `YYYY-MM-DD`, the wire form.
