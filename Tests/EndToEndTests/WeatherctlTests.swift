@@ -20,7 +20,7 @@ import Glibc
     }
 
     /// Runs `weatherctl args` with `environment` and collects both output streams.
-    func ctl(_ args: [String], _ environment: [String: String]) throws -> Run {
+    func ctl(_ args: [String], _ environment: [String: String], stdin: String? = nil) throws -> Run {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "\(binDirectory)/weatherctl")
         p.arguments = args
@@ -32,8 +32,13 @@ import Glibc
         let out = Pipe()
         p.standardOutput = out
         p.standardError = errHandle
-        p.standardInput = FileHandle.nullDevice
+        let input = Pipe()
+        p.standardInput = stdin == nil ? FileHandle.nullDevice : input
         try p.run()
+        if let stdin {
+            input.fileHandleForWriting.write(Data(stdin.utf8))
+            try input.fileHandleForWriting.close()
+        }
         let data = out.fileHandleForReading.readDataToEndOfFile()
         p.waitUntilExit()
         try errHandle.close()
@@ -41,7 +46,7 @@ import Glibc
         return Run(status: p.terminationStatus, stdout: String(decoding: data, as: UTF8.self), stderr: err)
     }
 
-    func ctl(_ args: [String], _ h: GatewayHarness) throws -> Run { try ctl(args, h.environment) }
+    func ctl(_ args: [String], _ h: GatewayHarness, stdin: String? = nil) throws -> Run { try ctl(args, h.environment, stdin: stdin) }
 
     /// Writes to the live database with `sqlite3`, waiting for the workers' write lock.
     func sqlWrite(_ h: GatewayHarness, _ statements: String) {
@@ -245,6 +250,11 @@ import Glibc
         let onlyB = try ctl(["sessions", "list", "--installation-id", installB, "--json"], h)
         #expect(onlyB.status == 0, "\(onlyB.stderr)")
         #expect((try onlyB.json()["sessions"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == [idB])
+        // The same with the id on standard input (`-`), out of the shell's history.
+        let fromStdin = try ctl(["sessions", "list", "--installation-id", "-", "--json"], h, stdin: installB + "\n")
+        #expect((try fromStdin.json()["sessions"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == [idB], "\(fromStdin.stderr)")
+        let noStdin = try ctl(["sessions", "list", "--installation-id", "-"], h)
+        #expect(noStdin.status == 64 && noStdin.stderr.contains("standard input"), "\(noStdin.stderr)")
         let revoked = try ctl(["sessions", "list", "--status", "revoked", "--json"], h)
         #expect(try revoked.json()["count"] as? Int == 0)
         let limited = try ctl(["sessions", "list", "--limit", "1", "--json"], h)
@@ -328,8 +338,8 @@ import Glibc
         for t in tokens { #expect(try weather(h, token: t) == 401) }
         #expect(try weather(h, token: bystanderToken) != 401)
 
-        let again = try ctl(["revoke", "--installation-id", install], h)
-        #expect(again.status == 0)
+        let again = try ctl(["revoke", "--installation-id", "-"], h, stdin: "  \(install)  \n")
+        #expect(again.status == 0, "\(again.stderr)")
         #expect(again.stdout.contains("no active session"))
         let bad = try ctl(["revoke", "--installation-id", "not-a-uuid"], h)
         #expect(bad.status == 64)

@@ -69,6 +69,17 @@ struct Context {
         return store
     }
 
+    /// The `--installation-id` given: the UUID itself, or with `-` the first line of standard input,
+    /// so that the id stays out of the shell's history and the process list.
+    func installationId(_ args: ParsedArguments) throws(CLIError) -> String? {
+        guard let given = args.value("--installation-id") else { return nil }
+        guard given == "-" else { return given }
+        guard let line = readLine(strippingNewline: true) else {
+            throw .usage("--installation-id - reads the UUID from standard input, which had none")
+        }
+        return line.trimmingSpaces()
+    }
+
     /// `installation_id_hash` of a UUID, with the workers' key. A missing key file is not created
     /// here: without it no session can belong to any installation, and a new key would hide that.
     func installationHash(_ uuid: String, _ config: GatewayConfig) throws(CLIError) -> String {

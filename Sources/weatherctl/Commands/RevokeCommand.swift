@@ -8,7 +8,7 @@ enum RevokeCommand {
         summary: "revoke a session, or every active session of an installation",
         arguments: ["SESSION_ID"],
         optionalArguments: 1,
-        options: [OptionSpec(name: "--installation-id", value: "UUID", help: "revoke every active session of this app installation")],
+        options: [OptionSpec(name: "--installation-id", value: "UUID", help: "revoke every active session of this app installation (`-`: read the UUID from standard input)")],
         details: """
             Give either SESSION_ID or --installation-id. The session is marked revoked with the
             time, and every token of it is revoked; the next request presenting any of them is
@@ -20,7 +20,7 @@ enum RevokeCommand {
 
     static func run(_ args: ParsedArguments, _ context: Context) throws(CLIError) -> Int32 {
         let sessionId = try spec.argument(0, in: args)
-        let uuid = args.value("--installation-id")
+        let uuid = try context.installationId(args)
         switch (sessionId, uuid) {
         case (let id?, nil): return try revokeSession(id, context)
         case (nil, let uuid?): return try revokeInstallation(uuid, context)

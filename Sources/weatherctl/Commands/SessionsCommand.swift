@@ -21,7 +21,7 @@ enum SessionsCommand {
         options: [
             OptionSpec(name: "--status", value: "active|revoked", help: "only sessions in this state"),
             OptionSpec(name: "--limit", value: "N", help: "at most N sessions (1-100000, default 50)"),
-            OptionSpec(name: "--installation-id", value: "UUID", help: "only sessions of this app installation"),
+            OptionSpec(name: "--installation-id", value: "UUID", help: "only sessions of this app installation (`-`: read the UUID from standard input)"),
         ],
         details: """
             The installation id is hashed with the gateway's key, exactly as the workers hash it,
@@ -66,7 +66,7 @@ enum SessionsCommand {
         }
         filter.limit = try args.integer("--limit", in: 1...100_000) ?? 50
         let config = try context.config()
-        if let uuid = args.value("--installation-id") {
+        if let uuid = try context.installationId(args) {
             guard TokenSyntax.isUUID(uuid) else { throw .usage("--installation-id must be a UUID (8-4-4-4-12 hex digits)") }
             filter.installationIdHash = try context.installationHash(uuid, config)
         }
