@@ -169,6 +169,12 @@ import Glibc
             let shown = asNobody(copy, ["sessions", "show", sid])
             #expect(shown.status == 0 && shown.output.contains(sid), "\(copy): \(shown.output)")
         }
+        // `check` reads the journal mode from the copy's header (an immutable connection's
+        // PRAGMA answers `delete`): wal for the WAL copy, delete for the other, named as such.
+        let checked = asNobody(walCopy, ["check", "--json"])
+        #expect(checked.output.contains(#""detail": "wal""#), "\(checked.output)")
+        let checkedRollback = asNobody(rollbackCopy, ["check"])
+        #expect(checkedRollback.output.contains("journal_mode is delete"), "\(checkedRollback.output)")
         #expect(!FileManager.default.fileExists(atPath: walCopy + "-shm"))
         // With a -wal beside it, the file alone may not be all of the database: a clear refusal.
         FileManager.default.createFile(atPath: walCopy + "-wal", contents: Data())

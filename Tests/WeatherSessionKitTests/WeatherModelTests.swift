@@ -107,5 +107,19 @@ struct WeatherModelTests {
         #expect(CalendarDate(Date(timeIntervalSince1970: 1e12), in: utc).description == "9999-12-31")   // year ~33,600
         #expect(CalendarDate(Date(timeIntervalSince1970: -1e12), in: utc).description == "0001-01-01")  // year ~29,700 BC
         #expect(CalendarDate(Date(timeIntervalSince1970: 253_402_300_799), in: utc).description == "9999-12-31")
+        #expect(CalendarDate(Date(timeIntervalSince1970: .nan), in: utc).description == "0001-01-01")
+        #expect(CalendarDate(Date(timeIntervalSince1970: .infinity), in: utc).description == "9999-12-31")
+        // Proleptic Gregorian throughout, as the wire format and `daysIn` count (Foundation's
+        // calendar gives the Julian 0001-01-03 and 1500-02-29 for these two instants).
+        #expect(CalendarDate(Date(timeIntervalSince1970: -62_135_596_800), in: utc).description == "0001-01-01")
+        #expect(CalendarDate(Date(timeIntervalSince1970: -14_826_240_000), in: utc).description == "1500-03-10")
+        // Every day of a stretch that crosses leap days, centuries and the epoch, against the parser.
+        for day in stride(from: -1_000_000, through: 1_000_000, by: 997) {
+            let date = CalendarDate(Date(timeIntervalSince1970: Double(day) * 86_400 + 43_200), in: utc)
+            #expect(CalendarDate(date.description) == date)
+        }
+        let tokyo = try #require(TimeZone(identifier: "Asia/Tokyo"))
+        #expect(CalendarDate(Date(timeIntervalSince1970: 1_798_729_199), in: tokyo).description == "2026-12-31")
+        #expect(CalendarDate(Date(timeIntervalSince1970: 951_782_400), in: utc).description == "2000-02-29")
     }
 }

@@ -32,21 +32,27 @@ public struct CalendarDate: Sendable, Hashable, Comparable, Codable, CustomStrin
         self.init(year: year, month: month, day: day)
     }
 
-    /// The day on which `date` falls in `timeZone` (for example the trip destination's zone).
-    /// A `date` before year 1 or after year 9999 gives 0001-01-01 or 9999-12-31 (which the
-    /// gateway refuses as a trip day) rather than stopping the app.
+    /// The day on which `date` falls in `timeZone` (for example the trip destination's zone), in
+    /// the proleptic Gregorian calendar the wire format uses (Foundation's `.gregorian` turns
+    /// Julian before 1582). A `date` before year 1 or after year 9999 (an app's arithmetic gone
+    /// wrong) gives 0001-01-01 or 9999-12-31, which the gateway refuses as a trip day, rather than
+    /// stopping the app.
     public init(_ date: Date, in timeZone: TimeZone) {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = timeZone
-        let parts = calendar.dateComponents([.era, .year, .month, .day], from: date)
-        if let year = parts.year, let month = parts.month, let day = parts.day, parts.era != 0,
-           let value = CalendarDate(year: year, month: month, day: day) {
-            self = value
-        } else if date.timeIntervalSince1970 > 0 {
-            self.init(year: 9999, month: 12, day: 31)!
-        } else {
-            self.init(year: 1, month: 1, day: 1)!
-        }
+        let local = date.timeIntervalSince1970 + Double(timeZone.secondsFromGMT(for: date))
+        let days = (local / 86_400).rounded(.down)
+        // 0001-01-01 and 9999-12-31, in days since 1970-01-01.
+        guard days >= -719_162 else { self.init(year: 1, month: 1, day: 1)!; return }
+        guard days <= 2_932_896 else { self.init(year: 9999, month: 12, day: 31)!; return }
+        // Days to a civil date (Howard Hinnant's algorithm), on whole eras of 400 years.
+        let z = Int(days) + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1_460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let shiftedMonth = (5 * dayOfYear + 2) / 153  // 0 = March
+        let day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
+        let month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
+        self.init(year: yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month: month, day: day)!
     }
 
     /// `YYYY-MM-DD`, the wire form.

@@ -210,7 +210,8 @@ extension SQLiteGatewayStore: OperatorStore {
     }
 
     public func journalMode() throws(StoreError) -> String {
-        try operate { (try db.scalarText("PRAGMA journal_mode") ?? "unknown").lowercased() }
+        if let recorded = db.immutableFileJournalMode { return recorded }  // a copy opened immutable
+        return try operate { (try db.scalarText("PRAGMA journal_mode") ?? "unknown").lowercased() }
     }
 
     /// Reads `d1_migrations` without creating it, so a check never writes.

@@ -113,14 +113,30 @@ public final class Database {
     }
 
     /// The file as it was when opened `immutable`; nil otherwise.
-    var immutableSnapshot: FileSnapshot?
+    private var immutableSnapshot: FileSnapshot?
 
     /// True when the connection reads its file `immutable` and, since it was opened, the file
     /// changed or a `-wal` or `-shm` appeared beside it: a worker opened it meanwhile (the service
     /// started), and what was read may be wrong. Never true for any other connection.
-    public var changedWhileReadImmutable: Bool {
-        guard let saved = immutableSnapshot else { return false }
-        return FileSnapshot(saved.path) != saved || Self.exists(saved.path + "-wal") || Self.exists(saved.path + "-shm")
+    public var changedWhileReadImmutable: Bool { immutableSnapshot.map(Self.changed(since:)) ?? false }
+
+    /// Whether the file of `snapshot` is no longer as it was, or a `-wal` or `-shm` lies beside it.
+    static func changed(since snapshot: FileSnapshot) -> Bool {
+        FileSnapshot(snapshot.path) != snapshot || exists(snapshot.path + "-wal") || exists(snapshot.path + "-shm")
+    }
+
+    /// For a connection opened `immutable`, the journal mode its file's header records: `wal` when
+    /// the format bytes 18 and 19 are 2, else `delete`. SQLite never opens the WAL of an immutable
+    /// file, so `PRAGMA journal_mode` there answers `delete` whatever the workers use. Nil for
+    /// any other connection.
+    public var immutableFileJournalMode: String? {
+        guard let path = immutableSnapshot?.path else { return nil }
+        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { Glibc.close(fd) }
+        var versions: (UInt8, UInt8) = (0, 0)
+        let read = withUnsafeMutableBytes(of: &versions) { pread(fd, $0.baseAddress, 2, 18) }
+        return read == 2 && versions == (2, 2) ? "wal" : "delete"
     }
 
     /// Which file, how long, last changed when.
@@ -141,9 +157,7 @@ public final class Database {
     private var fileIdentity: (dev: UInt64, ino: UInt64)?
 
     private static func identity(of path: String) -> (dev: UInt64, ino: UInt64)? {
-        var st = stat()
-        guard stat(path, &st) == 0 else { return nil }
-        return (UInt64(st.st_dev), UInt64(st.st_ino))
+        FileSnapshot(path).map { ($0.device, $0.inode) }
     }
 
     /// Whether the file at the database's path is still the one this connection has open. It is

@@ -74,6 +74,7 @@ struct Context {
     func installationId(_ args: ParsedArguments) throws(CLIError) -> String? {
         guard let given = args.value("--installation-id") else { return nil }
         guard given == "-" else { return given }
+        if isatty(0) == 1 { Terminal.write("installation id: ", to: 2) }
         guard let line = readLine(strippingNewline: true) else {
             throw .usage("--installation-id - reads the UUID from standard input, which had none")
         }

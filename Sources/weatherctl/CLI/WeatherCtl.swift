@@ -92,10 +92,15 @@ enum WeatherCtl {
             return ExitCode.ok
         }
         let context = Context(environment: environment, now: now, json: parsed.has("--json"))
-        let status = try command.run(parsed, context)
-        if context.opened.changedWhileRead {
-            throw .failure("the database changed while it was read (a worker opened it): what was shown may be wrong; run the command again as the service user")
+        let changed = CLIError.failure("the database changed while it was read (a worker opened it): what was shown may be wrong; run the command again as the service user")
+        let status: Int32
+        do {
+            status = try command.run(parsed, context)
+        } catch {
+            // A file changing under a reader that takes no lock can also make the read fail.
+            throw context.opened.changedWhileRead ? changed : error
         }
+        if context.opened.changedWhileRead { throw changed }
         return status
     }
 
