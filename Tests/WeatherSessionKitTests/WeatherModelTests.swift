@@ -110,9 +110,11 @@ struct WeatherModelTests {
         #expect(CalendarDate(Date(timeIntervalSince1970: .nan), in: utc).description == "0001-01-01")
         #expect(CalendarDate(Date(timeIntervalSince1970: .infinity), in: utc).description == "9999-12-31")
         // Proleptic Gregorian throughout, as the wire format and `daysIn` count (Foundation's
-        // calendar gives the Julian 0001-01-03 and 1500-02-29 for these two instants).
+        // calendar counts Julian days before 1582: 0001-01-03 for the first instant, and a
+        // February 29th in 1500, which the Gregorian calendar does not have).
         #expect(CalendarDate(Date(timeIntervalSince1970: -62_135_596_800), in: utc).description == "0001-01-01")
-        #expect(CalendarDate(Date(timeIntervalSince1970: -14_826_240_000), in: utc).description == "1500-03-10")
+        #expect(CalendarDate(Date(timeIntervalSince1970: -14_826_672_000), in: utc).description == "1500-03-01")
+        #expect(CalendarDate(Date(timeIntervalSince1970: -14_826_672_001), in: utc).description == "1500-02-28")
         // Every day of a stretch that crosses leap days, centuries and the epoch, against the parser.
         for day in stride(from: -1_000_000, through: 1_000_000, by: 997) {
             let date = CalendarDate(Date(timeIntervalSince1970: Double(day) * 86_400 + 43_200), in: utc)
