@@ -48,7 +48,7 @@ public final class Database {
             let file = sqlite3_db_filename(db, "main").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? path
             sqlite3_close_v2(db)
             guard !Self.exists(file + "-wal"), !Self.exists(file + "-shm"), let before = FileSnapshot(file) else {
-                throw DatabaseError(resultCode: refused.resultCode, message: "\(refused.message): reading a WAL database needs its -shm file, which this user cannot create beside it; run as the service user, or copy the database with its -wal to a folder this user may write", sql: nil)
+                throw DatabaseError(resultCode: refused.resultCode, message: "\(refused.message): reading a WAL database needs a -shm file beside it that this user may write; run as the service user, or copy the database with its -wal to a folder this user may write", sql: nil)
             }
             db = try Self.open(Self.immutableURI(file), flags: flags | SQLITE_OPEN_URI, vfs: nil)
             snapshot = before

@@ -15,7 +15,9 @@ enum CheckCommand {
             file beside the database exists, is readable, long enough and mode 0600 (not readable
             by group or others), or does not exist yet in a folder this user can write (the first
             worker creates it); the database exists and opens; PRAGMA integrity_check is ok;
-            journal_mode is wal; no migration is pending. Exits 1 when any check fails.
+            journal_mode is wal (for a copy opened immutable, as its header records); no migration
+            is pending. Exits 1 when any check fails. A copy this user may not write beside is read
+            as `stats` reads it (see weatherctl stats --help).
             """,
         run: run)
 

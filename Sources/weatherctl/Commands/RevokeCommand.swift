@@ -20,6 +20,9 @@ enum RevokeCommand {
 
     static func run(_ args: ParsedArguments, _ context: Context) throws(CLIError) -> Int32 {
         let sessionId = try spec.argument(0, in: args)
+        if sessionId != nil && args.value("--installation-id") != nil {  // before reading standard input
+            throw .usage("`revoke` takes SESSION_ID or --installation-id, not both")
+        }
         let uuid = try context.installationId(args)
         switch (sessionId, uuid) {
         case (let id?, nil): return try revokeSession(id, context)

@@ -13,7 +13,9 @@ enum StatsCommand {
             OptionSpec(name: "--days", value: "N", help: "the last N days, one row each (1-366)"),
         ],
         details: """
-            Periods are UTC and include the current, unfinished one. Columns: requests answered by
+            Reads only: also a backup copy, or the database as a user who may not write its folder
+            (then a file with no -wal or -shm beside it is read immutable, and exits 1 if a worker
+            changes it meanwhile). Periods are UTC and include the current, unfinished one. Columns: requests answered by
             authMode (weather_session, weather_token), sessions created, refreshes (including
             idempotent retries), 401 and 429 responses, cache hits, misses, stale answers because
             no provider answered (STALE) and stale answers while another worker was refreshing
