@@ -186,3 +186,20 @@ extension FoundationEndToEndTests {
         #expect(h.isAppRunning)
     }
 }
+
+extension FoundationEndToEndTests {
+    /// A server a test starts gets fds 0–2 and nothing else the test process has open: tests run in
+    /// parallel, and a server holding another test's socket or pipe would keep it alive.
+    @Test func aStartedServerInheritsNoOtherDescriptor() throws {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)  // no close-on-exec, as HTTPClient's
+        try #require(listener >= 0)
+        defer { close(listener) }
+        let out = FileManager.default.temporaryDirectory.appendingPathComponent("cw-fds-\(UUID().uuidString.prefix(8))").path
+        defer { try? FileManager.default.removeItem(atPath: out) }
+        let child = try ChildProcess("/bin/ls", ["/proc/self/fd"], environment: [:], stdout: out)
+        #expect(waitUntil(timeout: 5) { !child.isRunning })
+        let fds = try String(contentsOfFile: out, encoding: .utf8).split(separator: "\n").compactMap { Int32($0) }
+        #expect(!fds.contains(listener), "the child holds fd \(listener): \(fds)")
+        #expect(fds.allSatisfy { $0 <= 3 }, "\(fds)")  // 0–2, and ls's own directory descriptor
+    }
+}

@@ -73,6 +73,10 @@ final class ChildProcess: @unchecked Sendable {
         }
         posix_spawn_file_actions_addopen(&actions, 1, stdout ?? "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         posix_spawn_file_actions_addopen(&actions, 2, stderr ?? "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        // Nor anything else the test process has open without close-on-exec (its HTTP clients'
+        // sockets, a test's listener or pipe): tests run in parallel, and a server started by one
+        // would hold another's descriptors for as long as it runs.
+        Self.closeFrom3?(&actions, 3)
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -99,6 +103,13 @@ final class ChildProcess: @unchecked Sendable {
         guard rc == 0 else { throw ClientError("cannot start \(executable): \(String(cString: strerror(rc)))") }
         pid = child
     }
+
+    /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34 and later), which Swift's Glibc
+    /// module does not declare.
+    static let closeFrom3: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32)? = {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np") else { return nil }
+        return unsafeBitCast(symbol, to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32).self)
+    }()
 
     var isRunning: Bool {
         if exitStatus != nil { return false }
