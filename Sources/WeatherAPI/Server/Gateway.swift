@@ -120,10 +120,31 @@ public final class Gateway {
     /// inject anything into headers or logs, and when it holds no token: the shipped nginx and
     /// Apache hosts replace the client's header, but behind an `.htaccess` it arrives as sent, and
     /// a client that put its session token or the legacy token in it would have it logged.
+    ///
+    /// This runs for every request nginx sends an id with (all of them): the search is on bytes.
+    /// (`String.contains` builds a substring searcher per call: 105,000 instructions a request,
+    /// twice what the rest of a cached weather request costs; bench/RESULTS.md, session 12.)
     static func acceptableRequestId(_ id: String?, legacyToken: String?) -> String? {
-        guard let id, (1...128).contains(id.utf8.count), TokenSyntax.isBase64URL(id, dot: true),
-              !id.contains(TokenKind.access.prefix), !id.contains(TokenKind.refresh.prefix),
-              !(legacyToken.map { !$0.isEmpty && id.contains($0) } ?? false) else { return nil }
-        return id
+        guard var id, (1...128).contains(id.utf8.count), TokenSyntax.isBase64URL(id, dot: true) else { return nil }
+        var legacy = legacyToken ?? ""
+        let holdsToken = id.withUTF8 { text in
+            legacy.withUTF8 { legacy in
+                Self.occurs(Self.accessPrefix, in: text) || Self.occurs(Self.refreshPrefix, in: text)
+                    || (!legacy.isEmpty && Self.occurs(legacy, in: text))
+            }
+        }
+        return holdsToken ? nil : id
+    }
+
+    private static let accessPrefix = Array(TokenKind.access.prefix.utf8), refreshPrefix = Array(TokenKind.refresh.prefix.utf8)
+
+    /// Whether `pattern` occurs in `text` (a request id: at most 128 bytes), compared byte by byte.
+    static func occurs(_ pattern: some Collection<UInt8>, in text: UnsafeBufferPointer<UInt8>) -> Bool {
+        let count = pattern.count
+        guard count > 0, count <= text.count, let first = pattern.first else { return false }
+        for start in 0...(text.count - count) where text[start] == first {
+            if text[start..<(start + count)].elementsEqual(pattern) { return true }
+        }
+        return false
     }
 }
