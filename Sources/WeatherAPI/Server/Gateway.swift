@@ -123,7 +123,7 @@ public final class Gateway {
     ///
     /// This runs for every request nginx sends an id with (all of them): the search is on bytes.
     /// (`String.contains` builds a substring searcher per call: 105,000 instructions a request,
-    /// twice what the rest of a cached weather request costs; bench/RESULTS.md, session 12.)
+    /// more than twice what the rest of a cached weather request costs; bench/RESULTS.md, session 12.)
     static func acceptableRequestId(_ id: String?, legacyToken: String?) -> String? {
         guard var id, (1...128).contains(id.utf8.count), TokenSyntax.isBase64URL(id, dot: true) else { return nil }
         var legacy = legacyToken ?? ""
