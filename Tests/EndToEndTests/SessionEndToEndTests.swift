@@ -37,9 +37,7 @@ import Glibc
         #expect(answers.count == 16)
         #expect(answers.allSatisfy { $0.status == 200 })
         // Across processes: one worker alone would hand out the retry window's copy in turn.
-        let workers = Set(h.log.split(separator: "\n").filter { $0.contains("route=/v1/weather/session/refresh ") }.compactMap { line in
-            line.split(separator: " ").first { $0.hasPrefix("worker=") }
-        })
+        let workers = workersAnswering(answers, log: h.log)
         #expect(workers.count >= 2, "\(workers)")
         #expect(Set(answers.compactMap { $0.json["refreshToken"] as? String }).count == 1)
         #expect(Set(answers.compactMap { $0.json["weatherAccessToken"] as? String }).count == 1)

@@ -64,14 +64,9 @@ import Glibc
     /// Weather requests with `token`, eight at once, until both workers of `h` have answered some;
     /// their statuses.
     func fromBothWorkers(_ h: GatewayHarness, token: String) -> [Int] {
-        var workers = Set<Substring>(), statuses: [Int] = []
-        for _ in 0..<10 where workers.count < 2 {
-            let answers = concurrently(8, port: h.port, "GET", "/v1/weather?lat=1&lon=1", headers: ["X-Weather-Session-Token": token]).answers
-            statuses += answers.map(\.status)
-            workers.formUnion(workersAnswering(answers, log: h.log))
-        }
+        let (rounds, workers) = roundsUntilTwoWorkersAnswer(h, "/v1/weather?lat=1&lon=1", headers: ["X-Weather-Session-Token": token])
         #expect(workers.count == 2, "answered by \(workers)")
-        return statuses
+        return rounds.joined().map(\.status)
     }
 
     /// An environment whose database does not exist, for commands that must not need one.

@@ -165,7 +165,8 @@ public enum ConfigLoader {
             c.trustedProxies = try proxies.map { (text: String) throws(ConfigError) -> CIDR in
                 guard let cidr = CIDR(text) else {
                     // Hex alone could be a key: an address has a `.` or a `:`.
-                    let shown = text.contains(".") || text.contains(":") ? shownItem(text, max: 43, allowed: "0123456789abcdefABCDEF.:/") : shownItem(text, max: 0, allowed: "")
+                    let address = text.contains(".") || text.contains(":")
+                    let shown = shownItem(text, max: address ? 43 : 0, allowed: "0123456789abcdefABCDEF.:/")
                     throw ConfigError(variable: "WEATHER_TRUSTED_PROXIES", problem: "has an invalid CIDR \(shown)")
                 }
                 return cidr

@@ -17,8 +17,9 @@ import WeatherCore
 /// that every worker of the machine maps), so one worker's failed call pauses the provider for
 /// all of them; nothing goes to the database. Failures in a row are counted across workers by
 /// `record(after:failure:retryAfter:now:)`: calls already on their way when a pause began are
-/// the same outage, and a record that ended long ago starts over. Without a board, or for a provider the board has no room for, pauses stay in this
-/// value's memory, and with N workers a dead provider sees up to N calls per pause.
+/// the same outage, and a record that ended long ago starts over. Without a board, or for a
+/// provider the board has no room for, pauses stay in this value's memory, and with N workers a
+/// dead provider sees up to N calls per pause.
 /// `longest == 0` turns it off.
 public struct ProviderCooldowns: Sendable {
     /// The longest pause in seconds; 0 = never skip a provider.

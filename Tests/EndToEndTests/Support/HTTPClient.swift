@@ -189,4 +189,16 @@ func workersAnswering(_ answers: [HTTPResponse], log: String) -> Set<Substring> 
     return Set(answers.compactMap { $0.headers["x-request-id"].flatMap { workerOf[Substring($0)] } })
 }
 
+/// `GET path` eight at a time through `h` until at least two of its workers have answered (at
+/// most ten rounds): each round's answers, and the workers that gave them.
+func roundsUntilTwoWorkersAnswer(_ h: GatewayHarness, _ path: String, headers: [String: String] = [:]) -> (rounds: [[HTTPResponse]], workers: Set<Substring>) {
+    var rounds: [[HTTPResponse]] = [], workers = Set<Substring>()
+    for _ in 0..<10 where workers.count < 2 {
+        let answers = concurrently(8, port: h.port, "GET", path, headers: headers).answers
+        rounds.append(answers)
+        workers.formUnion(workersAnswering(answers, log: h.log))
+    }
+    return (rounds, workers)
+}
+
 func jsonBytes(_ object: [String: Any]) -> [UInt8] { Array((try? JSONSerialization.data(withJSONObject: object)) ?? Data()) }
