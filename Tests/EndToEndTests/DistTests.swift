@@ -100,8 +100,9 @@ import Glibc
     /// mount namespace the toolchain's runtime folder is an empty tmpfs and the host copy of every
     /// non-glibc library the binaries need (libfcgi, libsqlite3, libssl, …) reads as an empty
     /// file, so loading any of them fails. Needs root and unshare(1); skipped otherwise.
-    @Test(.enabled(if: DistTests.canIsolate, "needs root and unshare(1) for a private mount namespace"))
+    @Test(needs(DistTests.canIsolate, "needs root and unshare(1) for a private mount namespace"))
     func runsWithToolchainAndHostLibrariesHidden() throws {
+        try requirePrivilege(DistTests.canIsolate, "root and unshare(1)")
         let b = try UnpackedBundle()
         let script = #"""
             set -eu

@@ -348,8 +348,9 @@ import Glibc
     /// worker holds the file open for writing, so running connections keep writing through their
     /// descriptors). Restarted workers then answer session creation with 503 `storage_unavailable`;
     /// once the mount is writable again the same workers answer 201 without a restart.
-    @Test(.enabled(if: mountsWork, "needs root and mount(2) (tmpfs, bind, remount); not available here"))
+    @Test(needs(mountsWork, "needs root and mount(2) (tmpfs, bind, remount); not available here"))
     func readOnlyDatabaseIs503AndRecoversWhenWritable() throws {
+        try requirePrivilege(mountsWork, "root and mount(2)")
         let fs = try ScratchMount(size: "16m")
         defer { fs.remove() }
         let db = fs.dbDirectory + "/weather.sqlite3"
@@ -407,8 +408,9 @@ import Glibc
     /// The database on a 4 MiB tmpfs filled up with a dd file: session creation answers 503
     /// `storage_unavailable` (never 500, no crash), health stays honest, and once the filler is
     /// deleted the same workers answer 201 again without a restart.
-    @Test(.enabled(if: mountsWork, "needs root and mount(2) (tmpfs); not available here"))
+    @Test(needs(mountsWork, "needs root and mount(2) (tmpfs); not available here"))
     func fullDiskIs503AndRecoversWhenSpaceIsFreed() throws {
+        try requirePrivilege(mountsWork, "root and mount(2)")
         let fs = try ScratchMount(size: "4m", bind: false)
         defer { fs.remove() }
         let db = fs.base + "/weather.sqlite3"
@@ -449,8 +451,9 @@ import Glibc
 
     /// Starting on read-only storage with no database yet is a clear start-up error naming
     /// WEATHER_DB_PATH (like the missing directory: FoundationEndToEndTests.missingDatabaseDirectoryIsAClearStartupError).
-    @Test(.enabled(if: mountsWork, "needs root and mount(2) (tmpfs); not available here"))
+    @Test(needs(mountsWork, "needs root and mount(2) (tmpfs); not available here"))
     func readOnlyStorageAtStartupIsAClearError() throws {
+        try requirePrivilege(mountsWork, "root and mount(2)")
         let fs = try ScratchMount(size: "1m", bind: false)
         defer { fs.remove() }
         try fs.run(["-o", "remount,ro", fs.base])
@@ -560,8 +563,9 @@ import Glibc
 
     /// `fuzz/run.sh 20`: libFuzzer over Request.parse, JSONBody and WeatherParameters for 20 s from
     /// the committed seed corpus. New inputs go to a scratch folder so the tree stays clean.
-    @Test(.enabled(if: fuzzerAvailable, "swiftc here has no libFuzzer runtime (libclang_rt.fuzzer); fuzz/run.sh cannot build"))
+    @Test(needs(fuzzerAvailable, "swiftc here has no libFuzzer runtime (libclang_rt.fuzzer); fuzz/run.sh cannot build"))
     func fuzzRequestParsersForTwentySeconds() throws {
+        try requirePrivilege(fuzzerAvailable, "the libFuzzer runtime (libclang_rt.fuzzer)")
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("cw-fuzz-\(UUID().uuidString.prefix(8))").path
         defer { try? FileManager.default.removeItem(atPath: scratch) }
         let artifacts = scratch + "/artifacts"

@@ -120,7 +120,8 @@ import Glibc
 
         // A folder the service user cannot write: the worker could not create the key either.
         // (Run as nobody, since root writes anywhere.)
-        guard getuid() == 0 else { return }
+        guard isRoot || privilegedTestsRequired else { return }
+        try requirePrivilege(isRoot, "root, to run as nobody")
         _ = ChildProcessOutput.run("/bin/chown", ["-R", "nobody", dir.path])
         chmod(dir.path, 0o500)
         let out = ChildProcessOutput.runData("/usr/sbin/runuser", ["-u", "nobody", "--", "/usr/bin/env", "WEATHER_DB_PATH=\(env["WEATHER_DB_PATH"]!)", "\(binDirectory)/weatherctl", "check"])
@@ -131,8 +132,9 @@ import Glibc
 
     /// The commands that only read work on a database this user may not write: a monitoring
     /// user, or a backup copy.
-    @Test(.enabled(if: getuid() == 0, "needs root to run as nobody"))
+    @Test(needs(isRoot, "needs root to run as nobody"))
     func readingCommandsWorkOnADatabaseTheyCannotWrite() throws {
+        try requirePrivilege(isRoot, "root, to run as nobody")
         let h = try GatewayHarness(workers: 1)
         let sid = try #require(try h.createSession()["anonymousSessionId"] as? String)
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-ro-\(UUID().uuidString.prefix(8))")
