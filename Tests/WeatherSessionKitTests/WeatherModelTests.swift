@@ -30,29 +30,29 @@ struct WeatherModelTests {
             anonymousSessionId: "aws_a", weatherAccessToken: "wta_b", refreshToken: "wtr_c",
             expiresAt: server + .hours(12), refreshAfter: server + .hours(6), expiresIn: 43_200,
             refreshTokenExpiresAt: server + .days(30))
-        let receivedAt = Date(timeIntervalSince1970: 1_900_000_000)
+        let requestedAt = Date(timeIntervalSince1970: 1_900_000_000)
 
-        let session = WeatherSession(response: response, receivedAt: receivedAt)
+        let session = WeatherSession(response: response, requestedAt: requestedAt)
 
-        #expect(session.expiresAt == receivedAt + .hours(12))
-        #expect(session.refreshAfter == receivedAt + .hours(6))
-        #expect(session.refreshTokenExpiresAt == receivedAt + .days(30))
+        #expect(session.expiresAt == requestedAt + .hours(12))
+        #expect(session.refreshAfter == requestedAt + .hours(6))
+        #expect(session.refreshTokenExpiresAt == requestedAt + .days(30))
     }
 
     @Test func refreshHintOutsideTheTokenLifetimeIsClamped() throws {
         let server = Date(timeIntervalSince1970: 1_600_000_000)
-        let receivedAt = Date(timeIntervalSince1970: 1_900_000_000)
+        let requestedAt = Date(timeIntervalSince1970: 1_900_000_000)
         func session(refreshAfter: Date) -> WeatherSession {
             WeatherSession(
                 response: WeatherSessionResponse(
                     anonymousSessionId: "a", weatherAccessToken: "b", refreshToken: "c",
                     expiresAt: server + .hours(12), refreshAfter: refreshAfter, expiresIn: 43_200,
                     refreshTokenExpiresAt: server + .days(30)),
-                receivedAt: receivedAt)
+                requestedAt: requestedAt)
         }
 
-        #expect(session(refreshAfter: server - .hours(1)).refreshAfter == receivedAt)
-        #expect(session(refreshAfter: server + .hours(13)).refreshAfter == receivedAt + .hours(12))
+        #expect(session(refreshAfter: server - .hours(1)).refreshAfter == requestedAt)
+        #expect(session(refreshAfter: server + .hours(13)).refreshAfter == requestedAt + .hours(12))
     }
 
     @Test func weatherResponseDecodesNullMeasurementsAsNilAndUnknownConditionAsUnknown() throws {

@@ -177,6 +177,91 @@ struct WeatherSessionServiceTests {
         #expect(h.gateway.count(.createSession) == 1)
     }
 
+    /// A 429's `Retry-After` on a renewal that cannot be skipped (creation, a refresh after
+    /// expiry) is honoured: until it passes the error comes back, with the seconds left, and the
+    /// gateway is not asked again.
+    @Test(arguments: [false, true])
+    func retryAfterOnARenewalHoldsBackTheNextOne(expiredSession: Bool) async throws {
+        let h = Harness()
+        let refused: FakeGateway.Responder = { _ in FakeGateway.error(429, WeatherAPIError.Code.rateLimited, headers: ["Retry-After": "120"]) }
+        let route: FakeGateway.Route = expiredSession ? .refresh : .createSession
+        if expiredSession {
+            _ = try await h.service.accessToken()
+            h.clock.advance(by: .hours(13))
+        }
+        h.gateway.respond(to: route, with: refused)
+
+        let first = await #expect(throws: WeatherAPIError.self) { try await h.service.accessToken() }
+        #expect(first?.retryAfter == 120)
+        h.clock.advance(by: 60)
+        let held = await #expect(throws: WeatherAPIError.self) { try await h.service.accessToken() }
+        #expect(held?.status == 429 && held?.retryAfter == 60)
+        let viaClient = await #expect(throws: WeatherAPIError.self) { try await h.service.refreshAccessToken() }
+        #expect(viaClient?.status == 429)
+        #expect(h.gateway.count(route) == 1)
+
+        h.gateway.respond(to: route, with: nil)
+        h.clock.advance(by: 61)
+        _ = try await h.service.accessToken()
+        #expect(h.gateway.count(route) == 2)
+    }
+
+    /// Repeats of an unanswered refresh stop once 20 s have passed since the first went out
+    /// (each attempt here takes 15 s to fail), and the pause before the next try counts from
+    /// that first attempt: the next try may still reach the gateway inside its 30 s window.
+    @Test func unansweredRefreshRepeatsStayInsideTheGatewaysRetryWindow() async throws {
+        let h = Harness(refreshRetryInterval: 20)
+        let original = try await h.service.accessToken()
+        h.clock.advance(by: .hours(7))
+        let start = h.clock.now()
+        h.gateway.respond(to: .refresh) { [clock = h.clock] _ in
+            clock.advance(by: 15)
+            throw URLError(.timedOut)
+        }
+
+        #expect(try await h.service.accessToken() == original)
+        #expect(h.gateway.count(.refresh) == 2)  // at 0 s and 15 s; not at 30 s
+        #expect(h.clock.now() == start + 30)
+
+        h.gateway.respond(to: .refresh, with: nil)
+        h.clock.advance(by: 1)  // 31 s after the first attempt: 20 s from it have passed
+        #expect(try await h.service.accessToken() != original)
+        #expect(h.gateway.count(.refresh) == 3)
+    }
+
+    /// Deadlines count from when the request went out, not from when its answer arrived (here
+    /// 100 s later): a late answer must not leave the app trusting a token past its expiry.
+    @Test func deadlinesCountFromWhenTheRequestWentOut() async throws {
+        let h = Harness()
+        let sentAt = h.clock.now()
+        h.gateway.respond(to: .createSession) { [clock = h.clock, gateway = h.gateway] request in
+            clock.advance(by: 100)
+            return gateway.simulate(request)
+        }
+        _ = try await h.service.accessToken()
+
+        let session = try #require(try h.store.loadSession())
+        #expect(session.expiresAt == sentAt + FakeGateway.accessTTL)
+        #expect(session.refreshAfter == sentAt + FakeGateway.refreshAfter)
+    }
+
+    /// The store refuses to save a renewed session (a locked Keychain, a full disk): the new
+    /// token is still returned, used from memory, and saved once the store accepts it.
+    @Test func aSessionTheStoreCannotSaveIsUsedFromMemoryAndSavedLater() async throws {
+        let store = RefusingStore()
+        let h = Harness(store: store)
+
+        let token = try await h.service.accessToken()
+        #expect(try store.loadSession() == nil)
+        #expect(try await h.service.accessToken() == token)
+        #expect(h.gateway.count(.createSession) == 1)
+
+        store.refusing = false
+        #expect(try await h.service.accessToken() == token)
+        #expect(try store.loadSession()?.accessToken == token)
+        #expect(h.gateway.requests.count == 1)
+    }
+
     @Test func refresh401ClearsSessionAndCreatesNewSessionWithSameInstallationID() async throws {
         let h = Harness()
         _ = try await h.service.accessToken()
@@ -345,4 +430,27 @@ struct WeatherSessionServiceTests {
         #expect(h.gateway.count(.createSession) == 1)
         #expect(try store.loadSession()?.accessToken == token)
     }
+}
+
+/// A store whose session writes fail while `refusing` is set, as a locked Keychain
+/// (`errSecInteractionNotAllowed`) or a full disk would.
+final class RefusingStore: WeatherSessionStore, @unchecked Sendable {
+    // @unchecked: `refusingNow` is only touched under `lock`; `inner` is thread-safe.
+    private let inner = InMemoryWeatherSessionStore()
+    private let lock = NSLock()
+    private var refusingNow = true
+
+    var refusing: Bool {
+        get { lock.withLock { refusingNow } }
+        set { lock.withLock { refusingNow = newValue } }
+    }
+
+    func read(_ item: WeatherSessionStoreItem) throws -> Data? { try inner.read(item) }
+
+    func write(_ data: Data, for item: WeatherSessionStoreItem) throws {
+        if item == .session && refusing { throw WeatherSessionStoreError.keychain(operation: "write", status: -25308) }
+        try inner.write(data, for: item)
+    }
+
+    func delete(_ item: WeatherSessionStoreItem) throws { try inner.delete(item) }
 }

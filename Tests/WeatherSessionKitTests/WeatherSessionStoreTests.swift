@@ -97,6 +97,28 @@ struct WeatherSessionStoreTests {
         #expect(names == ["session"])
     }
 
+    /// An app and its widget creating the installation id at the same moment end up with one:
+    /// eight file stores over one folder claim eight different ids at once.
+    @Test func concurrentClaimsOfTheInstallationIDAgreeOnOne() throws {
+        let temporary = try TemporaryDirectory()
+        defer { temporary.cleanUp() }
+        let candidates = (0..<8).map { _ in UUID() }
+        let results = Locked<[Int: UUID]>([:])
+        DispatchQueue.concurrentPerform(iterations: 8) { i in
+            let store = FileWeatherSessionStore(directory: temporary.url)
+            if let id = try? store.claimInstallationID(candidates[i]) { results.withLock { $0[i] = id } }
+        }
+        let ids = results.withLock { $0 }
+        let stored = try #require(try FileWeatherSessionStore(directory: temporary.url).loadInstallationID())
+        #expect(ids.count == 8 && Set(ids.values) == [stored] && candidates.contains(stored))
+        #expect(try posixPermissions(FileWeatherSessionStore(directory: temporary.url).fileURL(for: .installationID)) == 0o600)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: temporary.url.path) == ["installation-id"])
+
+        let memory = InMemoryWeatherSessionStore()
+        #expect(try memory.claimInstallationID(candidates[0]) == candidates[0])
+        #expect(try memory.claimInstallationID(candidates[1]) == candidates[0])
+    }
+
     @Test func fileStoreTreatsMissingItemsAsAbsent() throws {
         let temporary = try TemporaryDirectory()
         defer { temporary.cleanUp() }
@@ -122,5 +144,18 @@ struct WeatherSessionStoreTests {
         #expect(try store.loadSession() == session)
         #expect(!String(describing: session).contains("wta_x"))
         #expect(!String(describing: session).contains("wtr_x"))
+    }
+}
+
+/// A value shared by threads, touched only under its lock.
+final class Locked<Value>: @unchecked Sendable {
+    // @unchecked: `value` is only touched under `lock`.
+    private let lock = NSLock()
+    private var value: Value
+
+    init(_ value: Value) { self.value = value }
+
+    func withLock<T>(_ body: (inout Value) -> T) -> T {
+        lock.withLock { body(&value) }
     }
 }

@@ -7,16 +7,18 @@ import Foundation
 /// app compared its own clock with the server's `expiresAt`, a phone five hours fast would think
 /// every fresh token already expired and refresh forever; one five hours slow would keep using
 /// dead tokens. So the server's absolute times are used only for their *differences*, and all
-/// deadlines are anchored at `receivedAt`, the local clock at the moment the response arrived:
+/// deadlines are anchored at `requestedAt`, the local clock at the moment the creating or
+/// refreshing request went out:
 ///
-/// - `expiresAt            = receivedAt + expiresIn`
-/// - `refreshAfter         = receivedAt + expiresIn - (server.expiresAt - server.refreshAfter)`
-/// - `refreshTokenExpiresAt = receivedAt + expiresIn + (server.refreshTokenExpiresAt - server.expiresAt)`
+/// - `expiresAt            = requestedAt + expiresIn`
+/// - `refreshAfter         = requestedAt + expiresIn - (server.expiresAt - server.refreshAfter)`
+/// - `refreshTokenExpiresAt = requestedAt + expiresIn + (server.refreshTokenExpiresAt - server.expiresAt)`
 ///
-/// Network latency makes these deadlines late by at most one request's transit time; the
-/// 401-refresh-retry path of ``WeatherClient`` covers that sliver. `refreshAfter` is clamped to
-/// `receivedAt...expiresAt` so that a malformed hint can neither make the app refresh before it
-/// has the token nor after the token died.
+/// The server issued the tokens after the request went out, so these deadlines are early by
+/// the request's round trip, never late: an answer that arrives long after (a suspended app, a
+/// stalled transfer) does not leave the app holding a token it believes alive. `refreshAfter` is
+/// clamped to `requestedAt...expiresAt` so that a malformed hint can neither make the app
+/// refresh before it has the token nor after the token died.
 ///
 /// The value holds bearer tokens: it is stored in a ``WeatherSessionStore`` and never logged
 /// (its `description` redacts them).
@@ -47,12 +49,14 @@ public struct WeatherSession: Sendable, Equatable, Codable, CustomStringConverti
         self.refreshTokenExpiresAt = refreshTokenExpiresAt
     }
 
-    /// Builds the session from a create or refresh response received at local time `receivedAt`.
-    public init(response: WeatherSessionResponse, receivedAt: Date) {
+    /// Builds the session from a create or refresh response to a request sent at local time
+    /// `requestedAt`. The gateway issued the tokens after that, so deadlines counted from it
+    /// come out early, never late, however long the answer took to arrive.
+    public init(response: WeatherSessionResponse, requestedAt: Date) {
         let lifetime = TimeInterval(max(0, response.expiresIn))
-        let expiresAt = receivedAt.addingTimeInterval(lifetime)
+        let expiresAt = requestedAt.addingTimeInterval(lifetime)
         let refreshLead = response.expiresAt.timeIntervalSince(response.refreshAfter)
-        let refreshAfter = receivedAt.addingTimeInterval(min(max(0, lifetime - refreshLead), lifetime))
+        let refreshAfter = requestedAt.addingTimeInterval(min(max(0, lifetime - refreshLead), lifetime))
         let refreshTail = response.refreshTokenExpiresAt.timeIntervalSince(response.expiresAt)
         self.init(
             anonymousSessionId: response.anonymousSessionId,

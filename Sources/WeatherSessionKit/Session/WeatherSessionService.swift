@@ -30,10 +30,25 @@ import Foundation
 ///   is dropped, the installation id is kept, and a new session is created. Same when the
 ///   refresh token is known to have expired locally, without asking.
 /// - **refresh with no answer** (the connection failed after the request may have gone out):
-///   the very same request is sent again at once, up to twice. The gateway may already have
-///   rotated the tokens; only a repeat within its retry window (`WEATHER_REFRESH_RETRY_WINDOW`,
-///   30 s by default) gets the new pair back instead of being taken for a replay that revokes the
-///   session. For the same reason `refreshRetryInterval` defaults to 20 s, inside that window.
+///   the very same request is sent again at once, up to twice, while less than
+///   ``unansweredRefreshWindow`` (20 s) has passed since the first went out. The gateway may
+///   already have rotated the tokens; only a repeat within its retry window
+///   (`WEATHER_REFRESH_RETRY_WINDOW`, 30 s by default) gets the new pair back instead of being
+///   taken for a replay that revokes the session. For the same reason the pause after a failed
+///   optional refresh (`refreshRetryInterval`, 20 s by default) counts from when that refresh
+///   began, not from when its last attempt gave up.
+/// - **`Retry-After`** on a failed creation or refresh (429, or a 503 that sends one): until it
+///   has passed, a renewal that cannot be skipped (no session, an expired token, a 401 from a
+///   weather call) throws that error again, with the seconds left, without asking the gateway.
+///
+/// Deadlines count from when the creating or refreshing request went out (the first attempt,
+/// for a repeated refresh): the gateway issued the tokens after that, so they are never late
+/// locally, even when the answer arrives long after (a suspended app, a slow network).
+///
+/// If the store cannot save a renewed session (the Keychain refuses while the device is locked,
+/// the disk is full), the new tokens are used from memory and the save is tried again on each
+/// later call: the refresh happened on the gateway, so throwing would lose nothing but the
+/// caller's answer.
 ///
 /// ## One renewal at a time
 /// Refresh tokens rotate: each can be used once. If two callers refreshed with the same token,
@@ -72,6 +87,11 @@ public actor WeatherSessionService {
     private var renewal: Task<WeatherSession, any Error>?
     /// After a failed optional refresh, no new attempt before this time (the token still works).
     private var refreshPausedUntil: Date?
+    /// A renewal answered with `Retry-After`: until then renewals throw `renewalRefusal` again.
+    private var renewalBlockedUntil: Date?
+    private var renewalRefusal: WeatherAPIError?
+    /// `session` is newer than the store's copy: saving it failed and is tried again.
+    private var sessionUnsaved = false
 
     /// Creates a service. Nothing touches the store or the network until the first call.
     /// - Parameters:
@@ -122,6 +142,7 @@ public actor WeatherSessionService {
     ///   ``WeatherSessionStoreError`` when the store failed.
     public func accessToken() async throws -> String {
         let now = clock.now()
+        saveIfUnsaved()
         guard let current = try loadedSession() else {
             return try await renew(from: nil).accessToken
         }
@@ -144,8 +165,11 @@ public actor WeatherSessionService {
                 // The session was dropped (the refresh got 401) or the token died meanwhile.
                 throw error
             }
+            // The next try presents the same refresh token; counted from when this one began,
+            // it reaches a gateway that may have rotated without our hearing while that gateway
+            // still takes it for a repeat (its retry window), not for a replay.
             let retryAfter = (error as? WeatherAPIError)?.retryAfter.map(TimeInterval.init) ?? 0
-            refreshPausedUntil = later.addingTimeInterval(max(refreshRetryInterval, retryAfter))
+            refreshPausedUntil = max(now.addingTimeInterval(refreshRetryInterval), later.addingTimeInterval(retryAfter))
             return current.accessToken
         }
     }
@@ -157,6 +181,7 @@ public actor WeatherSessionService {
     /// burst of 401s costs one refresh, not one each. Without it, a refresh always happens (or is
     /// joined, when one is in flight). Failure is thrown: there is no valid token to fall back on.
     public func refreshAccessToken(rejecting rejectedToken: String? = nil) async throws -> String {
+        saveIfUnsaved()
         let current = try loadedSession()
         if let rejectedToken, let current, current.accessToken != rejectedToken, renewal == nil {
             return current.accessToken
@@ -197,13 +222,12 @@ public actor WeatherSessionService {
         if let cachedInstallationID { return cachedInstallationID }
         let id: UUID
         do {
-            if let stored = try store.loadInstallationID() {
-                id = stored
-            } else {
-                id = try makeInstallationID()
-            }
+            // Foundation's UUID() is RFC 9562 version 4: 122 random bits from the system CSPRNG.
+            // Claimed, not written: an extension creating one at the same moment gets the same.
+            id = try store.loadInstallationID() ?? store.claimInstallationID(UUID())
         } catch WeatherSessionStoreError.unreadable(.installationID) {
-            id = try makeInstallationID()
+            id = UUID()
+            try store.saveInstallationID(id)  // replaces the damaged one
         }
         cachedInstallationID = id
         return id
@@ -211,16 +235,34 @@ public actor WeatherSessionService {
 
     // MARK: - Renewal
 
-    /// Joins the renewal in flight, or starts one from `current`.
+    /// Joins the renewal in flight, or starts one from `current`; while a `Retry-After` the
+    /// last renewal got runs, throws its error again (with the seconds left) instead.
     private func renew(from current: WeatherSession?) async throws -> WeatherSession {
         if let renewal {
             return try await renewal.value
+        }
+        if let until = renewalBlockedUntil, var refusal = renewalRefusal {
+            let left = until.timeIntervalSince(clock.now())
+            guard left <= 0 else {
+                refusal.retryAfter = Int(left.rounded(.up))
+                throw refusal
+            }
+            renewalBlockedUntil = nil
+            renewalRefusal = nil
         }
         // `renewal` is set before this method suspends, and the task cannot run its
         // actor-isolated body before then, so no second caller can slip in between.
         let task = Task { try await self.runRenewal(from: current) }
         renewal = task
-        return try await task.value
+        do {
+            return try await task.value
+        } catch let refusal as WeatherAPIError {
+            if let seconds = refusal.retryAfter, seconds > 0, renewalRefusal == nil {
+                renewalBlockedUntil = clock.now().addingTimeInterval(TimeInterval(seconds))
+                renewalRefusal = refusal
+            }
+            throw refusal
+        }
     }
 
     private func runRenewal(from current: WeatherSession?) async throws -> WeatherSession {
@@ -256,39 +298,50 @@ public actor WeatherSessionService {
             appVersion: appVersion,
             installationId: try installationID().uuidString.lowercased()
         )
+        let sentAt = clock.now()
         let response = try await connection.post("/v1/weather/session", json: body)
-        return try adopt(response)
+        return try adopt(response, sentAt: sentAt)
     }
 
     /// How many times a refresh that got no answer is sent again at once (see "Token lifecycle").
     static let unansweredRefreshRepeats = 2
+    /// No repeat of an unanswered refresh starts later than this after the first went out, so
+    /// that it reaches the gateway inside its 30 s retry window even when each attempt took a
+    /// while to fail.
+    public static let unansweredRefreshWindow: TimeInterval = 20
 
     private func refresh(_ current: WeatherSession) async throws -> WeatherSession {
+        let firstSentAt = clock.now()
         var repeats = 0
         while true {
             let response: WeatherHTTPResponse
             do {
                 response = try await connection.post(
                     "/v1/weather/session/refresh", json: SessionTokenRequest(current))
-            } catch where repeats < Self.unansweredRefreshRepeats && !(error is CancellationError) {
+            } catch where repeats < Self.unansweredRefreshRepeats && !(error is CancellationError)
+                && clock.now().timeIntervalSince(firstSentAt) < Self.unansweredRefreshWindow {
                 // No answer: the gateway may have rotated the tokens. Only the same request,
                 // soon, gets them back; an answer of any status is final.
                 repeats += 1
                 continue
             }
-            return try adopt(response)
+            // A repeat gets the pair the first attempt may have made: its deadlines count from then.
+            return try adopt(response, sentAt: firstSentAt)
         }
     }
 
-    /// Turns a create/refresh answer into the current session, in memory first: if the store
-    /// then fails, the error is thrown, but the new tokens are not lost for this run.
-    private func adopt(_ response: WeatherHTTPResponse) throws -> WeatherSession {
+    /// Turns a create/refresh answer into the current session, in memory first. A store that
+    /// cannot save it does not fail the renewal: the save is tried again on the next call.
+    private func adopt(_ response: WeatherHTTPResponse, sentAt: Date) throws -> WeatherSession {
         let body = try WeatherGatewayConnection.decodeSuccess(WeatherSessionResponse.self, from: response)
-        let renewed = WeatherSession(response: body, receivedAt: clock.now())
+        let renewed = WeatherSession(response: body, requestedAt: sentAt)
         session = renewed
         sessionLoaded = true
         refreshPausedUntil = nil
-        try store.saveSession(renewed)
+        renewalBlockedUntil = nil
+        renewalRefusal = nil
+        sessionUnsaved = true
+        saveIfUnsaved()
         return renewed
     }
 
@@ -311,13 +364,15 @@ public actor WeatherSessionService {
     private func discardSession() throws {
         session = nil
         sessionLoaded = true
+        sessionUnsaved = false
         try store.deleteSession()
     }
 
-    private func makeInstallationID() throws -> UUID {
-        // Foundation's UUID() is RFC 9562 version 4: 122 random bits from the system CSPRNG.
-        let id = UUID()
-        try store.saveInstallationID(id)
-        return id
+    /// Saves a renewed session the store refused before; it stays unsaved if the store still
+    /// refuses (the tokens work from memory meanwhile).
+    private func saveIfUnsaved() {
+        guard sessionUnsaved, let session else { return }
+        if (try? store.saveSession(session)) != nil { sessionUnsaved = false }
     }
+
 }

@@ -9,7 +9,9 @@ import Musl
 
 /// A ``WeatherSessionStore`` that keeps each item in its own file in one directory.
 ///
-/// For Linux clients and for tests; on Apple platforms prefer ``KeychainWeatherSessionStore``.
+/// For Linux clients and for tests; on Apple platforms prefer ``KeychainWeatherSessionStore``
+/// (files in an app's container go into its backups, refresh token included, and come back on
+/// another phone, where the two would revoke each other's session through replay detection).
 ///
 /// - The directory is created (mode 0700, with intermediates) on the first write if missing.
 /// - Files are created with mode 0600 from the first byte: the temporary file is opened with
@@ -56,8 +58,39 @@ public struct FileWeatherSessionStore: WeatherSessionStore {
 
     /// Atomically replaces `item`'s file with `data`, mode 0600.
     public func write(_ data: Data, for item: WeatherSessionStoreItem) throws {
-        try createDirectoryIfMissing()
+        let temporaryPath = try temporaryCopy(of: data, for: item)
         let finalPath = fileURL(for: item).path
+        guard rename(temporaryPath, finalPath) == 0 else {
+            let error = WeatherSessionStoreError.fileSystem(operation: "rename", path: finalPath, errno: errno)
+            _ = unlink(temporaryPath)
+            throw error
+        }
+        syncDirectory()
+    }
+
+    /// Creates `item`'s file with `data` unless it exists, in which case its bytes are returned.
+    /// Atomic across processes: the complete file is linked into place (`link(2)` refuses an
+    /// existing name), so a reader never sees it half written and of two adders one wins.
+    public func add(_ data: Data, for item: WeatherSessionStoreItem) throws -> Data? {
+        let temporaryPath = try temporaryCopy(of: data, for: item)
+        defer { _ = unlink(temporaryPath) }
+        let finalPath = fileURL(for: item).path
+        while true {
+            if link(temporaryPath, finalPath) == 0 {
+                syncDirectory()
+                return nil
+            }
+            guard errno == EEXIST else {
+                throw WeatherSessionStoreError.fileSystem(operation: "link", path: finalPath, errno: errno)
+            }
+            // Deleted between the link and the read: try the link again.
+            if let existing = try read(item) { return existing }
+        }
+    }
+
+    /// A new file beside `item`'s holding `data`, mode 0600, flushed to disk; its path.
+    private func temporaryCopy(of data: Data, for item: WeatherSessionStoreItem) throws -> String {
+        try createDirectoryIfMissing()
         let temporaryPath = directory
             .appendingPathComponent(".\(item.rawValue).\(UUID().uuidString).tmp", isDirectory: false)
             .path
@@ -66,20 +99,17 @@ public struct FileWeatherSessionStore: WeatherSessionStore {
         guard fd >= 0 else {
             throw WeatherSessionStoreError.fileSystem(operation: "open", path: temporaryPath, errno: errno)
         }
-        var renamed = false
-        defer {
-            if !renamed { _ = unlink(temporaryPath) }
-        }
         do {
             defer { _ = close(fd) }
             // The umask can only remove bits from 0600; fchmod makes the mode exact regardless.
             try check(fchmod(fd, 0o600), "fchmod", temporaryPath)
             try writeAll(data, to: fd, path: temporaryPath)
             try check(fsync(fd), "fsync", temporaryPath)
+        } catch {
+            _ = unlink(temporaryPath)
+            throw error
         }
-        try check(rename(temporaryPath, finalPath), "rename", finalPath)
-        renamed = true
-        syncDirectory()
+        return temporaryPath
     }
 
     /// Removes `item`'s file; a missing file is fine.

@@ -26,4 +26,13 @@ public final class InMemoryWeatherSessionStore: WeatherSessionStore, @unchecked 
     public func delete(_ item: WeatherSessionStoreItem) throws {
         lock.withLock { items[item] = nil }
     }
+
+    /// Stores `data` unless `item` holds something; returns that something.
+    public func add(_ data: Data, for item: WeatherSessionStoreItem) throws -> Data? {
+        lock.withLock {
+            if let existing = items[item] { return existing }
+            items[item] = data
+            return nil
+        }
+    }
 }

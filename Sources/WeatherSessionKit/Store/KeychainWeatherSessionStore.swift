@@ -13,6 +13,11 @@ import Security
 ///   from a backup. A restored phone starts with a new installation id and a new session instead
 ///   of sharing one with the old phone.
 ///
+/// On macOS the items live in the data protection keychain (`kSecUseDataProtectionKeychain`),
+/// which needs an app signed with an application identifier or keychain access group; an
+/// unsigned command-line tool gets `errSecMissingEntitlement` (-34018) and should use
+/// ``FileWeatherSessionStore``.
+///
 /// Keychain items survive app deletion on iOS; that is fine here (the id is random and the
 /// session expires), and ``WeatherSessionService/revoke()`` is the way to forget the session.
 public struct KeychainWeatherSessionStore: WeatherSessionStore {
@@ -71,6 +76,24 @@ public struct KeychainWeatherSessionStore: WeatherSessionStore {
         }
     }
 
+    /// Adds the item unless it exists; returns the existing item's bytes then. `SecItemAdd`
+    /// refuses a duplicate, so of two processes adding at once one wins and both see its value.
+    public func add(_ data: Data, for item: WeatherSessionStoreItem) throws -> Data? {
+        var attributes = baseQuery(for: item)
+        attributes[kSecValueData as String] = data
+        attributes[kSecAttrAccessible as String] = kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly
+        let status = SecItemAdd(attributes as CFDictionary, nil)
+        switch status {
+        case errSecSuccess:
+            return nil
+        case errSecDuplicateItem:
+            if let existing = try read(item) { return existing }
+            throw WeatherSessionStoreError.keychain(operation: "SecItemAdd", status: status)
+        default:
+            throw WeatherSessionStoreError.keychain(operation: "SecItemAdd", status: status)
+        }
+    }
+
     /// Deletes the item; a missing item is fine.
     public func delete(_ item: WeatherSessionStoreItem) throws {
         let status = SecItemDelete(baseQuery(for: item) as CFDictionary)
@@ -84,6 +107,9 @@ public struct KeychainWeatherSessionStore: WeatherSessionStore {
             kSecClass as String: kSecClassGenericPassword,
             kSecAttrService as String: service,
             kSecAttrAccount as String: item.rawValue,
+            // macOS: the data protection keychain, as on iOS; only there do the accessibility
+            // class and `accessGroup` apply. Ignored on the other platforms.
+            kSecUseDataProtectionKeychain as String: true,
         ]
         if let accessGroup {
             query[kSecAttrAccessGroup as String] = accessGroup

@@ -21,6 +21,11 @@ public protocol WeatherSessionStore: Sendable {
     func write(_ data: Data, for item: WeatherSessionStoreItem) throws
     /// Removes `item`; removing something that is not there is not an error.
     func delete(_ item: WeatherSessionStoreItem) throws
+    /// Stores `data` as `item` only if nothing is stored there; returns what was there instead
+    /// (`nil` when `data` was stored). Processes sharing the store (an app and its widget) that
+    /// add at the same moment agree on one value. The default reads, then writes: atomic only
+    /// within one process; the file and Keychain stores make it atomic across processes.
+    func add(_ data: Data, for item: WeatherSessionStoreItem) throws -> Data?
 }
 
 /// The named items a ``WeatherSessionStore`` holds.
@@ -42,18 +47,36 @@ public enum WeatherSessionStoreError: Error, Sendable, Equatable {
 }
 
 extension WeatherSessionStore {
+    public func add(_ data: Data, for item: WeatherSessionStoreItem) throws -> Data? {
+        if let existing = try read(item) { return existing }
+        try write(data, for: item)
+        return nil
+    }
+
     /// The stored installation id, or `nil` if none has been created yet.
     public func loadInstallationID() throws -> UUID? {
         guard let data = try read(.installationID) else { return nil }
+        return try Self.installationID(from: data)
+    }
+
+    /// Stores the installation id (lowercase, the canonical form the server hashes), replacing
+    /// any stored one.
+    public func saveInstallationID(_ id: UUID) throws {
+        try write(Data(id.uuidString.lowercased().utf8), for: .installationID)
+    }
+
+    /// Stores `candidate` as the installation id unless one is stored already, and returns the
+    /// one that is stored: two processes creating the id at once end up with the same one.
+    public func claimInstallationID(_ candidate: UUID) throws -> UUID {
+        guard let existing = try add(Data(candidate.uuidString.lowercased().utf8), for: .installationID) else { return candidate }
+        return try Self.installationID(from: existing)
+    }
+
+    private static func installationID(from data: Data) throws -> UUID {
         guard let text = String(data: data, encoding: .utf8),
               let id = UUID(uuidString: text.trimmingCharacters(in: .whitespacesAndNewlines))
         else { throw WeatherSessionStoreError.unreadable(.installationID) }
         return id
-    }
-
-    /// Stores the installation id (lowercase, the canonical form the server hashes).
-    public func saveInstallationID(_ id: UUID) throws {
-        try write(Data(id.uuidString.lowercased().utf8), for: .installationID)
     }
 
     /// The stored session, or `nil` when there is none.

@@ -17,8 +17,19 @@ public struct URLSessionWeatherTransport: WeatherHTTPTransport {
     ///   - session: the session to use; `nil` makes a private ephemeral one.
     ///   - timeout: seconds before one request gives up. The gateway answers from cache or fails a
     ///     provider within a few seconds, so the default of 15 s only trips on a dead network.
+    ///     With the private session it bounds the whole exchange; a request's own
+    ///     `timeoutInterval` only bounds idle time (on Apple platforms a transfer that trickles
+    ///     may otherwise run on for the configuration's resource timeout, seven days by default),
+    ///     so pass a `session` whose `timeoutIntervalForResource` is short too.
     public init(session: URLSession? = nil, timeout: TimeInterval = 15) {
-        self.session = session ?? URLSession(configuration: .ephemeral)
+        if let session {
+            self.session = session
+        } else {
+            let configuration = URLSessionConfiguration.ephemeral
+            configuration.timeoutIntervalForRequest = timeout
+            configuration.timeoutIntervalForResource = timeout
+            self.session = URLSession(configuration: configuration)
+        }
         self.timeout = timeout
     }
 
