@@ -48,6 +48,28 @@ import WeatherCore
         #expect(t.refresh(s).status == 200)
     }
 
+    /// The refresh quota is charged only for a refresh token of the named session: another
+    /// session's token, an unknown one, or any token under a made-up session id is 401 and uses
+    /// up nothing, so whoever knows a session id cannot spend its refreshes.
+    @Test func refreshQuotaIsChargedOnlyForTheSessionsOwnTokens() throws {
+        let t = try TestGateway { $0.limits.refreshPerSessionPerHour = 2 }
+        var s = t.createSession()
+        let other = t.createSession()
+        let unknown = "wtr_" + String(repeating: "A", count: 43)
+        for token in [other["refreshToken"] as? String, unknown, unknown, unknown] {
+            let r = t.refresh(s, token: token)
+            #expect(r.status == 401 && r.errorCode == "invalid_refresh_token")
+        }
+        let madeUp: [String: Any] = ["anonymousSessionId": "aws_" + String(repeating: "b", count: 22), "refreshToken": unknown]
+        #expect((0..<3).map { _ in t.refresh(madeUp).status } == [401, 401, 401])
+        for _ in 0..<2 {
+            let r = t.refresh(s)
+            #expect(r.status == 200)
+            s = r.json
+        }
+        expectLimited(t.refresh(s), retryAfter: 1800)
+    }
+
     @Test func weatherPerSession() throws {
         let t = try TestGateway { $0.limits.requestsPerSessionPerHour = 3 }
         let a = t.createSession()["weatherAccessToken"] as? String

@@ -128,7 +128,7 @@ let openAPIDocument = ##"""
         ],
         "operationId": "refreshSession",
         "summary": "Rotate the tokens",
-        "description": "Returns a new access token and a new refresh token; the presented refresh token is dead from that moment. The very same request retried within WEATHER_REFRESH_RETRY_WINDOW (default 30 s; 0 disables) gets the very same successor pair. A rotated refresh token presented after that window is a replay: the whole session is revoked and the answer is 401 `refresh_token_reused`. Concurrent refreshes yield one successor pair. The old access token stays valid until its own expiry unless the session is revoked. Quota: 60 per session per hour (WEATHER_REFRESH_PER_SESSION_PER_HOUR; 0 = off).",
+        "description": "Returns a new access token and a new refresh token; the presented refresh token is dead from that moment. The very same request retried within WEATHER_REFRESH_RETRY_WINDOW (default 30 s; 0 disables) gets the very same successor pair. A rotated refresh token presented after that window is a replay: the whole session is revoked and the answer is 401 `refresh_token_reused`. Concurrent refreshes yield one successor pair. The old access token stays valid until its own expiry unless the session is revoked. Quota: 60 per session per hour (WEATHER_REFRESH_PER_SESSION_PER_HOUR; 0 = off), charged only to a request whose refresh token is one of that session's (any other is 401 `invalid_refresh_token` and uses up nothing).",
         "security": [],
         "requestBody": {
           "required": true,

@@ -104,10 +104,21 @@ struct RefreshSessionHandler: Responder {
     func respond(to request: Request, context: inout Context) throws(HTTPError) -> Response {
         let (sessionId, refreshToken) = try SessionProof.read(request)
         context.sessionId = sessionId
-        try services.limiter.check([services.limiter.refresh(sessionId: sessionId)], context: context)
         guard TokenSyntax.isWellFormed(refreshToken, kind: .refresh) else { throw .invalidRefreshToken }
 
+        // The session's quota is charged only once the token is known to be one of its refresh
+        // tokens: a wrong token costs a read, no write, and whoever knows only a session id
+        // cannot use up its refreshes.
         let now = context.now
+        let presented: PresentedRefreshToken?
+        do {
+            presented = try services.store.presentedRefreshToken(hash: services.minter.tokenHash(refreshToken), sessionId: sessionId, now: now)
+        } catch {
+            throw .storageUnavailable
+        }
+        guard let presented else { throw .invalidRefreshToken }
+        try services.limiter.check([services.limiter.refresh(sessionId: sessionId)], context: context)
+
         let pair: TokenMinter.Pair
         do {
             pair = try services.minter.successorPair(of: refreshToken, lifetimes: TokenLifetimes(now: now, policy: services.config.tokenPolicy))
@@ -116,9 +127,7 @@ struct RefreshSessionHandler: Responder {
         }
         let outcome: RotationOutcome
         do {
-            outcome = try services.store.rotate(
-                refreshTokenHash: services.minter.tokenHash(refreshToken), sessionId: sessionId, successor: pair.stored,
-                retryWindow: services.config.tokenPolicy.refreshRetryWindow, now: now)
+            outcome = try services.store.rotate(presented, successor: pair.stored, retryWindow: services.config.tokenPolicy.refreshRetryWindow, now: now)
         } catch {
             throw .storageUnavailable
         }

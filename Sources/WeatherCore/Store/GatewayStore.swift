@@ -10,11 +10,15 @@ public protocol GatewayStore: AnyObject {
     /// token row exists.
     func accessGrant(token: TokenDigest) throws(StoreError) -> AccessGrant?
 
-    /// Rotates a refresh token to `successor` exactly once across all processes (see `RotationOutcome`).
-    func rotate(
-        refreshTokenHash: String, sessionId: String, successor: IssuedPair,
-        retryWindow: Int64, now: Timestamp
-    ) throws(StoreError) -> RotationOutcome
+    /// The refresh token `refreshTokenHash` as rotation will judge it, read without taking the
+    /// write lock; `nil` when it is not a refresh token of `sessionId` that is valid now
+    /// (unknown, another session's, expired, the session revoked). Such a token stays invalid,
+    /// so it needs no write and is charged to no quota.
+    func presentedRefreshToken(hash refreshTokenHash: String, sessionId: String, now: Timestamp) throws(StoreError) -> PresentedRefreshToken?
+
+    /// Rotates a presented refresh token to `successor` exactly once across all processes (see
+    /// `RotationOutcome`).
+    func rotate(_ presented: PresentedRefreshToken, successor: IssuedPair, retryWindow: Int64, now: Timestamp) throws(StoreError) -> RotationOutcome
 
     /// Revokes the session that `refreshTokenHash` belongs to, if it belongs to `sessionId`.
     /// Returns false when the token does not prove ownership of that session.
@@ -145,6 +149,35 @@ public struct AccessGrant: Sendable, Equatable {
     /// Live: an access token, not expired, not revoked, of an active session.
     public func isLive(at now: Timestamp) -> Bool {
         tokenType == .access && !tokenRevoked && sessionActive && now < expiresAt
+    }
+}
+
+/// A refresh token as `GatewayStore.presentedRefreshToken` found it, for `rotate`.
+public struct PresentedRefreshToken: Sendable, Equatable {
+    /// Hex SHA-256 of the token, as stored.
+    public var hash: String
+    public var sessionId: String
+    /// The store's own handle on the token's row.
+    public var row: Int64
+    /// Already rotated (or revoked) when it was read.
+    public var spent: Bool
+
+    public init(hash: String, sessionId: String, row: Int64, spent: Bool) {
+        self.hash = hash
+        self.sessionId = sessionId
+        self.row = row
+        self.spent = spent
+    }
+}
+
+extension GatewayStore {
+    /// Reads and rotates in one call (tests and tools; the refresh handler charges the quota
+    /// between the two).
+    public func rotate(
+        refreshTokenHash: String, sessionId: String, successor: IssuedPair, retryWindow: Int64, now: Timestamp
+    ) throws(StoreError) -> RotationOutcome {
+        guard let presented = try presentedRefreshToken(hash: refreshTokenHash, sessionId: sessionId, now: now) else { return .invalid }
+        return try rotate(presented, successor: successor, retryWindow: retryWindow, now: now)
     }
 }
 

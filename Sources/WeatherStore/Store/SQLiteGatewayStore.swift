@@ -116,24 +116,26 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
-    public func rotate(
-        refreshTokenHash: String, sessionId: String, successor: IssuedPair, retryWindow: Int64, now: Timestamp
-    ) throws(StoreError) -> RotationOutcome {
-        // The token is looked up before the write lock is taken, so writers queue only for the
-        // writes: the search of the token_hash index and the session join, which read pages that
-        // another worker's commit has usually just evicted from this connection's cache, stay
-        // outside it. A token that is invalid now stays invalid (its row, type, session and expiry
-        // never change, and a revoked session never comes back), so it needs no write at all.
-        guard let seen = try read({ try refreshTokenRow(hash: refreshTokenHash) }),
-              seen.isValid(for: sessionId, now: now) else { return .invalid }
+    /// The token is looked up before the write lock is taken, so writers queue only for the
+    /// writes: the search of the token_hash index and the session join, which read pages that
+    /// another worker's commit has usually just evicted from this connection's cache, stay
+    /// outside it. A token that is invalid now stays invalid (its row, type, session and expiry
+    /// never change, and a revoked session never comes back), so it needs no write at all.
+    public func presentedRefreshToken(hash refreshTokenHash: String, sessionId: String, now: Timestamp) throws(StoreError) -> PresentedRefreshToken? {
+        guard let seen = try read({ try refreshTokenRow(hash: refreshTokenHash) }), seen.isValid(for: sessionId, now: now) else { return nil }
+        return PresentedRefreshToken(hash: refreshTokenHash, sessionId: sessionId, row: seen.rowid, spent: seen.revoked != nil)
+    }
+
+    public func rotate(_ presented: PresentedRefreshToken, successor: IssuedPair, retryWindow: Int64, now: Timestamp) throws(StoreError) -> RotationOutcome {
+        let refreshTokenHash = presented.hash, sessionId = presented.sessionId
         betweenRotationReadAndWrite?()
         let outcome = try write { () throws -> RotationOutcome in
-            if seen.revoked == nil {
+            if !presented.spent {
                 // Still unspent unless another request spent it or a revocation landed since the
                 // read: the conditional update tells, and then the full check below decides.
                 let spent = try db.run(
                     "UPDATE weather_session_tokens SET revoked_at = ?2 WHERE rowid = ?1 AND revoked_at IS NULL AND token_hash = ?3",
-                    [.int(seen.rowid), .text(now.iso8601), .text(refreshTokenHash)])
+                    [.int(presented.row), .text(now.iso8601), .text(refreshTokenHash)])
                 if spent == 1 {
                     // last_seen_at moves with the worker's next batch (Metrics), not here.
                     try insertPair(sessionId: sessionId, successor)
