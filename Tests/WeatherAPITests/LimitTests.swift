@@ -124,6 +124,30 @@ import WeatherCore
         #expect(t.weather(token: a, query: "lat=30&lon=30").status == 200)
     }
 
+    /// Requests the distinct-cell quota refuses use up none of the hourly quotas: a client
+    /// retrying a new cell does not lose the cells it was admitted to.
+    @Test func aRequestRefusedForItsCellIsChargedToNoHourlyQuota() throws {
+        let t = try TestGateway {
+            $0.limits.gridCellsPerSessionPerDay = 1
+            $0.limits.requestsPerSessionPerHour = 3
+            $0.limits.requestsPerIPPerHour = 3
+        }
+        let a = t.createSession()["weatherAccessToken"] as? String
+        #expect(t.weather(token: a, query: "lat=10&lon=10").status == 200)
+        for _ in 0..<5 { expectLimited(t.weather(token: a, query: "lat=20&lon=20"), retryAfter: 86_400) }
+        #expect((0..<2).map { _ in t.weather(token: a, query: "lat=10&lon=10").status } == [200, 200])
+        expectLimited(t.weather(token: a, query: "lat=10&lon=10"), retryAfter: 1200)
+
+        // A busy bucket leased to this worker gets its unit back in the lease.
+        let u = try TestGateway { $0.limits.gridCellsPerSessionPerDay = 1 }
+        let b = u.createSession()["weatherAccessToken"] as? String
+        for _ in 0..<2 { #expect(u.weather(token: b, query: "lat=10&lon=10").status == 200) }
+        let leased = u.gateway.limiter.leasedUnits("weather_ip:198.51.100.7")
+        #expect(leased > 0, "the second request within a second leases the address's bucket")
+        #expect(u.weather(token: b, query: "lat=20&lon=20").status == 429)
+        #expect(u.gateway.limiter.leasedUnits("weather_ip:198.51.100.7") == leased)
+    }
+
     @Test func legacyTokenPerIP() throws {
         let t = try TestGateway { $0.limits.legacyRequestsPerIPPerHour = 2 }
         for _ in 0..<2 { #expect(t.weather(token: nil, legacy: "legacy-token-0123456789").status == 200) }

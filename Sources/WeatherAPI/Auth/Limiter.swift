@@ -97,6 +97,18 @@ final class Limiter {
         }
     }
 
+    /// Gives back the unit `check` just took from each of `buckets`, for a request that another
+    /// quota refused after all (the distinct-cell quota, checked after them): to this worker's
+    /// lease where there is one, else to the shared bucket (one write, on refusals only).
+    func refund(_ buckets: [LimitBucket], context: Context) {
+        var toStore: [(bucket: LimitBucket, units: Int)] = []
+        for b in buckets where b.quota.isEnabled {
+            if let lease = leases[b.key] { lease.units += 1 } else { toStore.append((b, 1)) }
+        }
+        guard !toStore.isEmpty else { return }
+        try? store.giveBack(toStore, nowMs: context.now.seconds * 1000)  // lost on a storage error: the request was refused anyway
+    }
+
     /// The distinct-cell quota of a session.
     func checkCell(_ cell: String, sessionId: String, context: Context) throws(HTTPError) {
         let nowMs = context.now.seconds * 1000
