@@ -59,7 +59,7 @@ struct WeatherModelTests {
         let json = """
             {"authMode": "weather_token", "provider": "visualcrossing",
              "location": {"lat": -33.85, "lon": 151.2}, "timezone": "Australia/Sydney",
-             "current": {"observedAt": "2026-11-30T02:00:00Z", "temperatureC": null,
+             "current": {"observedAt": null, "temperatureC": null,
                          "apparentTemperatureC": null, "humidity": null, "windSpeedKph": null,
                          "precipitationMmPerHour": null, "condition": "volcanic_ash"},
              "daily": [], "fetchedAt": "2026-11-30T02:03:11Z", "cache": "stale"}
@@ -72,6 +72,7 @@ struct WeatherModelTests {
         #expect(report.authMode == .weatherToken)
         #expect(report.cache == .stale)
         let current = try #require(report.current)
+        #expect(current.observedAt == nil)
         #expect(current.temperatureC == nil)
         #expect(current.humidity == nil)
         #expect(current.condition == .unknown)

@@ -1141,10 +1141,13 @@ let openAPIDocument = ##"""
         "additionalProperties": false,
         "properties": {
           "observedAt": {
-            "type": "string",
+            "type": [
+              "string",
+              "null"
+            ],
             "format": "date-time",
             "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$",
-            "description": "Observation time from the provider, else the fetch time."
+            "description": "When the provider observed or computed these values (Caiyun's `server_time`, Visual Crossing's `datetimeEpoch`); `null` when it did not say."
           },
           "temperatureC": {
             "type": [

@@ -26,7 +26,9 @@ public struct WeatherReport: Codable, Sendable, Equatable {
 
 /// Conditions now, at the snapped point.
 public struct CurrentWeather: Codable, Sendable, Equatable {
-    public var observedAt: String
+    /// When the provider observed or computed the values; nil when it did not say (the fetch
+    /// time would be an invented value: API.md).
+    public var observedAt: String?
     public var temperatureC: Double?
     public var apparentTemperatureC: Double?
     /// Fraction 0...1.
@@ -36,7 +38,7 @@ public struct CurrentWeather: Codable, Sendable, Equatable {
     public var condition: WeatherCondition
 
     public init(
-        observedAt: String, temperatureC: Double?, apparentTemperatureC: Double?, humidity: Double?,
+        observedAt: String?, temperatureC: Double?, apparentTemperatureC: Double?, humidity: Double?,
         windSpeedKph: Double?, precipitationMmPerHour: Double?, condition: WeatherCondition
     ) {
         self.observedAt = observedAt

@@ -35,11 +35,11 @@ extension CaiyunProvider {
     }
 
     /// `server_time` is when Caiyun computed the answer, the closest thing to an observation time
-    /// it sends; without it, the time of the fetch is the honest fallback.
+    /// it sends; without it (or with one no wire timestamp can carry) `observedAt` is null: the
+    /// fetch time would be an invented observation.
     static func currentWeather(_ realtime: CaiyunPayload.Realtime, serverTime: Double?, now: Timestamp) -> CurrentWeather {
-        let observed = serverTime.flatMap(Timestamp.init(epochSeconds:)) ?? now
-        return CurrentWeather(
-            observedAt: observed.iso8601,
+        CurrentWeather(
+            observedAt: serverTime.flatMap(Timestamp.init(epochSeconds:))?.iso8601,
             temperatureC: realtime.temperature,
             apparentTemperatureC: realtime.apparentTemperature,
             humidity: DailySelection.fraction(realtime.humidity),  // already 0...1

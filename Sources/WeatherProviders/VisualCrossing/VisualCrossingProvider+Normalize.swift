@@ -31,11 +31,10 @@ extension VisualCrossingProvider {
         )
     }
 
-    /// `datetimeEpoch` is the observation time; without it, the time of the fetch.
+    /// `datetimeEpoch` is the observation time; without a usable one `observedAt` is null.
     static func currentWeather(_ conditions: VisualCrossingPayload.Current, now: Timestamp) -> CurrentWeather {
-        let observed = conditions.datetimeEpoch.flatMap(Timestamp.init(epochSeconds:)) ?? now
-        return CurrentWeather(
-            observedAt: observed.iso8601,
+        CurrentWeather(
+            observedAt: conditions.datetimeEpoch.flatMap(Timestamp.init(epochSeconds:))?.iso8601,
             temperatureC: conditions.temp,
             apparentTemperatureC: conditions.feelslike,
             humidity: DailySelection.fraction(percent: conditions.humidity),

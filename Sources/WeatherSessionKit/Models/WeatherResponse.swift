@@ -60,8 +60,8 @@ public struct WeatherResponse: Sendable, Equatable, Codable {
 
     /// The conditions now; each measurement is `nil` when the provider lacks it.
     public struct CurrentConditions: Sendable, Equatable, Codable {
-        /// When the provider observed these values.
-        public var observedAt: Date
+        /// When the provider observed these values; `nil` when it did not say.
+        public var observedAt: Date?
         /// Air temperature, °C.
         public var temperatureC: Double?
         /// Feels-like temperature, °C.
@@ -77,7 +77,7 @@ public struct WeatherResponse: Sendable, Equatable, Codable {
 
         /// Creates current conditions.
         public init(
-            observedAt: Date, temperatureC: Double?, apparentTemperatureC: Double?,
+            observedAt: Date?, temperatureC: Double?, apparentTemperatureC: Double?,
             humidity: Double?, windSpeedKph: Double?, precipitationMmPerHour: Double?,
             condition: WeatherCondition
         ) {
