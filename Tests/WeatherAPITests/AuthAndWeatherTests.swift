@@ -199,6 +199,22 @@ import WeatherProviders
         #expect(a.errorCode == "invalid_request")
     }
 
+    /// "Not more than 1 year ahead", in the traveller's date, which may be a day ahead of UTC's:
+    /// a trip may end a year from tomorrow (UTC), counted in the calendar, also across a 29 February.
+    @Test func tripMayEndAYearFromTomorrow() throws {
+        let t = try TestGateway()  // 2026-11-30 UTC
+        var token = t.createSession()["weatherAccessToken"] as? String
+        func trip(_ start: String, _ end: String) -> Int {
+            t.weather(token: token, query: "lat=1&lon=2&start=\(start)&end=\(end)", path: "/v1/weather/trip").status
+        }
+        #expect(trip("2027-11-30", "2027-12-01") == 200)
+        #expect(trip("2027-11-30", "2027-12-02") == 400)
+        t.clock.advance(91 * 86_400)  // 2027-03-01: the year ahead holds 29 February 2028
+        token = t.createSession()["weatherAccessToken"] as? String
+        #expect(trip("2028-03-01", "2028-03-02") == 200)
+        #expect(trip("2028-03-01", "2028-03-03") == 400)
+    }
+
     @Test func tripHasNoCurrentAndExactDays() throws {
         let t = try TestGateway()
         let token = t.createSession()["weatherAccessToken"] as? String

@@ -229,6 +229,9 @@ import Testing
         #expect(LocalDate("2028-02-29") != nil)
         #expect(LocalDate("2026-02-29") == nil)
         #expect(LocalDate("2026-12-31")!.adding(days: 1).description == "2027-01-01")
+        #expect(LocalDate("2028-02-29")!.adding(years: 1).description == "2029-02-28")
+        #expect(LocalDate("2028-02-29")!.adding(years: 4).description == "2032-02-29")
+        #expect(LocalDate("2027-03-02")!.adding(years: 1).description == "2028-03-02")
         #expect(LocalDate("2026-1-01") == nil)
     }
 

@@ -337,7 +337,7 @@ let openAPIDocument = ##"""
         ],
         "operationId": "getTripWeather",
         "summary": "The days of a trip",
-        "description": "Authentication, in this order: a live `X-Weather-Session-Token` (not expired, not revoked, session active) gives `authMode: weather_session`; else an `X-Weather-Token` equal to the configured legacy token (CLOSET_WEATHER_PROXY_TOKEN; unset = this path is off) gives `authMode: weather_token`; else 401 `unauthorized`. Authentication comes before parameter validation. Quotas (each configurable, 0 = off; all workers together): per session 120 requests/hour and 30 distinct grid cells/day, per client IP 1200 requests/hour, legacy token 120 requests/hour per client IP. Coordinates are snapped to the grid first; only the snapped point is cached, sent to a provider or returned. Date rules (UTC today): `start <= end`, at most 15 days inclusive, `start` not before yesterday, `end` not after today + 366 days.",
+        "description": "Authentication, in this order: a live `X-Weather-Session-Token` (not expired, not revoked, session active) gives `authMode: weather_session`; else an `X-Weather-Token` equal to the configured legacy token (CLOSET_WEATHER_PROXY_TOKEN; unset = this path is off) gives `authMode: weather_token`; else 401 `unauthorized`. Authentication comes before parameter validation. Quotas (each configurable, 0 = off; all workers together): per session 120 requests/hour and 30 distinct grid cells/day, per client IP 1200 requests/hour, legacy token 120 requests/hour per client IP. Coordinates are snapped to the grid first; only the snapped point is cached, sent to a provider or returned. Date rules (UTC today): `start <= end`, at most 15 days inclusive, `start` not before yesterday, `end` not after a year from tomorrow (the traveller's own date may be a day behind or ahead of UTC's; 29 February counts as 28 February a year on).",
         "security": [
           {
             "weatherSession": []
@@ -565,7 +565,7 @@ let openAPIDocument = ##"""
         "name": "end",
         "in": "query",
         "required": true,
-        "description": "Last day of the trip, `YYYY-MM-DD`, inclusive. At most 15 days from `start` to `end` inclusive, and not later than today (UTC) + 366 days.",
+        "description": "Last day of the trip, `YYYY-MM-DD`, inclusive. At most 15 days from `start` to `end` inclusive, and not later than a year from tomorrow (UTC): from 2026-12-01, 2027-12-02.",
         "schema": {
           "type": "string",
           "format": "date",

@@ -63,7 +63,8 @@ enum WeatherParameters {
         return .forecast(days: d)
     }
 
-    /// A trip: `start <= end`, at most 15 days, from yesterday (UTC; some zones are a day behind) to one year ahead.
+    /// A trip: `start <= end`, at most 15 days, from yesterday to a year from tomorrow (UTC
+    /// dates; the traveller's own date may be a day behind or ahead of UTC's).
     static func trip(_ r: Request, today: LocalDate) throws(HTTPError) -> WeatherQuery {
         func date(_ name: String) throws(HTTPError) -> LocalDate {
             guard let text = try r.queryValue(name) else { throw .invalidRequest("parameter \(name) is required") }
@@ -74,7 +75,7 @@ enum WeatherParameters {
         guard start <= end else { throw .invalidRequest("parameter end must not be before start") }
         guard end.daysSinceEpoch - start.daysSinceEpoch < 15 else { throw .invalidRequest("parameter end must be at most 15 days after start, inclusive") }
         guard start >= today.adding(days: -1) else { throw .invalidRequest("parameter start must not be in the past") }
-        guard end <= today.adding(days: 366) else { throw .invalidRequest("parameter end must not be more than one year ahead") }
+        guard end <= today.adding(days: 1).adding(years: 1) else { throw .invalidRequest("parameter end must not be more than one year ahead") }
         return .trip(start: start, end: end)
     }
 }

@@ -94,6 +94,15 @@ public struct LocalDate: Sendable, Hashable, Comparable, CustomStringConvertible
 
     public func adding(days: Int) -> LocalDate { LocalDate(daysSinceEpoch: daysSinceEpoch + days) }
 
+    /// The same month and day `years` later; 29 February becomes 28 February in a common year.
+    public func adding(years: Int) -> LocalDate {
+        let y = year + years
+        var copy = self
+        copy.year = y
+        copy.day = min(day, LocalDate.daysIn(month: month, year: y))
+        return copy
+    }
+
     public static func < (a: LocalDate, b: LocalDate) -> Bool { a.daysSinceEpoch < b.daysSinceEpoch }
 
     static func daysIn(month: Int, year: Int) -> Int {
