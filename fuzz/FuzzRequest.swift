@@ -281,7 +281,7 @@ func fuzzProviders(_ body: [UInt8], selector: UInt8, trip: Bool) {
         fuzzCheck(wireTime(report.fetchedAt), "fetchedAt \(report.fetchedAt)")
         fuzzCheck(report.daily.count <= asked, "\(report.daily.count) days for \(asked)")
         if let c = report.current {
-            fuzzCheck(wireTime(c.observedAt), "observedAt \(c.observedAt)")
+            fuzzCheck(c.observedAt.map(wireTime) ?? true, "observedAt \(String(describing: c.observedAt))")
             for v in [c.temperatureC, c.apparentTemperatureC, c.humidity, c.windSpeedKph, c.precipitationMmPerHour] {
                 fuzzCheck(v?.isFinite ?? true, "current value \(String(describing: v))")
             }
