@@ -46,6 +46,14 @@ FRAMINGS = {
     "close_after",   # Content-Length, then the server closes without saying so
 }
 MODES |= FRAMINGS
+# Modes that keep the client's socket readable for `delay` seconds (30 by default) without ever
+# completing an answer; the client must stop on its own caps or deadline.
+FLOODS = {
+    "flood_interim",    # "100 Continue" heads, one after another
+    "flood_trailer",    # a one-byte chunked body, then trailer lines without end
+    "flood_extension",  # one-byte chunks, each with a 4,000-byte chunk extension
+}
+MODES |= FLOODS
 PROVIDERS = ("caiyun", "visualcrossing")
 VC_PREFIX = "/VisualCrossingWebServices/rest/services/timeline/"
 
@@ -228,6 +236,29 @@ class Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (timeout tests); nothing to do
 
+    def flood(self, mode, seconds):
+        """Writes `mode`'s endless answer for `seconds` or until the client hangs up."""
+        self.close_connection = True
+        if mode == "flood_interim":
+            unit = b"HTTP/1.1 100 Continue\r\n\r\n"
+        else:
+            start = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+            if mode == "flood_trailer":
+                start += b"1\r\n{\r\n0\r\n"
+                unit = b"X-Trailer: " + b"a" * 100 + b"\r\n"
+            else:
+                unit = b"1;" + b"e" * 4000 + b"\r\n \r\n"
+        block = unit * max(1, 65536 // len(unit))
+        end = time.monotonic() + seconds
+        try:
+            if mode != "flood_interim":
+                self.wfile.write(start)
+            while time.monotonic() < end:
+                self.wfile.write(block)
+                self.wfile.flush()
+        except OSError:
+            pass  # the client gave up, as it should
+
     def abort_connection(self):
         """Reset the connection without a byte of answer (SO_LINGER 0 → RST)."""
         try:
@@ -300,6 +331,9 @@ class Handler(BaseHTTPRequestHandler):
         if mode in FRAMINGS:
             self.framing = mode
             return False
+        if mode in FLOODS:
+            self.flood(mode, delay or 30)
+            return True
         if mode == "slow":
             time.sleep(delay)
             return False

@@ -139,6 +139,24 @@ import WeatherProviders
         }
     }
 
+    /// A provider that keeps the socket readable without ever finishing its answer (endless
+    /// interim responses, trailers, or chunk extensions that add a byte of body per 4 KB) is cut
+    /// off by the caps, or at the latest by the deadline: it used to hold the worker as long as
+    /// it kept sending (the deadline was looked at only when a read would have waited).
+    @Test(arguments: ["flood_interim", "flood_trailer", "flood_extension"])
+    func aProviderThatNeverStopsSendingIsCutOffInTime(mode: String) throws {
+        try withServer { server, transport in
+            try server.setMode("caiyun", mode, delay: 20)
+            let provider = caiyun(server, transport, timeout: Self.timeout)
+            let clock = ContinuousClock()
+            let started = clock.now
+            #expect(throws: ProviderFailure.self) { try provider.fetch(.forecast(days: 7), at: shanghai, now: Self.realNow) }
+            #expect(clock.now - started < .seconds(Self.timeout + 1))
+            try server.setMode("caiyun", "ok")
+            #expect(try provider.fetch(.forecast(days: 1), at: shanghai, now: Self.realNow).daily.count == 1)
+        }
+    }
+
     /// CPU time (user + system) of the calling thread so far.
     static func threadCPUSeconds() -> Double {
         var t = timespec()

@@ -1,7 +1,9 @@
 /// Decodes a `Transfer-Encoding: chunked` body as its bytes arrive (RFC 9112, section 7.1).
 ///
 /// Chunk extensions and trailer fields are read and dropped. A size line or trailer section
-/// longer than `maxLineBytes`, or a malformed one, is an error rather than a reason to buffer more.
+/// longer than `maxLineBytes`, or a malformed one, is an error rather than a reason to buffer more,
+/// and so are more than `maxFramingBytes` of size lines, extensions and trailers in all: the
+/// body cap counts data only, and a stream of framing would otherwise never reach it.
 struct ChunkedDecoder {
     enum Failure: Error, Equatable {
         case malformed
@@ -17,6 +19,9 @@ struct ChunkedDecoder {
     }
 
     static let maxLineBytes = 4096
+    /// Framing a provider sends for a 2 MiB body in 4 KiB chunks is about 4 KiB.
+    static let maxFramingBytes = 64 * 1024
+    private var framingBytes = 0
 
     private(set) var body: [UInt8] = []
     private var state = State.size
@@ -48,6 +53,8 @@ struct ChunkedDecoder {
             case .size, .dataEnd, .trailer:
                 let byte = bytes[i]
                 i += 1
+                framingBytes += 1
+                guard framingBytes <= Self.maxFramingBytes else { throw .tooLarge }
                 guard byte == 10 else {
                     guard line.count < Self.maxLineBytes else { throw .malformed }
                     line.append(byte)

@@ -20,6 +20,8 @@ public final class HTTP1Transport: HTTPTransport, @unchecked Sendable {
     static let maxHeadBytes = 64 * 1024
     /// Origins whose connection is kept between calls; a gateway talks to two providers.
     static let maxIdleConnections = 4
+    /// Interim (1xx) responses skipped before the real one; more is not an HTTP server's answer.
+    static let maxInterimResponses = 8
 
     private let maxBodyBytes: Int
     private let userAgent: String
@@ -104,13 +106,16 @@ public final class HTTP1Transport: HTTPTransport, @unchecked Sendable {
             return .failure(.closedBeforeAnswer)
         }
 
-        // The head; interim 1xx responses are skipped.
+        // The head; interim 1xx responses are skipped, a few.
         var head: HTTPResponseHead
         var bodyStart: Int
+        var interim = 0
         while true {
             if let end = HTTPResponseHead.end(in: received[...]) {
                 guard let parsed = HTTPResponseHead(received[..<end]) else { return .failure(.failed(.transport)) }
                 if parsed.status < 200 {
+                    interim += 1
+                    guard interim <= Self.maxInterimResponses else { return .failure(.failed(.transport)) }
                     received.removeSubrange(..<end)
                     continue
                 }

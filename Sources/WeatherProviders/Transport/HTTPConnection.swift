@@ -80,6 +80,7 @@ final class HTTPConnection {
     func send(_ bytes: [UInt8], until deadline: Int64) throws(ProviderFailure) {
         var sent = 0
         while sent < bytes.count {
+            guard monotonicMilliseconds() < deadline else { throw .timeout }
             let n = bytes.withUnsafeBytes { raw in
                 let rest = UnsafeRawBufferPointer(rebasing: raw[sent...])
                 if let ssl { return Int(SSL_write(ssl, rest.baseAddress, Int32(clamping: rest.count))) }
@@ -94,9 +95,12 @@ final class HTTPConnection {
     }
 
     /// Reads what has arrived into `buffer`, waiting for it until the deadline; 0 means the peer
-    /// closed the connection.
+    /// closed the connection. The deadline is checked before every read, not only when one would
+    /// wait: a peer that keeps the socket readable (an endless stream of interim responses,
+    /// trailers or chunk extensions) is cut off on time too.
     func receive(into buffer: UnsafeMutableRawBufferPointer, until deadline: Int64) throws(ProviderFailure) -> Int {
         while true {
+            guard monotonicMilliseconds() < deadline else { throw .timeout }
             let n: Int
             if let ssl {
                 n = Int(SSL_read(ssl, buffer.baseAddress, Int32(clamping: buffer.count)))
@@ -148,6 +152,7 @@ final class HTTPConnection {
             guard chttp_ssl_set_sni(ssl, host) == 1, SSL_set1_host(ssl, host) == 1 else { throw .transport }
         }
         while true {
+            guard monotonicMilliseconds() < deadline else { throw .timeout }
             let result = SSL_connect(ssl)
             if result == 1 { return }
             // Anything but "wait for the socket" (a refused certificate, a wrong name, a protocol
