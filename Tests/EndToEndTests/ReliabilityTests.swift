@@ -449,6 +449,36 @@ import Glibc
         #expect(integrityCheck(db) == "ok")
     }
 
+    /// The `-writer` page made on a full disk: the file can be sized but no block given to it, and
+    /// a worker that then wrote to its mapping died of SIGBUS before answering. Now it goes on
+    /// without the page (as in a read-only folder): health 200, creation 503 while the disk is full.
+    @Test(needs(mountsWork, "needs root and mount(2) (tmpfs); not available here"))
+    func aWriterPageThatCannotBeMadeOnAFullDiskKillsNoWorker() throws {
+        try requirePrivilege(mountsWork, "root and mount(2)")
+        let fs = try ScratchMount(size: "4m", bind: false)
+        defer { fs.remove() }
+        let db = fs.base + "/weather.sqlite3"
+        let env = Self.baseEnv.merging(["WEATHER_DB_PATH": db]) { $1 }
+        // A first gateway keeps the database open, so its `-wal` and `-shm` (which SQLite
+        // allocates block by block itself) stay; only the `-writer` page is made anew.
+        let first = try GatewayHarness(workers: 1, env: env)
+        defer { first.stop() }
+        #expect(try first.request("POST", "/v1/weather/session", json: ["platform": "ios", "installationId": UUID().uuidString]).status == 201)
+        try FileManager.default.removeItem(atPath: db + "-writer")
+        _ = ChildProcessOutput.runData("/bin/dd", ["if=/dev/zero", "of=\(fs.base)/filler", "bs=64k", "status=none"])
+        _ = ChildProcessOutput.runData("/bin/dd", ["if=/dev/zero", "of=\(fs.base)/filler-2", "bs=4k", "status=none"])
+
+        let h = try GatewayHarness(workers: 2, env: env)
+        defer { h.stop() }
+        let supervisor = try #require(h.app?.pid)
+        let workersBefore = Set(workerPids(supervisor))
+        let health = try h.request("GET", "/v1/health")
+        let create = try h.request("POST", "/v1/weather/session", json: ["platform": "ios", "installationId": UUID().uuidString])
+        #expect(health.status == 200, "\(health.status) \(health.text)\n\(h.log.suffix(3000))")
+        #expect(create.status == 503 && create.errorCode == "storage_unavailable", "\(create.status) \(create.text)")
+        #expect(Set(workerPids(supervisor)) == workersBefore, "a worker died")
+    }
+
     /// Starting on read-only storage with no database yet is a clear start-up error naming
     /// WEATHER_DB_PATH (like the missing directory: FoundationEndToEndTests.missingDatabaseDirectoryIsAClearStartupError).
     @Test(needs(mountsWork, "needs root and mount(2) (tmpfs); not available here"))
