@@ -14,6 +14,20 @@ static inline void csqlite_atomic_store(uint64_t *p, uint64_t v) { __atomic_stor
 static inline _Bool csqlite_atomic_replace(uint64_t *p, uint64_t expected, uint64_t desired) {
     return __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 }
+/// Locks `m`, waiting at most `seconds` by the monotonic clock: a wall clock stepped back while
+/// a worker waits must not stretch the wait (`pthread_mutex_timedlock` counts in CLOCK_REALTIME).
+/// `pthread_mutex_clocklock` is glibc 2.30's; declared here because <pthread.h> shows it only
+/// to _GNU_SOURCE code. Returns what it returns: 0, ETIMEDOUT, EOWNERDEAD, ...
+#include <pthread.h>
+#include <time.h>
+extern int pthread_mutex_clocklock(pthread_mutex_t *restrict, clockid_t, const struct timespec *restrict);
+static inline int csqlite_mutex_lock_within(pthread_mutex_t *m, int seconds) {
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += seconds;
+    return pthread_mutex_clocklock(m, CLOCK_MONOTONIC, &deadline);
+}
+
 /* ---- A WAL that is written once per commit (see Database.swift, `WALWrites`) ----------------
  *
  * SQLite writes each WAL frame as two pwrite calls, its 24-byte header and its page: about 21

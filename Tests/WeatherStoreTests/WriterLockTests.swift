@@ -23,6 +23,30 @@ import WeatherCore
         b.unlock()
     }
 
+    /// A holder that stays (stopped, not dead) costs one timed-out wait, not one per write: the
+    /// next calls only try the lock, until it is free again; then waiting resumes.
+    @Test func afterATimedOutWaitOnlyTriesUntilTheLockIsFree() throws {
+        let path = try lockFile()
+        let holder = try #require(WriterLock(path: path, timeout: 0))
+        let waiter = try #require(WriterLock(path: path, timeout: 1))
+        #expect(holder.lock())
+        let clock = ContinuousClock()
+        var started = clock.now
+        #expect(!waiter.lock())
+        #expect(clock.now - started >= .milliseconds(900), "the first call waits its timeout")
+        started = clock.now
+        for _ in 0..<5 { #expect(!waiter.lock()) }
+        #expect(clock.now - started < .milliseconds(200), "then it only tries")
+        holder.unlock()
+        #expect(waiter.lock())
+        waiter.unlock()
+        #expect(holder.lock())
+        started = clock.now
+        #expect(!waiter.lock())
+        #expect(clock.now - started >= .milliseconds(900), "once it had the lock again, it waits again")
+        holder.unlock()
+    }
+
     @Test func aHolderThatDiedIsTakenOver() throws {
         let path = try lockFile()
         let lock = try #require(WriterLock(path: path, timeout: 2))

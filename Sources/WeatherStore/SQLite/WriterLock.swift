@@ -125,22 +125,25 @@ final class WriterLock {
 
     deinit { munmap(page, Self.size) }
 
-    /// Waits for the writer's turn; false when it timed out (go on without it).
+    /// Waits for the writer's turn, at most `timeout` seconds by the monotonic clock; false when
+    /// it timed out (go on without it). After a wait timed out, later calls only try the lock
+    /// until it is free again: a holder that is stopped (SIGSTOP, a debugger) would otherwise cost
+    /// every write of every request the whole timeout, where SQLite's own lock, which such a
+    /// holder may not even hold, decides anyway.
     func lock() -> Bool {
         var rc = pthread_mutex_trylock(mutex)
-        if rc == EBUSY {
-            var deadline = timespec()
-            clock_gettime(CLOCK_REALTIME, &deadline)
-            deadline.tv_sec += timeout
-            rc = pthread_mutex_timedlock(mutex, &deadline)
-        }
+        if rc == EBUSY && !holderSeemsStuck { rc = csqlite_mutex_lock_within(mutex, Int32(clamping: timeout)) }
         if rc == EOWNERDEAD {
             // The previous holder died mid-transaction; SQLite rolls its transaction back itself.
             pthread_mutex_consistent(mutex)
             rc = 0
         }
+        holderSeemsStuck = rc != 0
         return rc == 0
     }
+
+    /// The last `lock()` failed: its wait timed out (or it only tried, the holder still there).
+    private var holderSeemsStuck = false
 
     func unlock() { pthread_mutex_unlock(mutex) }
 }
