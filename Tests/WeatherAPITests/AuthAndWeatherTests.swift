@@ -386,28 +386,35 @@ extension WeatherCounterTests {
         let body = try WeatherHandler.awaitFetch(
             pollAgain: { polls += 1; return polls < 100 },
             freshBody: { () throws(StoreError) -> [UInt8]? in stored },
-            fetchEnded: { () throws(StoreError) -> Bool in
+            fetchState: { () throws(StoreError) -> FetchLockState in
                 stored = Array("{\"ok\":1}".utf8)  // the fetch ended just now, its answer stored
-                return true
+                return .released
             })
         #expect(body == Array("{\"ok\":1}".utf8))
         #expect(polls == 1)
     }
 
+    /// A fetch that let its claim go with nothing stored failed: 502. One whose claim ran out
+    /// (its worker was killed, or overran) failed nothing a 502 could name: 504, as when the
+    /// waiter's own time is up.
     @Test func aFetchThatEndsWithNothingStoredIs502AndTimeIsUpIs504() {
         #expect(throws: HTTPError(status: 502, code: "provider_error", message: "the weather provider failed; try again later")) {
             try WeatherHandler.awaitFetch(pollAgain: { true }, freshBody: { () throws(StoreError) -> [UInt8]? in nil },
-                                          fetchEnded: { () throws(StoreError) -> Bool in true })
+                                          fetchState: { () throws(StoreError) -> FetchLockState in .released })
+        }
+        #expect(throws: HTTPError.providerTimeout) {
+            try WeatherHandler.awaitFetch(pollAgain: { true }, freshBody: { () throws(StoreError) -> [UInt8]? in nil },
+                                          fetchState: { () throws(StoreError) -> FetchLockState in .expired })
         }
         var polls = 0
         #expect(throws: HTTPError(status: 504, code: "provider_timeout", message: "the weather provider did not answer in time")) {
             try WeatherHandler.awaitFetch(pollAgain: { polls += 1; return polls <= 3 }, freshBody: { () throws(StoreError) -> [UInt8]? in nil },
-                                          fetchEnded: { () throws(StoreError) -> Bool in false })
+                                          fetchState: { () throws(StoreError) -> FetchLockState in .held })
         }
         #expect(polls == 4)
         #expect(throws: HTTPError.storageUnavailable) {
             try WeatherHandler.awaitFetch(pollAgain: { true }, freshBody: { () throws(StoreError) -> [UInt8]? in throw StoreError(code: 10, message: "io") },
-                                          fetchEnded: { () throws(StoreError) -> Bool in false })
+                                          fetchState: { () throws(StoreError) -> FetchLockState in .held })
         }
     }
 
@@ -421,14 +428,37 @@ extension WeatherCounterTests {
         #expect(throws: paused) {
             try WeatherHandler.awaitFetch(pollAgain: { polls += 1; return polls < 100 },
                                           freshBody: { () throws(StoreError) -> [UInt8]? in nil },
-                                          fetchEnded: { () throws(StoreError) -> Bool in probes += 1; return probes == 5 },
+                                          fetchState: { () throws(StoreError) -> FetchLockState in probes += 1; return probes == 5 ? .released : .held },
                                           paused: { paused })
         }
         #expect(polls == 5 && probes == 5, "the waiter answered before the fetch it waited for ended")
         #expect(throws: HTTPError.providerError) {
             try WeatherHandler.awaitFetch(pollAgain: { true }, freshBody: { () throws(StoreError) -> [UInt8]? in nil },
-                                          fetchEnded: { () throws(StoreError) -> Bool in true }, paused: { nil })
+                                          fetchState: { () throws(StoreError) -> FetchLockState in .released }, paused: { nil })
         }
+    }
+}
+
+/// The fetch lock as the store keeps it: who holds it, and a claim from a clock stepped back.
+@Suite struct FetchLockTests {
+    @Test func aClaimIsHeldReleasedOrExpiredAndOneSetUnderAnotherClockCountsAsExpired() throws {
+        let t = try TestGateway()
+        let now = t.clock.now(), until = now.adding(seconds: 10)
+        #expect(try t.store.fetchLockState(key: "k", now: now, until: until) == .released)
+        #expect(try t.store.acquireFetchLock(key: "k", owner: "a", now: now, until: until))
+        #expect(try t.store.fetchLockState(key: "k", now: now, until: until) == .held)
+        #expect(try !t.store.acquireFetchLock(key: "k", owner: "b", now: now, until: until))
+        #expect(try t.store.fetchLockState(key: "k", now: now.adding(seconds: 10), until: until) == .expired, "ran out, never let go")
+        try t.store.releaseFetchLock(key: "k", owner: "a")
+        #expect(try t.store.fetchLockState(key: "k", now: now, until: until) == .released)
+
+        // A claim running out a day ahead: its maker's clock was a day ahead of this one.
+        #expect(try t.store.acquireFetchLock(key: "k", owner: "a", now: now.adding(seconds: 86_400), until: until.adding(seconds: 86_400)))
+        #expect(try t.store.fetchLockState(key: "k", now: now, until: until) == .expired)
+        #expect(try t.store.acquireFetchLock(key: "k", owner: "b", now: now, until: until), "taken over, not waited for")
+        // Within a minute of the longest claim it still counts (clocks a little apart).
+        #expect(try t.store.acquireFetchLock(key: "j", owner: "a", now: now, until: until.adding(seconds: 60)))
+        #expect(try t.store.fetchLockState(key: "j", now: now, until: until) == .held)
     }
 }
 
@@ -497,10 +527,9 @@ extension WeatherCounterTests {
         let (provider, t, token) = try paused(cooldown: 30)
         #expect(t.weather(token: token).status == 502)  // the pause begins
 
-        // Another worker holds the fetch lock of a new cell for the next minute (of the system
-        // clock, which a waiter's polling reads).
+        // Another worker holds the fetch lock of a new cell for the next minute.
         let key = "\(GridPoint.snapping(lat: 40, lon: 116, degrees: t.config.gridDegrees).key)|\(WeatherQuery.forecast(days: 7).cacheKind)"
-        #expect(try t.store.acquireFetchLock(key: key, owner: "another-worker", now: t.clock.now(), until: Timestamp.systemNow().adding(seconds: 60)))
+        #expect(try t.store.acquireFetchLock(key: key, owner: "another-worker", now: t.clock.now(), until: t.clock.now().adding(seconds: 60)))
         let started = Date()
         let answer = t.weather(token: token, query: "lat=40&lon=116")
         #expect(Date().timeIntervalSince(started) < 0.5, "waited for the other worker's fetch")
@@ -564,7 +593,7 @@ extension WeatherCounterTests {
         p1.failure = .timeout
         let point = GridPoint.snapping(lat: 40, lon: 116, degrees: t1.config.gridDegrees)
         let key = "\(point.key)|\(WeatherQuery.forecast(days: 7).cacheKind)"
-        #expect(try t1.store.acquireFetchLock(key: key, owner: "pid-1", now: t1.clock.now(), until: Timestamp.systemNow().adding(seconds: 60)))
+        #expect(try t1.store.acquireFetchLock(key: key, owner: "pid-1", now: t1.clock.now(), until: t1.clock.now().adding(seconds: 60)))
         // The first worker's fetch, failing while the second worker waits, then its lock
         // released, as `weatherBody` does.
         let now = t1.clock.now()

@@ -102,15 +102,16 @@ final class WeatherHandler {
             throw Self.failure(of: paused)
         }
         let budget = source.worstCaseSeconds + 1
+        let claimSeconds = Int64(budget.rounded(.up)) + 1
         let acquired: Bool
         do {
-            acquired = try store.acquireFetchLock(key: key, owner: owner, now: now, until: now.adding(seconds: Int64(budget.rounded(.up)) + 1))
+            acquired = try store.acquireFetchLock(key: key, owner: owner, now: now, until: now.adding(seconds: claimSeconds))
         } catch { throw .storageUnavailable }
 
         guard acquired else {
             // Another worker is calling the provider for this cell right now.
             if let cached { return (cached.body, Self.staleWhileRefreshing) }
-            return try awaitOtherWorker(key: key, query: query, source: source, budget: budget, context: &context)
+            return try awaitOtherWorker(key: key, query: query, source: source, budget: budget, claimSeconds: claimSeconds, context: &context)
         }
         let fetched = source.fetch(query, at: point, now: now)
         context.providers = fetched.trail
@@ -149,10 +150,11 @@ final class WeatherHandler {
     /// in a pause (shared by the workers: that fetch's own failures are recorded before its lock
     /// is released), the answer is that failure with its `Retry-After`.
     private func awaitOtherWorker(
-        key: String, query: WeatherQuery, source: any WeatherSource, budget: Double, context: inout Context
+        key: String, query: WeatherQuery, source: any WeatherSource, budget: Double, claimSeconds: Int64, context: inout Context
     ) throws(HTTPError) -> ([UInt8], String) {
-        let deadline = MonotonicTime.now() + UInt64(budget * 1_000_000_000)
-        let store = self.store, owner = self.owner
+        let started = MonotonicTime.now(), requestTime = context.now
+        let deadline = started + UInt64(budget * 1_000_000_000)
+        let store = self.store
         var trail: String?
         defer { if trail != nil { context.providers = trail } }
         let body = try Self.awaitFetch(
@@ -161,9 +163,10 @@ final class WeatherHandler {
                 let now = Timestamp.systemNow()
                 return try store.cachedWeather(key: key, now: now).flatMap { now < $0.freshUntil ? $0.body : nil }
             },
-            fetchEnded: { () throws(StoreError) -> Bool in
-                let now = Timestamp.systemNow()
-                return try store.acquireFetchLock(key: key, owner: owner + "-probe", now: now, until: now)
+            fetchState: { () throws(StoreError) -> FetchLockState in
+                // The clock the claims were made by (the request's), moved on by the wait.
+                let now = requestTime.adding(seconds: Int64((MonotonicTime.now() - started) / 1_000_000_000))
+                return try store.fetchLockState(key: key, now: now, until: now.adding(seconds: claimSeconds))
             },
             paused: {
                 guard let paused = source.pausedFetch(query, now: Timestamp.systemNow()) else { return nil }
@@ -175,26 +178,29 @@ final class WeatherHandler {
 
     /// The waiting loop of `awaitOtherWorker`: a fresh body; when the other worker's fetch ended
     /// without one, the `paused` answer (502 or 504 with `Retry-After`) if every provider is in
-    /// a pause, else 502 (a failure that paused nothing: of this query only); 504 when
-    /// `pollAgain` says time is up; 503 when storage fails. A pause alone does not end the wait:
-    /// one begun by another cell's fetch says nothing of this one, whose call may still succeed.
+    /// a pause, else 502 (a failure that paused nothing: of this query only), or 504 when its
+    /// claim ran out instead of being let go (that worker died or overran: nothing failed that
+    /// a 502 could name); 504 when `pollAgain` says time is up; 503 when storage fails. A pause
+    /// alone does not end the wait: one begun by another cell's fetch says nothing of this one,
+    /// whose call may still succeed. Polling only reads: the waiters of a slow fetch used to take
+    /// the write lock every 20 ms each.
     ///
     /// The fetching worker stores its answer before it releases its lock, so once the lock is
     /// free the cache is read once more, and only if it is still empty did that fetch fail.
     /// (Reading it only before the lock check answered 502 whenever the fetch ended between the
     /// two reads: 9 of 600 first requests for new cells, two at a time, in session 9's test.)
     static func awaitFetch(
-        pollAgain: () -> Bool, freshBody: () throws(StoreError) -> [UInt8]?, fetchEnded: () throws(StoreError) -> Bool,
+        pollAgain: () -> Bool, freshBody: () throws(StoreError) -> [UInt8]?, fetchState: () throws(StoreError) -> FetchLockState,
         paused: () -> HTTPError? = { nil }
     ) throws(HTTPError) -> [UInt8] {
         var failure: HTTPError?
         do throws(StoreError) {
             while failure == nil && pollAgain() {
                 if let body = try freshBody() { return body }
-                if try fetchEnded() {
-                    if let body = try freshBody() { return body }
-                    failure = paused() ?? .providerError
-                }
+                let state = try fetchState()
+                guard state != .held else { continue }
+                if let body = try freshBody() { return body }
+                failure = paused() ?? (state == .expired ? .providerTimeout : .providerError)
             }
         } catch {
             throw .storageUnavailable

@@ -52,11 +52,18 @@ public protocol GatewayStore: AnyObject {
     /// Stores a ready-to-send body.
     func storeWeather(key: String, body: [UInt8], fetchedAt: Timestamp, freshUntil: Timestamp, staleUntil: Timestamp) throws(StoreError)
 
-    /// Claims the right to fetch `key` from a provider until `until`; false when another worker holds it.
+    /// Claims the right to fetch `key` from a provider until `until`; false when another worker
+    /// holds it. A claim that runs out more than `FetchLockState.implausibleSeconds` after `until`
+    /// (the longest any worker sets) was made under a clock since stepped back: it counts as
+    /// expired.
     func acquireFetchLock(key: String, owner: String, now: Timestamp, until: Timestamp) throws(StoreError) -> Bool
 
     /// Releases a claim taken with `acquireFetchLock`.
     func releaseFetchLock(key: String, owner: String) throws(StoreError)
+
+    /// Another worker's claim on `key`, read without writing (a waiter polls this), judged as
+    /// `acquireFetchLock` would judge it with the same `now` and `until`.
+    func fetchLockState(key: String, now: Timestamp, until: Timestamp) throws(StoreError) -> FetchLockState
 
     // MARK: Counters and health
 
@@ -179,6 +186,20 @@ extension GatewayStore {
         guard let presented = try presentedRefreshToken(hash: refreshTokenHash, sessionId: sessionId, now: now) else { return .invalid }
         return try rotate(presented, successor: successor, retryWindow: retryWindow, now: now)
     }
+}
+
+/// Where another worker's fetch of a cache key stands.
+public enum FetchLockState: Sendable, Equatable {
+    /// Its claim is live: the fetch is under way.
+    case held
+    /// It let the claim go: its answer, if it got one, is stored.
+    case released
+    /// The claim ran out without being let go (the fetcher died or overran its budget), or runs
+    /// out implausibly late.
+    case expired
+
+    /// How far past the longest claim any worker makes a claim may run out and still count.
+    public static let implausibleSeconds: Int64 = 60
 }
 
 /// The result of presenting a refresh token.

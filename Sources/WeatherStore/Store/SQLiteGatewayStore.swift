@@ -346,9 +346,15 @@ public final class SQLiteGatewayStore: GatewayStore {
     public func acquireFetchLock(key: String, owner: String, now: Timestamp, until: Timestamp) throws(StoreError) -> Bool {
         try write {
             try db.run(
-                "INSERT INTO weather_fetch_locks(cache_key, owner, expires_at) VALUES (?1, ?2, ?3) ON CONFLICT(cache_key) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at WHERE weather_fetch_locks.expires_at <= ?4",
-                [.text(key), .text(owner), .int(until.seconds), .int(now.seconds)]) == 1
+                "INSERT INTO weather_fetch_locks(cache_key, owner, expires_at) VALUES (?1, ?2, ?3) ON CONFLICT(cache_key) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at WHERE weather_fetch_locks.expires_at <= ?4 OR weather_fetch_locks.expires_at > ?5",
+                [.text(key), .text(owner), .int(until.seconds), .int(now.seconds), .int(until.seconds + FetchLockState.implausibleSeconds)]) == 1
         }
+    }
+
+    public func fetchLockState(key: String, now: Timestamp, until: Timestamp) throws(StoreError) -> FetchLockState {
+        let expires = try read { try db.scalarInt("SELECT expires_at FROM weather_fetch_locks WHERE cache_key = ?1", [.text(key)]) }
+        guard let expires else { return .released }
+        return expires <= now.seconds || expires > until.seconds + FetchLockState.implausibleSeconds ? .expired : .held
     }
 
     public func releaseFetchLock(key: String, owner: String) throws(StoreError) {
