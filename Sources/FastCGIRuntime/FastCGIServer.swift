@@ -40,9 +40,13 @@ public enum FastCGIServer {
     /// still gets done; it must do nothing that is not yet due. The wait costs nothing per
     /// request: the listening socket gets a receive timeout (`SO_RCVTIMEO`), which Linux applies
     /// to `accept`, and libfcgi then returns `-EAGAIN` instead of blocking on.
+    ///
+    /// `bodySeconds` (0: no limit) bounds each wait for the next piece of a request's body: a
+    /// web server that stops sending in the middle of a body (one that passes bodies on as they
+    /// arrive, without buffering them) then costs that request a 400, not the worker.
     public static func serve(
         listenFD: Int32 = 0, maxRequests: Int = 0, parameterNames: [String]? = nil, idleSeconds: Int = 0,
-        handler: Handler, idle: () -> Void = {}, after: () -> Void
+        bodySeconds: Int = 0, handler: Handler, idle: () -> Void = {}, after: () -> Void
     ) throws {
         let wanted = parameterNames.map(ParameterFilter.init)
         guard FCGX_Init() == 0 else { throw FastCGIError("FCGX_Init failed") }
@@ -60,10 +64,10 @@ public enum FastCGIServer {
         // expects.
         makeBlocking(listenFD)
         let timed = idleSeconds > 0 && shortenReceiveTimeout(listenFD, to: idleSeconds)
-        // A TCP connection inherits the listener's timeout (a Unix socket's does not): it is
-        // cleared on each accepted one, so a request's body is read as before. Also without a
-        // timeout of our own: workers sharing the socket may run with different settings.
-        let clearInherited = isTCP(listenFD)
+        // A TCP connection inherits the listener's timeout (a Unix socket's does not): on each
+        // accepted one it is replaced by the body's (or cleared), so a request's body is read
+        // as the settings say whatever siblings sharing the socket run with.
+        let setOnAccepted = bodySeconds > 0 || isTCP(listenFD)
         var served = 0
         while shutdownRequested == 0 {
             let accepted = FCGX_Accept_r(&request)
@@ -83,7 +87,7 @@ public enum FastCGIServer {
             // signal (which sets the flag) ends the loop.
             if accepted == -EINTR { continue }
             guard accepted >= 0 else { break }
-            if clearInherited { _ = setReceiveTimeout(request.ipcFd, seconds: 0) }
+            if setOnAccepted { _ = setReceiveTimeout(request.ipcFd, seconds: bodySeconds) }
             let params = environment(request.envp, keeping: wanted)
             let input = request.in
             let response = handler(params) { count in readStream(input, count) }
@@ -146,17 +150,21 @@ public enum FastCGIServer {
     }
 
     /// Plain CGI: the request is the process environment and stdin; the response goes to stdout.
-    public static func serveCGI(handler: Handler) {
+    /// The body is read for at most `bodySeconds` in all (0: no limit); what has come by then is
+    /// the body (shorter than announced: a 400).
+    public static func serveCGI(bodySeconds: Int = 0, handler: Handler) {
         var params = CGIParameters()
         var p = environ
         while let entry = p.pointee {
             addParameter(entry, to: &params)
             p += 1
         }
+        let deadline = monotonicMilliseconds() + Int64(bodySeconds) * 1000
         let response = handler(params) { count in
             var out = [UInt8](repeating: 0, count: count)
             var got = 0
             while got < count {
+                if bodySeconds > 0 && !readable(0, until: deadline) { break }
                 let n = out.withUnsafeMutableBytes { read(0, $0.baseAddress! + got, count - got) }
                 if n <= 0 { break }
                 got += n
@@ -170,6 +178,25 @@ public enum FastCGIServer {
             if n <= 0 { break }
             written += n
         }
+    }
+
+    /// Waits until `fd` has something to read (or its end), at most until `deadline`
+    /// (`monotonicMilliseconds`); false when the time ran out first.
+    static func readable(_ fd: Int32, until deadline: Int64) -> Bool {
+        while true {
+            let left = deadline - monotonicMilliseconds()
+            guard left > 0 else { return false }
+            var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&entry, 1, Int32(clamping: left))
+            if ready > 0 { return true }
+            if ready == 0 || errno != EINTR { return ready != 0 }
+        }
+    }
+
+    static func monotonicMilliseconds() -> Int64 {
+        var t = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &t)
+        return Int64(t.tv_sec) * 1000 + Int64(t.tv_nsec) / 1_000_000
     }
 
     static func environment(_ envp: FCGX_ParamArray?, keeping wanted: ParameterFilter? = nil) -> CGIParameters {

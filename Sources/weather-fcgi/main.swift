@@ -76,7 +76,7 @@ func serve(listenFD: Int32) -> Int32 {
         // limit leases, within about one flush interval (without it they waited for its next request).
         try FastCGIServer.serve(listenFD: listenFD, maxRequests: gateway.config.maxRequestsPerWorker,
                                 parameterNames: Request.parameterNames, idleSeconds: Int(gateway.config.flushInterval),
-                                handler: gateway.handle, idle: { gateway.afterResponse() }, after: {
+                                bodySeconds: gateway.config.bodyTimeout, handler: gateway.handle, idle: { gateway.afterResponse() }, after: {
             gateway.afterResponse()
             served &+= 1
             if served % 4096 == 0 { FastCGIServer.trimHeap() }
@@ -92,7 +92,7 @@ func serve(listenFD: Int32) -> Int32 {
 if listenAddress == nil && FastCGIServer.isCGI {
     do {
         let gateway = try makeGateway()
-        FastCGIServer.serveCGI(handler: gateway.handle)
+        FastCGIServer.serveCGI(bodySeconds: gateway.config.bodyTimeout, handler: gateway.handle)
         gateway.afterResponse(force: true)
     } catch {
         // A CGI caller still gets the JSON envelope rather than an empty 500.

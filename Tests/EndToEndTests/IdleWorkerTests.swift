@@ -47,6 +47,47 @@ import Glibc
 }
 
 extension IdleWorkerTests {
+    /// A web server that stops sending in the middle of a body (one that passes bodies on as they
+    /// come, unbuffered) costs that request a 400 after `WEATHER_BODY_TIMEOUT`, not the worker:
+    /// it used to wait for as long as the connection stayed open, serving nobody else.
+    @Test func aBodyThatStopsComingIsRefusedAfterTheBodyTimeout() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cw-body-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let port = freePort()
+        let app = try ChildProcess(
+            "\(binDirectory)/weather-fcgi", ["--listen", "127.0.0.1:\(port)", "--workers", "1"],
+            environment: ["WEATHER_DB_PATH": directory.appendingPathComponent("w.sqlite3").path, "WEATHER_BODY_TIMEOUT": "1"],
+            stderr: directory.appendingPathComponent("app.log").path)
+        defer { app.stop() }
+        #expect(FastCGIExchange.firstCreation(port: port).hasPrefix("Status: 201"))
+
+        let started = Date()
+        let stalled = try FastCGIExchange.stalledCreation(port: port, sent: 10)
+        let waited = Date().timeIntervalSince(started)
+        #expect(stalled.hasPrefix("Status: 400"), "\(stalled.prefix(200))")
+        #expect(waited >= 0.9 && waited < 3, "answered after \(waited) s")
+        #expect(try FastCGIExchange.creation(port: port, pauseBeforeBody: 0).hasPrefix("Status: 201"))
+        #expect(app.isRunning)
+    }
+
+    /// Plain CGI: the body is read for at most `WEATHER_BODY_TIMEOUT` in all, then answered 400.
+    @Test func aCGIBodyThatStopsComingIsRefusedAfterTheBodyTimeout() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cw-cgibody-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        // Ten bytes of a 60-byte body, then the pipe stays open for 2.5 s more.
+        let script = #"(printf '{"platfor'; sleep 2.5) | { s=$(date +%s%N); "$0"; echo; echo "elapsed_ms=$(( ($(date +%s%N) - s) / 1000000 ))"; }"#
+        let out = ChildProcessOutput.run("/bin/bash", ["-c", script, "\(binDirectory)/weather-fcgi"], environment: [
+            "PATH": "/usr/bin:/bin", "WEATHER_DB_PATH": directory.appendingPathComponent("w.sqlite3").path, "WEATHER_BODY_TIMEOUT": "1",
+            "REQUEST_METHOD": "POST", "REQUEST_URI": "/v1/weather/session", "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": "60",
+            "REMOTE_ADDR": "192.0.2.1",
+        ])
+        #expect(out.hasPrefix("Status: 400"), "\(out.prefix(300))")
+        let elapsed = out.split(separator: "\n").last.flatMap { $0.hasPrefix("elapsed_ms=") ? Int($0.dropFirst(11)) : nil }
+        #expect(elapsed.map { $0 >= 900 && $0 < 2_000 } == true, "\(out.suffix(40))")
+    }
+
     /// Workers on one socket may start with different intervals (a settings file changed between
     /// restarts): the socket keeps the shortest any of them wants. It kept the last one set, so a
     /// worker lost its wake-up to a sibling started later with a longer interval, or with none.
@@ -214,7 +255,15 @@ enum FastCGIExchange {
         n < 128 ? [UInt8(n)] : [UInt8((n >> 24) | 0x80), UInt8((n >> 16) & 0xFF), UInt8((n >> 8) & 0xFF), UInt8(n & 0xFF)]
     }
 
-    static func run(port: Int, params: [String: String], body: [UInt8], pauseBeforeBody: Double) throws -> String {
+    /// A session creation whose body stops after `sent` of its bytes; the connection stays open.
+    static func stalledCreation(port: Int, sent: Int) throws -> String {
+        let body = Array("{\"platform\":\"ios\",\"appVersion\":\"1.0\",\"installationId\":\"\(UUID().uuidString)\"}".utf8)
+        let params = ["REQUEST_METHOD": "POST", "REQUEST_URI": "/v1/weather/session", "REMOTE_ADDR": "127.0.0.1",
+                      "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": "\(body.count)"]
+        return try run(port: port, params: params, body: body, pauseBeforeBody: 0, stopAfter: sent)
+    }
+
+    static func run(port: Int, params: [String: String], body: [UInt8], pauseBeforeBody: Double, stopAfter: Int? = nil) throws -> String {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw ClientError("socket failed") }
         defer { close(fd) }
@@ -233,7 +282,13 @@ enum FastCGIExchange {
         let head = record(1, [0, 1, 0, 0, 0, 0, 0, 0]) + record(4, pairs) + record(4, [])
         try send(fd, head)
         if pauseBeforeBody > 0 { usleep(UInt32(pauseBeforeBody * 1_000_000)) }
-        try send(fd, record(5, body) + record(5, []))
+        if let stopAfter {
+            // A STDIN record that announces the whole body and carries only its start.
+            let announced = record(5, body)
+            try send(fd, Array(announced.prefix(8 + stopAfter)))
+        } else {
+            try send(fd, record(5, body) + record(5, []))
+        }
 
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)

@@ -25,7 +25,7 @@ public enum ConfigLoader {
         "WEATHER_REQUESTS_PER_IP_PER_HOUR", "WEATHER_GRID_CELLS_PER_SESSION_PER_DAY",
         "WEATHER_LEGACY_REQUESTS_PER_IP_PER_HOUR", "WEATHER_TRUSTED_PROXIES", "WEATHER_MOUNT_PREFIX",
         "WEATHER_PLATFORMS", "WEATHER_MAX_REQUESTS", "WEATHER_LIMIT_HOUR_SECONDS",
-        "WEATHER_LIMIT_DAY_SECONDS", "WEATHER_FLUSH_INTERVAL",
+        "WEATHER_LIMIT_DAY_SECONDS", "WEATHER_FLUSH_INTERVAL", "WEATHER_BODY_TIMEOUT",
     ]
 
     /// Parses a `KEY=VALUE` file: `#` comments, blank lines, optional `export `, optional quotes.
@@ -186,6 +186,7 @@ public enum ConfigLoader {
         }
         if let v = try int("WEATHER_MAX_REQUESTS", 0...1_000_000_000) { c.maxRequestsPerWorker = Int(v) }
         if let v = try int("WEATHER_FLUSH_INTERVAL", 0...3600) { c.flushInterval = v }
+        if let v = try int("WEATHER_BODY_TIMEOUT", 1...300) { c.bodyTimeout = Int(v) }
         return c
     }
 }

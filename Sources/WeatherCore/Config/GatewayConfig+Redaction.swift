@@ -11,7 +11,7 @@ extension GatewayConfig: CustomStringConvertible, CustomDebugStringConvertible, 
             "providers": providers, "providerTimeout": providerTimeout, "providerCooldown": providerCooldown,
             "tokenPolicy": tokenPolicy, "cacheTTL": cacheTTL, "cacheStaleTTL": cacheStaleTTL, "gridDegrees": gridDegrees,
             "limits": limits, "trustedProxies": trustedProxies, "mountPrefix": mountPrefix, "platforms": platforms,
-            "maxRequestsPerWorker": maxRequestsPerWorker, "flushInterval": flushInterval,
+            "maxRequestsPerWorker": maxRequestsPerWorker, "flushInterval": flushInterval, "bodyTimeout": bodyTimeout,
         ], displayStyle: .struct)
     }
 

@@ -26,6 +26,9 @@ public struct GatewayConfig: Sendable, Equatable {
     public var maxRequestsPerWorker: Int = 0
     /// Seconds between flushes of in-memory counters and `last_seen_at` touches.
     public var flushInterval: Int64 = 10
+    /// Seconds a worker waits for more of a request body before answering 400: for each piece
+    /// under FastCGI, for the whole body under CGI.
+    public var bodyTimeout: Int = 10
 
     public init(databasePath: String) { self.databasePath = databasePath }
 
