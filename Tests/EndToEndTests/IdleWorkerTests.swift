@@ -23,18 +23,13 @@ import Glibc
         #expect(h.log.split(separator: "\n").count == lines, "no request was made meanwhile")
     }
 
-    /// Over TCP, accepted connections inherit the listener's receive timeout; the worker clears
-    /// it, so a body that reaches the worker later than the flush interval is still read.
+    /// Over TCP, accepted connections inherit the listener's receive timeout; the worker replaces
+    /// it with its body timeout (10 s), so a body that reaches the worker later than the flush
+    /// interval is still read.
     @Test func overTCPABodyArrivingAfterTheIdleTimeoutIsStillRead() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cw-idle-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let port = freePort()
-        let app = try ChildProcess(
-            "\(binDirectory)/weather-fcgi", ["--listen", "127.0.0.1:\(port)", "--workers", "1"],
-            environment: ["WEATHER_DB_PATH": directory.appendingPathComponent("w.sqlite3").path, "WEATHER_FLUSH_INTERVAL": "1"],
-            stderr: directory.appendingPathComponent("app.log").path)
-        defer { app.stop() }
+        let worker = try TCPWorker(["WEATHER_FLUSH_INTERVAL": "1"])
+        defer { worker.stop() }
+        let port = worker.port, app = worker.app
 
         let answer = FastCGIExchange.firstCreation(port: port)
         #expect(answer.hasPrefix("Status: 201"), "\(answer.prefix(200))")
@@ -51,15 +46,9 @@ extension IdleWorkerTests {
     /// come, unbuffered) costs that request a 400 after `WEATHER_BODY_TIMEOUT`, not the worker:
     /// it used to wait for as long as the connection stayed open, serving nobody else.
     @Test func aBodyThatStopsComingIsRefusedAfterTheBodyTimeout() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cw-body-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let port = freePort()
-        let app = try ChildProcess(
-            "\(binDirectory)/weather-fcgi", ["--listen", "127.0.0.1:\(port)", "--workers", "1"],
-            environment: ["WEATHER_DB_PATH": directory.appendingPathComponent("w.sqlite3").path, "WEATHER_BODY_TIMEOUT": "1"],
-            stderr: directory.appendingPathComponent("app.log").path)
-        defer { app.stop() }
+        let worker = try TCPWorker(["WEATHER_BODY_TIMEOUT": "1"])
+        defer { worker.stop() }
+        let port = worker.port, app = worker.app
         #expect(FastCGIExchange.firstCreation(port: port).hasPrefix("Status: 201"))
 
         let started = Date()
@@ -195,6 +184,28 @@ extension IdleWorkerTests {
         #expect(late.hasPrefix("Status: 201"), "\(late.prefix(200))")
         let ended = waitUntil(timeout: 2.5) { !app.isRunning }
         #expect(!ended, "the worker ended on its sibling's timeout")
+    }
+}
+
+/// `weather-fcgi --workers 1` on a fresh database in a scratch folder, listening on a free
+/// loopback TCP port, with `settings` in its environment.
+final class TCPWorker {
+    let directory: URL
+    let port = freePort()
+    let app: ChildProcess
+
+    init(_ settings: [String: String]) throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("cw-tcp-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        app = try ChildProcess(
+            "\(binDirectory)/weather-fcgi", ["--listen", "127.0.0.1:\(port)", "--workers", "1"],
+            environment: settings.merging(["WEATHER_DB_PATH": directory.appendingPathComponent("w.sqlite3").path]) { $1 },
+            stderr: directory.appendingPathComponent("app.log").path)
+    }
+
+    func stop() {
+        app.stop()
+        try? FileManager.default.removeItem(at: directory)
     }
 }
 
