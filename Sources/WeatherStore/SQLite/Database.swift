@@ -278,7 +278,8 @@ public final class Database {
     /// workers never both read then both write. Rolls back when `body` throws.
     /// With a `WriterLock`, waits for it first (see there), and holds it until the end.
     public func transaction<T>(_ body: () throws -> T) throws -> T {
-        let queued = writerLock?.lock() ?? false
+        let queued = writerLock?.lock(waiting: !writerSeemsStuck) ?? false
+        writerSeemsStuck = writerLock != nil && !queued
         defer { if queued { writerLock?.unlock() } }
         try runControl("BEGIN IMMEDIATE")
         do {
@@ -302,6 +303,11 @@ public final class Database {
 
     /// Set by `attachWriterPage`.
     private var writerLock: WriterLock?
+    /// This connection's last wait for the writers' queue timed out, and it has not had its turn
+    /// since: until it has, it only tries. A holder that is stopped rather than dead (SIGSTOP, a
+    /// debugger) would otherwise cost every write of every request the whole wait, where
+    /// SQLite's own lock, which such a holder may not even hold, decides anyway.
+    private var writerSeemsStuck = false
     /// Pages in the WAL after this connection's last commit (from the WAL hook).
     fileprivate(set) var walPages: Int32 = 0
     /// Set by the WAL hook, cleared by `checkpointIfDue`.
@@ -342,10 +348,11 @@ public final class Database {
     }
 
     /// Opens the database's `-writer` page (`WriterLock`) if it is not open yet: its writers'
-    /// queue and its revocation generation. Without one (read-only directory) both are skipped.
-    public func attachWriterPage() {
+    /// queue, waited for at most `waitSeconds`, and its revocation generation. Without one
+    /// (read-only directory) both are skipped.
+    public func attachWriterPage(waitSeconds: Int = 5) {
         guard writerLock == nil, let name = sqlite3_db_filename(handle, "main"), name.pointee != 0 else { return }
-        writerLock = WriterLock(databasePath: String(cString: name))
+        writerLock = WriterLock(databasePath: String(cString: name), timeout: waitSeconds)
     }
 
     /// The revocation generation of the `-writer` page; nil without one.

@@ -125,25 +125,20 @@ final class WriterLock {
 
     deinit { munmap(page, Self.size) }
 
-    /// Waits for the writer's turn, at most `timeout` seconds by the monotonic clock; false when
-    /// it timed out (go on without it). After a wait timed out, later calls only try the lock
-    /// until it is free again: a holder that is stopped (SIGSTOP, a debugger) would otherwise cost
-    /// every write of every request the whole timeout, where SQLite's own lock, which such a
-    /// holder may not even hold, decides anyway.
-    func lock() -> Bool {
+    /// Waits for the writer's turn, at most `timeout` seconds by the monotonic clock (only tries,
+    /// without `waiting`); false when it did not get it (go on without it). The page is shared
+    /// by a worker's request thread and its checkpointer's: whatever a caller remembers between
+    /// calls (`Database.writerSeemsStuck`) it keeps itself.
+    func lock(waiting: Bool = true) -> Bool {
         var rc = pthread_mutex_trylock(mutex)
-        if rc == EBUSY && !holderSeemsStuck { rc = csqlite_mutex_lock_within(mutex, Int32(clamping: timeout)) }
+        if rc == EBUSY && waiting { rc = csqlite_mutex_lock_within(mutex, Int32(clamping: timeout)) }
         if rc == EOWNERDEAD {
             // The previous holder died mid-transaction; SQLite rolls its transaction back itself.
             pthread_mutex_consistent(mutex)
             rc = 0
         }
-        holderSeemsStuck = rc != 0
         return rc == 0
     }
-
-    /// The last `lock()` failed: its wait timed out (or it only tried, the holder still there).
-    private var holderSeemsStuck = false
 
     func unlock() { pthread_mutex_unlock(mutex) }
 }
