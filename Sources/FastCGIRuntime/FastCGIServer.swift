@@ -64,10 +64,12 @@ public enum FastCGIServer {
         // expects.
         makeBlocking(listenFD)
         let timed = idleSeconds > 0 && shortenReceiveTimeout(listenFD, to: idleSeconds)
-        // A TCP connection inherits the listener's timeout (a Unix socket's does not): on each
-        // accepted one it is replaced by the body's (or cleared), so a request's body is read
-        // as the settings say whatever siblings sharing the socket run with.
-        let setOnAccepted = bodySeconds > 0 || isTCP(listenFD)
+        // A TCP connection inherits the listener's timeout (a Unix socket's does not): before a
+        // body is read it is replaced by the body's (or cleared), so the body is read as the
+        // settings say whatever siblings sharing the socket run with. Only body reads are
+        // affected (libfcgi has read the head by the time a request is accepted), so a request
+        // without a body pays no system call for it.
+        let setBeforeBody = bodySeconds > 0 || isTCP(listenFD)
         var served = 0
         while shutdownRequested == 0 {
             let accepted = FCGX_Accept_r(&request)
@@ -87,10 +89,12 @@ public enum FastCGIServer {
             // signal (which sets the flag) ends the loop.
             if accepted == -EINTR { continue }
             guard accepted >= 0 else { break }
-            if setOnAccepted { _ = setReceiveTimeout(request.ipcFd, seconds: bodySeconds) }
             let params = environment(request.envp, keeping: wanted)
-            let input = request.in
-            let response = handler(params) { count in readStream(input, count) }
+            let input = request.in, connection = request.ipcFd
+            let response = handler(params) { count in
+                if setBeforeBody { _ = setReceiveTimeout(connection, seconds: bodySeconds) }
+                return readStream(input, count)
+            }
             put(response.cgiHead(), to: request.out)
             if params["REQUEST_METHOD"] != "HEAD" { put(response.body, to: request.out) }
             FCGX_Finish_r(&request)

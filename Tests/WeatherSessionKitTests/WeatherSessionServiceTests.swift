@@ -206,6 +206,33 @@ struct WeatherSessionServiceTests {
         #expect(h.gateway.count(route) == 2)
     }
 
+    /// A refresh's `Retry-After` holds back refreshes only: after "reset app" (revoke) a new
+    /// session is created at once, since creation has its own quota.
+    @Test func aRefreshsRetryAfterDoesNotHoldBackCreation() async throws {
+        let h = Harness()
+        let original = try await h.service.accessToken()
+        h.gateway.respond(to: .refresh) { _ in FakeGateway.error(429, WeatherAPIError.Code.rateLimited, headers: ["Retry-After": "1800"]) }
+        h.clock.advance(by: .hours(7))
+        #expect(try await h.service.accessToken() == original)  // optional refresh refused, old token kept
+        try await h.service.revoke()
+
+        let fresh = try await h.service.accessToken()
+        #expect(fresh != original)
+        #expect(h.gateway.count(.createSession) == 2)
+    }
+
+    /// A clock set back to before a refusal ends its hold, instead of stretching it by however
+    /// far the clock went back.
+    @Test func aClockSetBackEndsAHold() async throws {
+        let h = Harness()
+        h.gateway.respond(to: .createSession) { _ in FakeGateway.error(429, WeatherAPIError.Code.rateLimited, headers: ["Retry-After": "60"]) }
+        await #expect(throws: WeatherAPIError.self) { try await h.service.accessToken() }
+        h.gateway.respond(to: .createSession, with: nil)
+        h.clock.advance(by: -.hours(24))
+        _ = try await h.service.accessToken()
+        #expect(h.gateway.count(.createSession) == 2)
+    }
+
     /// Repeats of an unanswered refresh stop once 20 s have passed since the first went out
     /// (each attempt here takes 15 s to fail), and the pause before the next try counts from
     /// that first attempt: the next try may still reach the gateway inside its 30 s window.

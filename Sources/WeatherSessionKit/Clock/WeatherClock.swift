@@ -12,8 +12,8 @@ public protocol WeatherClock: Sendable {
 
 /// The system wall clock, `Date()`.
 ///
-/// Deadlines stored by ``WeatherSessionService`` are computed from this clock at the moment a
-/// response arrives (see ``WeatherSession``), so a device clock that is wrong by hours still
+/// Deadlines stored by ``WeatherSessionService`` are computed from this clock at the moment the
+/// creating or refreshing request went out (see ``WeatherSession``), so a device clock that is wrong by hours still
 /// gets correct token lifetimes, as long as it does not jump while the app runs.
 public struct SystemWeatherClock: WeatherClock {
     /// Creates the system clock.

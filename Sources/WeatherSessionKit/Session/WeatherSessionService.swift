@@ -38,8 +38,10 @@ import Foundation
 ///   optional refresh (`refreshRetryInterval`, 20 s by default) counts from when that refresh
 ///   began, not from when its last attempt gave up.
 /// - **`Retry-After`** on a failed creation or refresh (429, or a 503 that sends one): until it
-///   has passed, a renewal that cannot be skipped (no session, an expired token, a 401 from a
-///   weather call) throws that error again, with the seconds left, without asking the gateway.
+///   has passed, that kind of request is not sent again; a renewal that needs it (no session,
+///   an expired token, a 401 from a weather call) throws the same error, with the seconds left.
+///   Creation and refresh are held apart (their quotas differ: per address, per session), and
+///   revoking or dropping the session ends a refresh's hold.
 ///
 /// Deadlines count from when the creating or refreshing request went out (the first attempt,
 /// for a repeated refresh): the gateway issued the tokens after that, so they are never late
@@ -87,9 +89,8 @@ public actor WeatherSessionService {
     private var renewal: Task<WeatherSession, any Error>?
     /// After a failed optional refresh, no new attempt before this time (the token still works).
     private var refreshPausedUntil: Date?
-    /// A renewal answered with `Retry-After`: until then renewals throw `renewalRefusal` again.
-    private var renewalBlockedUntil: Date?
-    private var renewalRefusal: WeatherAPIError?
+    /// A creation or a refresh answered with `Retry-After`, held back until it has passed.
+    private var holds: [RenewalKind: Hold] = [:]
     /// `session` is newer than the store's copy: saving it failed and is tried again.
     private var sessionUnsaved = false
 
@@ -235,34 +236,49 @@ public actor WeatherSessionService {
 
     // MARK: - Renewal
 
-    /// Joins the renewal in flight, or starts one from `current`; while a `Retry-After` the
-    /// last renewal got runs, throws its error again (with the seconds left) instead.
+    /// Joins the renewal in flight, or starts one from `current`.
     private func renew(from current: WeatherSession?) async throws -> WeatherSession {
         if let renewal {
             return try await renewal.value
-        }
-        if let until = renewalBlockedUntil, var refusal = renewalRefusal {
-            let left = until.timeIntervalSince(clock.now())
-            guard left <= 0 else {
-                refusal.retryAfter = Int(left.rounded(.up))
-                throw refusal
-            }
-            renewalBlockedUntil = nil
-            renewalRefusal = nil
         }
         // `renewal` is set before this method suspends, and the task cannot run its
         // actor-isolated body before then, so no second caller can slip in between.
         let task = Task { try await self.runRenewal(from: current) }
         renewal = task
-        do {
-            return try await task.value
-        } catch let refusal as WeatherAPIError {
-            if let seconds = refusal.retryAfter, seconds > 0, renewalRefusal == nil {
-                renewalBlockedUntil = clock.now().addingTimeInterval(TimeInterval(seconds))
-                renewalRefusal = refusal
-            }
-            throw refusal
+        return try await task.value
+    }
+
+    /// The two requests a renewal may make; each has its own quota on the gateway (per session
+    /// for refresh, per address for creation), so a `Retry-After` holds back only its own kind.
+    private enum RenewalKind { case creation, refresh }
+
+    private struct Hold {
+        var setAt: Date
+        var until: Date
+        var refusal: WeatherAPIError
+    }
+
+    /// Throws the refusal this kind of request got while its `Retry-After` runs, with the
+    /// seconds left. A clock set back to before the refusal ends the hold (it would otherwise
+    /// stretch by however far the clock went back).
+    private func checkHold(_ kind: RenewalKind) throws {
+        guard let hold = holds[kind] else { return }
+        let now = clock.now()
+        let left = hold.until.timeIntervalSince(now)
+        guard left > 0, now >= hold.setAt else {
+            holds[kind] = nil
+            return
         }
+        var refusal = hold.refusal
+        refusal.retryAfter = Int(left.rounded(.up))
+        throw refusal
+    }
+
+    /// Holds this kind of request back when `error` is a refusal with `Retry-After`.
+    private func noteHold(_ kind: RenewalKind, after error: any Error) {
+        guard let refusal = error as? WeatherAPIError, let seconds = refusal.retryAfter, seconds > 0 else { return }
+        let now = clock.now()
+        holds[kind] = Hold(setAt: now, until: now.addingTimeInterval(TimeInterval(seconds)), refusal: refusal)
     }
 
     private func runRenewal(from current: WeatherSession?) async throws -> WeatherSession {
@@ -281,15 +297,27 @@ public actor WeatherSessionService {
             if clock.now() < stored.refreshAfter { return stored }
             current = stored
         }
+        // A hold is noted here, inside the renewal, so no caller can start another request
+        // between this renewal's end and the hold.
         if let current, clock.now() < current.refreshTokenExpiresAt {
+            try checkHold(.refresh)
             do {
                 return try await refresh(current)
             } catch let error as WeatherAPIError where error.status == 401 {
                 // Expired, revoked or replayed refresh token: only a new session helps.
+            } catch {
+                noteHold(.refresh, after: error)
+                throw error
             }
         }
         try discardSession()
-        return try await createSession()
+        try checkHold(.creation)
+        do {
+            return try await createSession()
+        } catch {
+            noteHold(.creation, after: error)
+            throw error
+        }
     }
 
     private func createSession() async throws -> WeatherSession {
@@ -338,8 +366,7 @@ public actor WeatherSessionService {
         session = renewed
         sessionLoaded = true
         refreshPausedUntil = nil
-        renewalBlockedUntil = nil
-        renewalRefusal = nil
+        holds = [:]
         sessionUnsaved = true
         saveIfUnsaved()
         return renewed
@@ -365,6 +392,7 @@ public actor WeatherSessionService {
         session = nil
         sessionLoaded = true
         sessionUnsaved = false
+        holds[.refresh] = nil  // that session's quota; a new one starts afresh
         try store.deleteSession()
     }
 

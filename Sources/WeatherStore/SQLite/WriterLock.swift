@@ -88,7 +88,8 @@ final class WriterLock {
         // Blocks, not only a size: on a full disk `ftruncate` makes a sparse page, and the first
         // store to its mapping then kills the process with SIGBUS. `posix_fallocate` refuses
         // instead (ENOSPC), and the database goes on without the page. (A page set up before
-        // is allocated already; this allocates nothing then.)
+        // is allocated already; this allocates nothing then. On a copy-on-write file system a
+        // rewrite needs new blocks anyway, which no allocation up front can promise.)
         guard MemoryLayout<pthread_mutex_t>.size <= Self.pauseOffset - 64, fstat(fd, &st) == 0,
               posix_fallocate(fd, 0, off_t(Self.size)) == 0 else { return nil }
         guard let p = mmap(nil, Self.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), p != MAP_FAILED else { return nil }

@@ -134,8 +134,8 @@ public final class SQLiteGatewayStore: GatewayStore {
                 // Still unspent unless another request spent it or a revocation landed since the
                 // read: the conditional update tells, and then the full check below decides.
                 let spent = try db.run(
-                    "UPDATE weather_session_tokens SET revoked_at = ?2 WHERE rowid = ?1 AND revoked_at IS NULL AND token_hash = ?3",
-                    [.int(presented.row), .text(now.iso8601), .text(refreshTokenHash)])
+                    "UPDATE weather_session_tokens SET revoked_at = ?2 WHERE rowid = ?1 AND revoked_at IS NULL AND token_hash = ?3 AND session_id = ?4",
+                    [.int(presented.row), .text(now.iso8601), .text(refreshTokenHash), .text(sessionId)])
                 if spent == 1 {
                     // last_seen_at moves with the worker's next batch (Metrics), not here.
                     try insertPair(sessionId: sessionId, successor)
