@@ -130,6 +130,34 @@ import Glibc
         #expect(text.split(separator: "\n").contains { $0.hasPrefix("FAIL") && $0.contains("hash key") && $0.contains("cannot create") }, "\(text)")
     }
 
+    /// Root running weatherctl on the service user's database: the reading commands leave no
+    /// `-writer` page behind, and a revoke makes it with the database's owner, as SQLite makes
+    /// `-wal` and `-shm`. A page owned by root shut the workers out of the writers' queue, the
+    /// grant cache and the shared provider pauses, silently.
+    @Test(needs(isRoot, "needs root to run weatherctl as root on another user's database"))
+    func weatherctlAsRootLeavesTheWriterPageToTheDatabasesOwner() throws {
+        try requirePrivilege(isRoot, "root")
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-own-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let db = dir.appendingPathComponent("weather.sqlite3").path
+        let env = ["PATH": "/usr/bin:/bin", "WEATHER_DB_PATH": db]
+        #expect(try ctl(["migrate"], env).status == 0)
+        try? FileManager.default.removeItem(atPath: db + "-writer")
+        _ = ChildProcessOutput.run("/bin/chown", ["-R", "nobody:nogroup", dir.path])
+
+        for command in [["stats"], ["sessions", "list"], ["check"]] {
+            let run = try ctl(command, env)
+            #expect(run.status == 0, "\(command): \(run.stderr)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: db + "-writer"), "a reading command made the page")
+
+        #expect(try ctl(["revoke", "aws_" + String(repeating: "a", count: 22)], env).status == 1)  // no such session; the page is made
+        var st = stat()
+        #expect(stat(db + "-writer", &st) == 0)
+        #expect(st.st_uid == getpwnam("nobody").pointee.pw_uid, "the page is root's")
+    }
+
     /// The commands that only read work on a database this user may not write: a monitoring
     /// user, or a backup copy.
     @Test(needs(isRoot, "needs root to run as nobody"))
@@ -542,6 +570,14 @@ import Glibc
             #expect(run.stderr.hasPrefix("weatherctl: ") && run.stderr.contains(message), "\(args): \(run.stderr)")
             #expect(run.stderr.split(separator: "\n").count == 1, "\(args)")
             #expect(run.stdout.isEmpty)
+        }
+        // An installation id where a session id or nothing belongs is refused without being
+        // repeated (the message reaches logs and scrollback).
+        let installation = "0b6f1c4e-6f5a-4c0e-9d2b-2c1e8f3a7d11"
+        for args in [["revoke", installation], ["sessions", "show", installation], ["sessions", "list", installation], ["x" + installation]] {
+            let run = try ctl(args, nowhere)
+            #expect(run.status == 64, "\(args.count) arguments: \(run.status)")
+            #expect(!run.stderr.lowercased().contains(installation) && run.stderr.contains("--installation-id -"), "\(run.stderr.count) bytes")
         }
         // A database that cannot be reached is a failure (1), not a usage error.
         for args in [["sessions", "list"], ["stats"], ["prune"], ["revoke", "aws_x"], ["sessions", "show", "aws_x"]] {

@@ -52,6 +52,44 @@ import WeatherCore
         #expect(again.rows("weather_session_tokens") == 0)
     }
 
+    /// A session whose tokens went a day after they expired is not "abandoned" for that: an
+    /// active one stays until 30 days after its last token could have expired (last seen plus a
+    /// refresh token's lifetime), a revoked one until 30 days after its revocation. Both went on
+    /// the second run before (no token left, last seen more than 30 days ago).
+    @Test func sessionsOutliveTheirPrunedTokensAsTheRulesSay() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-prune-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let store = try SQLiteGatewayStore(path: dir.appendingPathComponent("w.sqlite3").path)
+        let created = now.adding(seconds: -33 * 86_400)  // the refresh tokens expired 3 days ago
+        for i in 0..<2 {
+            let pair = IssuedPair(accessRowId: "wst_a\(i)", accessHash: "access-\(i)", refreshRowId: "wst_r\(i)", refreshHash: "refresh-\(i)",
+                                  lifetimes: TokenLifetimes(now: created, policy: TokenPolicy()))
+            try store.createSession(NewSession(id: "aws_\(i)", installationIdHash: "inst-\(i)", platform: "ios", appVersion: nil, createdAt: created),
+                                    tokens: pair)
+        }
+        #expect(try store.revokeSession(id: "aws_1", now: now.adding(seconds: -86_400)))
+        for _ in 0..<2 { _ = try store.prune(now: now, policy: PrunePolicy(), dryRun: false) }
+        #expect(try ids(store, "SELECT id FROM anonymous_weather_sessions ORDER BY id") == ["aws_0", "aws_1"])
+        #expect(try store.db.scalarInt("SELECT count(*) FROM weather_session_tokens") == 0)
+
+        // 30 days after the last token could have expired, and after the revocation: gone.
+        let later = try store.prune(now: now.adding(seconds: 31 * 86_400), policy: PrunePolicy(), dryRun: false)
+        #expect(later.rows("anonymous_weather_sessions") == 2)
+    }
+
+    /// Rowids far apart (one at the very top of the range) cost no walk through the gap, and no
+    /// overflow: ranges end at the `width`th row, not after `width` rowids.
+    @Test func sparseRowidsArePrunedInAFewRanges() throws {
+        let store = try store()
+        try store.db.execute("UPDATE weather_session_tokens SET rowid = 9223372036854775807 WHERE id = 'wst_a0'")
+        try store.db.execute("UPDATE anonymous_weather_sessions SET rowid = 9223372036854775806 WHERE id = 'aws_3'")
+        var policy = PrunePolicy()
+        policy.batchSize = 4
+        let run = try store.prune(now: now, policy: policy, dryRun: false)
+        #expect(run.rows("anonymous_weather_sessions") == 3)
+        #expect(run.rows("weather_session_tokens") == 9)
+    }
+
     @Test func anEmptyDatabasePrunesNothing() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-prune-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)

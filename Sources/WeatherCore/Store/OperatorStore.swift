@@ -167,6 +167,9 @@ public struct PrunePolicy: Sendable, Equatable {
     public var revokedSessionRetention: Int64 = 30 * 86_400
     /// Seconds after its last token expired before an unused session is deleted.
     public var abandonedSessionRetention: Int64 = 30 * 86_400
+    /// The refresh-token lifetime (`WEATHER_REFRESH_TOKEN_TTL`): a session's last token expires
+    /// at most this long after the session was last seen.
+    public var refreshTokenLifetime: Int64 = 2_592_000
     /// The distinct-grid-cell window, seconds (`LimitSettings.dayWindow`).
     public var cellWindow: Int64 = 86_400
     /// Seconds hourly counters are kept.

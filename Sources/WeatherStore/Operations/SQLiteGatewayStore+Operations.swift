@@ -1,4 +1,7 @@
 import WeatherCore
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The operator queries behind `weatherctl`, on the same connection type the workers use. Reads are
 /// single statements (one WAL snapshot each); writes are short `BEGIN IMMEDIATE` transactions.
@@ -14,14 +17,14 @@ extension SQLiteGatewayStore: OperatorStore {
                 let s = try db.statement("""
                     SELECT \(columns) FROM anonymous_weather_sessions
                     WHERE installation_id_hash = ?2 AND (?1 IS NULL OR status = ?1)
-                    ORDER BY created_at DESC, id LIMIT ?3
+                    ORDER BY created_at DESC, id DESC LIMIT ?3
                     """)
                 return try s.rows([status, .text(hash), .int(Int64(filter.limit))], Self.summary)
             }
             let s = try db.statement("""
                 SELECT \(columns) FROM anonymous_weather_sessions
                 WHERE ?1 IS NULL OR status = ?1
-                ORDER BY created_at DESC, id LIMIT ?2
+                ORDER BY created_at DESC, id DESC LIMIT ?2
                 """)
             return try s.rows([status, .int(Int64(filter.limit))], Self.summary)
         }
@@ -93,10 +96,14 @@ extension SQLiteGatewayStore: OperatorStore {
 
     // MARK: Pruning
 
-    /// A session with nothing left to live for: revoked long ago, or every token long expired.
+    /// A session with nothing left to live for: revoked long ago (?1), or active but abandoned:
+    /// last seen before ?5 and no token of it expiring after ?2. Its tokens may be gone already
+    /// (they go a day after they expire), so "abandoned" rests on `last_seen_at`: its last
+    /// refresh token expired at most a refresh-token lifetime after it was last seen, which ?5
+    /// (?2 less that lifetime) allows for. A revoked session waits for its own rule.
     private static let doomedSession = """
         (status = 'revoked' AND revoked_at < ?1)
-        OR (last_seen_at < ?2 AND NOT EXISTS (
+        OR (status = 'active' AND last_seen_at < ?5 AND NOT EXISTS (
               SELECT 1 FROM weather_session_tokens t
               WHERE t.session_id = anonymous_weather_sessions.id AND t.expires_at >= ?2))
         """
@@ -106,6 +113,7 @@ extension SQLiteGatewayStore: OperatorStore {
         let nowMs = now.seconds * 1000
         let revokedBefore = SQLValue.text(now.adding(seconds: -policy.revokedSessionRetention).iso8601)
         let abandonedBefore = SQLValue.text(now.adding(seconds: -policy.abandonedSessionRetention).iso8601)
+        let lastSeenBefore = SQLValue.text(now.adding(seconds: -policy.abandonedSessionRetention - policy.refreshTokenLifetime).iso8601)
         let tokenExpiredBefore = SQLValue.text(now.adding(seconds: -policy.expiredTokenGrace).iso8601)
         let counterHourBefore = SQLValue.text(CounterKey.hour(of: now.adding(seconds: -policy.counterRetention)))
         let batch = policy.batchSize
@@ -116,20 +124,21 @@ extension SQLiteGatewayStore: OperatorStore {
             var sessions = 0
             var tokens = 0
             if dryRun {
-                sessions = try count("SELECT count(*) FROM anonymous_weather_sessions WHERE \(Self.doomedSession)", [revokedBefore, abandonedBefore])
+                let doomed = [revokedBefore, abandonedBefore, tokenExpiredBefore, .null, lastSeenBefore]
+                sessions = try count("SELECT count(*) FROM anonymous_weather_sessions WHERE \(Self.doomedSession)", doomed)
                 tokens = try count(
                     "SELECT count(*) FROM weather_session_tokens WHERE session_id IN (SELECT id FROM anonymous_weather_sessions WHERE \(Self.doomedSession))",
-                    [revokedBefore, abandonedBefore])
+                    doomed)
                 tokens += try count("""
                     SELECT count(*) FROM weather_session_tokens WHERE expires_at < ?3
                     AND session_id NOT IN (SELECT id FROM anonymous_weather_sessions WHERE \(Self.doomedSession))
-                    """, [revokedBefore, abandonedBefore, tokenExpiredBefore])
+                    """, doomed)
             } else {
                 // Both tables are walked in rowid ranges: no index but the rowid is needed, and a
                 // worker waits for at most one range's transaction (docs/decisions.md, Storage).
                 sessions = try inRowidRanges(of: "anonymous_weather_sessions", width: batch) { after, upTo in
                     let ids = try db.statement("SELECT id FROM anonymous_weather_sessions WHERE rowid > ?3 AND rowid <= ?4 AND (\(Self.doomedSession))")
-                        .rows([revokedBefore, abandonedBefore, .int(after), .int(upTo)]) { $0.text(0) ?? "" }
+                        .rows([revokedBefore, abandonedBefore, .int(after), .int(upTo), lastSeenBefore]) { $0.text(0) ?? "" }
                     for id in ids {
                         tokens += try db.run("DELETE FROM weather_session_tokens WHERE session_id = ?1", [.text(id)])
                         try db.run("DELETE FROM anonymous_weather_sessions WHERE id = ?1", [.text(id)])
@@ -168,19 +177,22 @@ extension SQLiteGatewayStore: OperatorStore {
         }
     }
 
-    /// Runs `body` once per range of `width` rowids of `table`, from its first row to its last (as
-    /// they were when the walk began), each call in its own short transaction. Returns the sum of
-    /// what the calls return. Each range is a range search on the rowid however large the table,
-    /// and rows added meanwhile (past the last rowid) are left alone.
+    /// Runs `body` once per range of at most `width` rows of `table` (by rowid), from its first
+    /// row to its last (as it was when the walk began), each call in its own short transaction.
+    /// Returns the sum of what the calls return. Each range ends at the `width`th rowid after the
+    /// last one (a search on the rowid), so sparse rowids cost no empty ranges; rows added
+    /// meanwhile past the last rowid are left alone.
     private func inRowidRanges(of table: String, width: Int, _ body: (_ after: Int64, _ upTo: Int64) throws -> Int) throws -> Int {
         guard let first = try db.scalarInt("SELECT min(rowid) FROM \(table)"),
               let last = try db.scalarInt("SELECT max(rowid) FROM \(table)") else { return 0 }
+        let rangeEnd = try db.statement("SELECT rowid FROM \(table) WHERE rowid > ?1 ORDER BY rowid LIMIT 1 OFFSET ?2")
         var total = 0
-        var after = first - 1
+        var after = first > .min ? first - 1 : .min  // (a row at rowid -2^63 itself is left alone)
         while after < last {
-            let upTo = after + Int64(width)
+            let upTo = min(try rangeEnd.rows([.int(after), .int(Int64(width - 1))]) { $0.int(0) }.first ?? last, last)
             total += try db.transaction { try body(after, upTo) }
             after = upTo
+            if after < last { Self.letWritersIn() }
         }
         return total
     }
@@ -193,8 +205,15 @@ extension SQLiteGatewayStore: OperatorStore {
             let n = try db.transaction { try db.run(sql, bindings + [.int(Int64(batch))]) }
             total += n
             if n < batch { return total }
+            Self.letWritersIn()
         }
     }
+
+    /// A pause between two of the maintenance job's transactions. The writers' queue is not
+    /// first come, first served: without it, the job took the lock again at once, and a worker
+    /// waiting for it got it only when its own wait timed out (5 s; `prune` of 800,000 revoked
+    /// sessions held every write of the service for that long).
+    private static func letWritersIn() { usleep(2_000) }
 
     private func count(_ sql: String, _ bindings: [SQLValue]) throws -> Int {
         Int(try db.scalarInt(sql, bindings) ?? 0)

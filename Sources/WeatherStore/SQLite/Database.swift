@@ -349,10 +349,10 @@ public final class Database {
 
     /// Opens the database's `-writer` page (`WriterLock`) if it is not open yet: its writers'
     /// queue, waited for at most `waitSeconds`, and its revocation generation. Without one
-    /// (read-only directory) both are skipped.
-    public func attachWriterPage(waitSeconds: Int = 5) {
+    /// (read-only directory) both are skipped. Without `create`, only a page that exists.
+    public func attachWriterPage(waitSeconds: Int = 5, create: Bool = true) {
         guard writerLock == nil, let name = sqlite3_db_filename(handle, "main"), name.pointee != 0 else { return }
-        writerLock = WriterLock(databasePath: String(cString: name), timeout: waitSeconds)
+        writerLock = WriterLock(databasePath: String(cString: name), timeout: waitSeconds, create: create)
     }
 
     /// The revocation generation of the `-writer` page; nil without one.

@@ -68,17 +68,23 @@ final class WriterLock {
     /// read-only directory, say): the database works without it.
     /// Created with the database file's permissions, as SQLite creates `-wal` and `-shm`, so that
     /// whoever may write the database may also use its queue.
-    convenience init?(databasePath: String, timeout: Int = 5) {
+    /// Created with the database file's owner too when this process is root (as SQLite does for
+    /// `-wal` and `-shm`): `weatherctl revoke` run as root must not leave a page the service's
+    /// user cannot open.
+    /// Without `create`, only a page that exists is opened.
+    convenience init?(databasePath: String, timeout: Int = 5, create: Bool = true) {
         var st = stat()
-        let mode = stat(databasePath, &st) == 0 ? st.st_mode & 0o666 : 0o600
-        self.init(path: databasePath + "-writer", timeout: timeout, mode: mode)
+        let found = stat(databasePath, &st) == 0
+        self.init(path: databasePath + "-writer", timeout: timeout, mode: found ? st.st_mode & 0o666 : 0o600,
+                  owner: found && geteuid() == 0 ? (st.st_uid, st.st_gid) : nil, create: create)
     }
 
     /// Opens or creates the lock file at `path`; nil when it cannot.
-    init?(path: String, timeout: Int = 5, mode: mode_t = 0o600) {
+    init?(path: String, timeout: Int = 5, mode: mode_t = 0o600, owner: (uid_t, gid_t)? = nil, create: Bool = true) {
         self.timeout = timeout
-        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, mode)
+        let fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), mode)
         if fd >= 0 { fchmod(fd, mode) }  // the umask may have taken bits away
+        if fd >= 0, let owner { _ = fchown(fd, owner.0, owner.1) }
         guard fd >= 0 else { return nil }
         defer { close(fd) }  // the mapping stays valid after close
         // Only one process sets the mutex up: the others wait on flock, then find it ready.

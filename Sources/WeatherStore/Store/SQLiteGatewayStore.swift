@@ -28,11 +28,13 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     /// Wraps an open database without migrating (weatherctl). Its revocations still reach the
-    /// workers' grant caches through the `-writer` page.
+    /// workers' grant caches through the `-writer` page; a read-only opening reads the page (the
+    /// provider pauses) only if it exists, rather than create it (as root, with root as its
+    /// owner, shutting the service's workers out of it).
     public init(database: Database) {
         db = database
         path = nil
-        db.attachWriterPage()
+        db.attachWriterPage(create: !database.isReadOnly)
     }
 
     /// Access grants this worker looked up, by token digest, valid while the revocation generation

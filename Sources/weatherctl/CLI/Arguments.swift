@@ -89,7 +89,7 @@ struct ParsedArguments {
         }
         if parsed.positionals.count > command.arguments.count {
             let extra = parsed.positionals[command.arguments.count]
-            throw .usage("unexpected argument \"\(extra.prefix(60))\" for `\(command.name)`")
+            throw .usage("unexpected argument \(Terminal.quoted(extra, limit: 60)) for `\(command.name)`")
         }
         return parsed
     }
@@ -98,7 +98,7 @@ struct ParsedArguments {
     func integer(_ name: String, in range: ClosedRange<Int>) throws(CLIError) -> Int? {
         guard let text = values[name] else { return nil }
         guard let n = Int(text), range.contains(n) else {
-            throw .usage("\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound), got \"\(text.prefix(40))\"")
+            throw .usage("\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound), got \(Terminal.quoted(text))")
         }
         return n
     }

@@ -1,3 +1,4 @@
+import WeatherCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -48,6 +49,17 @@ func keyValueLines(_ pairs: [(String, String)]) -> String {
 
 /// Standard output and error as whole `write`s, so a line is never split by another process.
 enum Terminal {
+    /// A word from the command line, quoted for a message (at most `limit` characters), unless
+    /// it holds something shaped like an installation id (a UUID): that is never repeated, since
+    /// messages reach logs and scrollback, and the tool takes one only on standard input.
+    static func quoted(_ text: some StringProtocol, limit: Int = 40) -> String {
+        let u = Array(text.utf8)
+        if u.count >= 36, (0...(u.count - 36)).contains(where: { TokenSyntax.isUUID(String(decoding: u[$0..<($0 + 36)], as: UTF8.self)) }) {
+            return "(an installation id; give it with --installation-id - on standard input)"
+        }
+        return "\"\(text.prefix(limit))\""
+    }
+
     static func out(_ text: String) { write(text, to: 1) }
 
     /// One line on standard error, prefixed with the program name.

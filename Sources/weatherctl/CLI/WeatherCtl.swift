@@ -113,10 +113,10 @@ enum WeatherCtl {
             guard arguments.count > 1, !arguments[1].hasPrefix("-") else { return (nil, Array(arguments.dropFirst())) }
             let name = first + " " + arguments[1]
             guard let c = commands.first(where: { $0.name == name }) else {
-                throw .usage("unknown subcommand \"\(arguments[1].prefix(40))\" of `\(first)` (see weatherctl \(first) --help)")
+                throw .usage("unknown subcommand \(Terminal.quoted(arguments[1])) of `\(first)` (see weatherctl \(first) --help)")
             }
             return (c, Array(arguments.dropFirst(2)))
         }
-        throw .usage("unknown command \"\(first.prefix(40))\" (see weatherctl --help)")
+        throw .usage("unknown command \(Terminal.quoted(first)) (see weatherctl --help)")
     }
 }

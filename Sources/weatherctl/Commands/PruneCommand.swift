@@ -26,6 +26,7 @@ enum PruneCommand {
         let config = try context.config()
         var policy = PrunePolicy()
         policy.cellWindow = config.limits.dayWindow
+        policy.refreshTokenLifetime = config.tokenPolicy.refreshTTL
         let dryRun = args.has("--dry-run")
         let store = try context.openStore(config)
         let report = try context.storeCall { () throws(StoreError) in try store.prune(now: context.now, policy: policy, dryRun: dryRun) }

@@ -40,7 +40,7 @@ enum RevokeCommand {
     }
 
     static func revokeSession(_ id: String, _ context: Context) throws(CLIError) -> Int32 {
-        guard TokenSyntax.isSessionId(id) else { throw .usage("\"\(id.prefix(40))\" is not a session id (aws_...)") }
+        guard TokenSyntax.isSessionId(id) else { throw .usage("\(Terminal.quoted(id)) is not a session id (aws_...)") }
         let store = try context.openStore(try context.config())
         guard let before = try context.storeCall({ () throws(StoreError) in try store.session(id: id, now: context.now) }) else {
             throw .failure("no session \(id)")

@@ -31,7 +31,7 @@ enum SessionsCommand {
 
     static func runShow(_ args: ParsedArguments, _ context: Context) throws(CLIError) -> Int32 {
         let id = try show.argument(0, in: args) ?? ""
-        guard TokenSyntax.isSessionId(id) else { throw .usage("\"\(id.prefix(40))\" is not a session id (aws_...)") }
+        guard TokenSyntax.isSessionId(id) else { throw .usage("\(Terminal.quoted(id)) is not a session id (aws_...)") }
         let store = try context.openStore(try context.config(), .migratedReadOnly)
         guard let detail = try context.storeCall({ () throws(StoreError) in try store.session(id: id, now: context.now) }) else {
             throw .failure("no session \(id)")
@@ -61,7 +61,7 @@ enum SessionsCommand {
     static func runList(_ args: ParsedArguments, _ context: Context) throws(CLIError) -> Int32 {
         var filter = SessionFilter()
         if let text = args.value("--status") {
-            guard let status = SessionStatus(rawValue: text) else { throw .usage("--status must be active or revoked, got \"\(text.prefix(40))\"") }
+            guard let status = SessionStatus(rawValue: text) else { throw .usage("--status must be active or revoked, got \(Terminal.quoted(text))") }
             filter.status = status
         }
         filter.limit = try args.integer("--limit", in: 1...100_000) ?? 50
