@@ -21,7 +21,11 @@ FastCGIServer.installSignalHandlers()
 var listenAddress: String?
 var workers = 1
 var socketMode: mode_t = 0o660
-var args = CommandLine.arguments.dropFirst()
+// Started by a web server as CGI, the arguments are not the operator's: Apache turns a query
+// string without `=` into arguments (`/weather.fcgi?--listen+0.0.0.0:9000+--workers+256` would
+// have started a FastCGI server for anyone to talk to directly, with a REMOTE_ADDR of their
+// choosing). A CGI request is answered from its environment only.
+var args = getenv("GATEWAY_INTERFACE") == nil ? CommandLine.arguments.dropFirst() : []
 while let arg = args.popFirst() {
     switch arg {
     case "--listen":

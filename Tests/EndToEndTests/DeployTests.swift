@@ -86,7 +86,7 @@ import Glibc
         let apache = try ApacheSharedHost(module: module, settings: fake.environment().merging(["CLOSET_WEATHER_PROXY_TOKEN": Self.legacy]) { $1 })
         try flow(port: apache.port) { apache.errorLog }
         // Misplaced secrets in the document root are refused, whatever their name says.
-        for name in ["weather.conf", "hash.key", "weather.sqlite3", "weather.sqlite3-wal", "weather.sqlite3-shm", "weather.sqlite3-writer", ".env"] {
+        for name in ApacheSharedHost.misplacedSecrets {
             let r = try HTTPClient.send(port: apache.port, "GET", "/\(name)")
             #expect(r.status == 403, "\(name) answered \(r.status)")
             #expect(!r.text.contains("SECRET"), "\(name) leaked")
@@ -99,6 +99,12 @@ import Glibc
         #expect(try HTTPClient.send(port: apache.port, "GET", "/privacy.html").status == 200)
         // The real database lives outside the document root, beside the config the program found itself.
         #expect(FileManager.default.fileExists(atPath: apache.dataDirectory + "/weather.sqlite3"))
+        // The program named directly is refused: under CGI, Apache would pass a query string
+        // without `=` as its arguments (`--listen ...`).
+        let port = freePort()
+        expectEnvelope(try HTTPClient.send(port: apache.port, "GET", "/weather.fcgi?--listen+127.0.0.1:\(port)"), "forbidden", "the program by name")
+        expectEnvelope(try HTTPClient.send(port: apache.port, "GET", "/weather.fcgi/v1/health"), "forbidden", "the program by name, with a path")
+        #expect(HTTPClientProbe.nothingListens(on: port))
         if module == "cgi" {
             // A program that cannot answer (a broken upload): Apache's 500, in the envelope. (CGI
             // runs the file anew for each request; mod_fcgid keeps the process it started.)
@@ -135,6 +141,9 @@ import Glibc
             ("%00 in the path", "not_found", { try HTTPClient.send(port: port, "GET", "/v1/weather%00") }),
             ("a path outside the API", "not_found", { try HTTPClient.send(port: port, "GET", "/nothing") }),
             ("a database copied into the document root", "forbidden", { try HTTPClient.send(port: port, "GET", "/weather.sqlite3") }),
+            ("a backup of it", "forbidden", { try HTTPClient.send(port: port, "GET", "/weather.sqlite3.backup") }),
+            ("an editor's copy of the settings", "forbidden", { try HTTPClient.send(port: port, "GET", "/weather.conf~") }),
+            ("a malformed escape before coordinates", "invalid_request", { try HTTPClient.send(port: port, "GET", "/v1/weather%zz?lat=31.2304&lon=121.4737") }),
             ("TRACE", "method_not_allowed", { try HTTPClient.send(port: port, "TRACE", "/v1/health") }),
             ("20 KB body", "payload_too_large", { try HTTPClient.send(port: port, "POST", "/v1/weather/session", headers: ["Content-Type": "application/json"], body: [UInt8](repeating: 32, count: 20_000)) }),
         ]
@@ -197,6 +206,12 @@ final class ApacheSharedHost {
     let port = freePort()
     var dataDirectory: String { root.appendingPathComponent("home/closet-weather-data").path }
     private var process: ChildProcess?
+    /// Secrets, and copies of them, that end up in the document root by mistake: each is refused.
+    static let misplacedSecrets = [
+        "weather.conf", "hash.key", "weather.sqlite3", "weather.sqlite3-wal", "weather.sqlite3-shm", "weather.sqlite3-writer", ".env",
+        "weather.sqlite3.backup", "weather.conf~", "weather.conf.save", "weather.conf.orig", "hash.key.old", "weather.sqlite3.gz",
+        "site.tar.gz", "weather.db-writer", "weather.db-journal", "Weather.CONF",
+    ]
     /// Apache's error log, where a CGI program's standard error goes too.
     var errorLog: String { (try? String(contentsOfFile: root.path + "/logs/error.log", encoding: .utf8)) ?? "" }
 
@@ -209,7 +224,7 @@ final class ApacheSharedHost {
         try fm.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
         try fm.copyItem(at: repositoryRoot.appendingPathComponent("htdocs"), to: docroot)
         try fm.copyItem(atPath: "\(binDirectory)/weather-fcgi", toPath: docroot.appendingPathComponent("weather.fcgi").path)
-        for name in ["weather.conf", "hash.key", "weather.sqlite3", "weather.sqlite3-wal", "weather.sqlite3-shm", "weather.sqlite3-writer", ".env"] {
+        for name in ApacheSharedHost.misplacedSecrets {
             try "SECRET misplaced\n".write(to: docroot.appendingPathComponent(name), atomically: true, encoding: .utf8)
         }
         var conf = "WEATHER_DB_PATH=\(dataDirectory)/weather.sqlite3\n"

@@ -34,6 +34,18 @@ import Glibc
         return ChildProcessOutput.run("\(binDirectory)/weather-fcgi", [], environment: e, stdin: Data(stdin.utf8))
     }
 
+    /// Apache turns a CGI query string without `=` into arguments: under CGI the program ignores
+    /// its arguments, so `?--listen+127.0.0.1:PORT` cannot start a FastCGI server for anyone.
+    @Test func underCGITheArgumentsAreIgnored() throws {
+        let h = try GatewayHarness(workers: 1, startNginx: false)
+        let port = freePort()
+        let out = ChildProcessOutput.run("\(binDirectory)/weather-fcgi", ["--listen", "127.0.0.1:\(port)", "--workers", "2"],
+                                         environment: ["GATEWAY_INTERFACE": "CGI/1.1", "REQUEST_METHOD": "GET", "REQUEST_URI": "/v1/health",
+                                                       "WEATHER_DB_PATH": h.databasePath])
+        #expect(out.hasPrefix("Status: 200 OK\r\n"), "\(out.prefix(200))")
+        #expect(HTTPClientProbe.nothingListens(on: port))
+    }
+
     @Test func plainCGIAndApacheStyleParametersRouteIdentically() throws {
         let h = try GatewayHarness(workers: 1, startNginx: false)
         let viaURI = cgi(["REQUEST_METHOD": "GET", "REQUEST_URI": "/v1/health"], database: h.databasePath)
@@ -197,5 +209,12 @@ extension FoundationEndToEndTests {
         let fds = try String(contentsOfFile: out, encoding: .utf8).split(separator: "\n").compactMap { Int32($0) }
         #expect(!fds.contains(listener), "the child holds fd \(listener): \(fds)")
         #expect(fds.allSatisfy { $0 <= 3 }, "\(fds)")  // 0–2, and ls's own directory descriptor
+    }
+}
+
+enum HTTPClientProbe {
+    /// True when nothing accepts a connection on 127.0.0.1:`port`.
+    static func nothingListens(on port: Int) -> Bool {
+        (try? HTTPClient.connectLoopback(port: port, timeout: 1)).map { fd in close(fd); return false } ?? true
     }
 }
