@@ -7,8 +7,10 @@
 #
 # Two ways to run the workers; pick ONE:
 #
-# 1. Recommended: the program's own supervisor. It binds the socket, forks N workers and
-#    replaces any worker that crashes or exits after WEATHER_MAX_REQUESTS requests:
+# 1. Recommended, and this script's default (USE_SUPERVISOR=1): the program's own supervisor.
+#    It binds the socket, forks N workers and replaces any worker that crashes or exits after
+#    WEATHER_MAX_REQUESTS requests; their log lines go to LOGFILE
+#    (/var/log/closet-weather.log). By hand:
 #      sudo -u closet-weather env WEATHER_CONFIG=/etc/closet-weather/weather.conf \
 #        /usr/local/bin/weather-fcgi --listen /run/closet-weather/weather.sock --workers 4
 #    (Under systemd, deploy/systemd/closet-weather.{socket,service} does exactly this.)
@@ -16,9 +18,9 @@
 #    closet-weather:www-data 2750 (setgid, so the socket gets group www-data) and the socket
 #    is created 0660.
 #
-# 2. spawn-fcgi (this script, USE_SUPERVISOR=0, the default here): spawn-fcgi binds the socket,
-#    forks N copies of weather-fcgi sharing it on fd 0, and exits. Nobody restarts a worker
-#    that dies, so pair it with a process monitor or use option 1.
+# 2. spawn-fcgi (USE_SUPERVISOR=0): spawn-fcgi binds the socket, forks N copies of weather-fcgi
+#    sharing it on fd 0, and exits. Nobody restarts a worker that dies, so pair it with a process
+#    monitor, and the workers' log lines are lost (spawn-fcgi leaves them no standard error).
 #
 # Each worker serves one request at a time; N workers answer N requests at once. Slow provider calls
 # (up to WEATHER_PROVIDER_TIMEOUT seconds each) hold a worker, so size N for your traffic;
@@ -32,7 +34,7 @@ BINARY=${BINARY:-/usr/local/bin/weather-fcgi}
 SERVICE_USER=${SERVICE_USER:-closet-weather}
 # nginx's group: it must be able to connect to the socket.
 WEB_GROUP=${WEB_GROUP:-www-data}
-USE_SUPERVISOR=${USE_SUPERVISOR:-0}
+USE_SUPERVISOR=${USE_SUPERVISOR:-1}
 # The worker reads its settings from this file (environment variables win over it).
 export WEATHER_CONFIG="${WEATHER_CONFIG:-/etc/closet-weather/weather.conf}"
 # A crashing worker must not print a stack trace (with source paths) into the log: API.md allows
@@ -58,7 +60,7 @@ if [ "$USE_SUPERVISOR" = "1" ]; then
     # Option 1: the built-in supervisor, in the background, as the service user.
     # (setpriv is in util-linux; `runuser -u` works too.)
     setpriv --reuid="$SERVICE_USER" --regid="$SERVICE_GROUP" --init-groups \
-        "$BINARY" --listen "$SOCKET" --socket-mode 0660 --workers "${WORKERS:-4}" >>"${LOGFILE:-/dev/null}" 2>&1 &
+        "$BINARY" --listen "$SOCKET" --socket-mode 0660 --workers "${WORKERS:-4}" >>"${LOGFILE:-/var/log/closet-weather.log}" 2>&1 &
     echo $! >"$PIDFILE"
     exit 0
 fi
