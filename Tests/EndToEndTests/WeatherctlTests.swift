@@ -246,6 +246,14 @@ import Glibc
         #expect(human.status == 0)
         #expect(human.stdout == "no pending migrations\n")
 
+        // A newer release applied a migration this one does not know: check fails and migrate
+        // refuses, naming it, where both said all was applied.
+        _ = ChildProcessOutput.run("/usr/bin/sqlite3", [env["WEATHER_DB_PATH"]!, "INSERT INTO d1_migrations(name, applied_at) VALUES ('9999_from_the_future.sql', '2027-01-01 00:00:00')"])
+        let check = try ctl(["check"], env)
+        #expect(check.status == 1 && check.stdout.contains("9999_from_the_future.sql") && check.stdout.contains("newer release"), "\(check.stdout)")
+        let refused = try ctl(["migrate"], env)
+        #expect(refused.status == 1 && refused.stderr.contains("9999_from_the_future.sql"), "\(refused.stderr)")
+
         let noDirectory = try ctl(["migrate"], nowhere)
         #expect(noDirectory.status == 1)
         #expect(noDirectory.stderr.contains("directory"))

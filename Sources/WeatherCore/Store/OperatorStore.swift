@@ -30,6 +30,11 @@ public protocol OperatorStore: GatewayStore {
     /// Migrations shipped with this build that the database has not recorded, in order.
     func pendingMigrations() throws(StoreError) -> [String]
 
+    /// Migrations the database has recorded that this build does not ship: a newer release
+    /// applied them. (Workers still serve such a database, so that a release can be rolled back;
+    /// the operator tool says so, and will not migrate it.)
+    func unknownMigrations() throws(StoreError) -> [String]
+
     /// Applies every pending migration; returns the names applied, in order.
     func applyMigrations() throws(StoreError) -> [String]
 }

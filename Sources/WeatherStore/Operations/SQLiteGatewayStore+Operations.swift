@@ -244,6 +244,14 @@ extension SQLiteGatewayStore: OperatorStore {
         }
     }
 
+    public func unknownMigrations() throws(StoreError) -> [String] {
+        try operate {
+            guard try db.scalarInt("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'd1_migrations'") != nil else { return [] }
+            let known = Set(embeddedMigrations.map(\.name))
+            return try db.statement("SELECT name FROM d1_migrations ORDER BY name").rows { $0.text(0) ?? "" }.filter { !known.contains($0) }
+        }
+    }
+
     public func applyMigrations() throws(StoreError) -> [String] {
         try operate { try Migrator.apply(to: db) }
     }

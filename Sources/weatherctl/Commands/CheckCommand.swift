@@ -77,6 +77,10 @@ enum CheckCommand {
             return (mode == "wal", mode == "wal" ? "wal" : "journal_mode is \(mode), not wal (start a worker or run weatherctl migrate)")
         }
         probe("migrations") { () throws(StoreError) in
+            let unknown = try store.unknownMigrations()
+            guard unknown.isEmpty else {
+                return (false, "\(unknown.count) applied by a newer release: \(unknown.joined(separator: ", ")); use that release's weatherctl")
+            }
             let pending = try store.pendingMigrations()
             return pending.isEmpty
                 ? (true, "all \(embeddedMigrations.count) applied")

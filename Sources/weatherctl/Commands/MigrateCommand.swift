@@ -22,6 +22,10 @@ enum MigrateCommand {
         let config = try context.config()
         let created = !Context.exists(config.databasePath)
         let store = try context.openStore(config, .creating)
+        let unknown = try context.storeCall { () throws(StoreError) in try store.unknownMigrations() }
+        guard unknown.isEmpty else {
+            throw .failure("the database has \(unknown.count) migration(s) this weatherctl does not know (\(unknown.joined(separator: ", "))): a newer release applied them; use that release's weatherctl")
+        }
         let applied = try context.storeCall { () throws(StoreError) in try store.applyMigrations() }
         if created && geteuid() == 0 { giveToFolderOwner(config) }
         context.emit(
