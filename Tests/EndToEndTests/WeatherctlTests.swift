@@ -196,7 +196,7 @@ import Glibc
             return (out.status, String(decoding: out.stdout, as: UTF8.self))
         }
         for copy in [walCopy, rollbackCopy] {
-            for args in [["stats", "--hours", "1"], ["sessions", "list"]] {
+            for args in [["stats", "--hours", "1"], ["sessions", "list"], ["prune", "--dry-run"]] {
                 let out = asNobody(copy, args)
                 #expect(out.status == 0, "\(copy) \(args): \(out.output)")
             }
@@ -580,6 +580,10 @@ import Glibc
             (["prune", "--force"], "unknown option"),
             (["check", "extra"], "unexpected argument"),
             (["prune", "--dry-run=yes"], "takes no value"),
+            (["sessions", "list", "--limit", "1", "--limit", "2"], "more than once"),
+            (["prune", "--dry-run", "--dry-run"], "more than once"),
+            (["sessions", "list", "--limit", "+3"], "--limit"),
+            (["sessions", "show", "--", "-h"], "is not a session id"),
         ]
         for (args, message) in cases {
             let run = try ctl(args, nowhere)

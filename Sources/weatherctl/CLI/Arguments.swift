@@ -46,11 +46,12 @@ struct ParsedArguments {
     func has(_ name: String) -> Bool { switches.contains(name) }
     func value(_ name: String) -> String? { values[name] }
 
-    /// Parses `arguments` for `command`. `--help` anywhere wins, so help works even on a line that
-    /// is otherwise wrong.
+    /// Parses `arguments` for `command`. `--help` anywhere before `--` wins, so help works even on
+    /// a line that is otherwise wrong. An option given twice is refused: which of the two was
+    /// meant is not for the tool to guess.
     static func parse(_ arguments: [String], for command: CommandSpec) throws(CLIError) -> ParsedArguments {
         var parsed = ParsedArguments()
-        if arguments.contains(where: { $0 == "--help" || $0 == "-h" }) {
+        if arguments.prefix(while: { $0 != "--" }).contains(where: { $0 == "--help" || $0 == "-h" }) {
             parsed.switches.insert("--help")
             return parsed
         }
@@ -73,6 +74,7 @@ struct ParsedArguments {
                 throw .usage("unknown option \(name) for `\(command.name)` (see weatherctl \(command.name) --help)")
             }
             let inline: String? = arg.contains("=") ? String(arg[arg.index(after: arg.firstIndex(of: "=")!)...]) : nil
+            guard parsed.values[name] == nil && !parsed.switches.contains(name) else { throw .usage("\(name) is given more than once") }
             if let valueName = spec.value {
                 if let inline {
                     parsed.values[name] = inline
@@ -97,7 +99,7 @@ struct ParsedArguments {
     /// A whole number in `range` given as `name`, or `nil` when the option is absent.
     func integer(_ name: String, in range: ClosedRange<Int>) throws(CLIError) -> Int? {
         guard let text = values[name] else { return nil }
-        guard let n = Int(text), range.contains(n) else {
+        guard text.utf8.allSatisfy({ (48...57).contains($0) }), let n = Int(text), range.contains(n) else {
             throw .usage("\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound), got \(Terminal.quoted(text))")
         }
         return n

@@ -28,7 +28,8 @@ enum PruneCommand {
         policy.cellWindow = config.limits.dayWindow
         policy.refreshTokenLifetime = config.tokenPolicy.refreshTTL
         let dryRun = args.has("--dry-run")
-        let store = try context.openStore(config)
+        // A dry run only counts: it works for a user who may only read the database.
+        let store = try context.openStore(config, dryRun ? .migratedReadOnly : .migrated)
         let report = try context.storeCall { () throws(StoreError) in try store.prune(now: context.now, policy: policy, dryRun: dryRun) }
         let total = report.tables.reduce(0) { $0 + $1.rows }
         var table = Table([("TABLE", .left), (dryRun ? "WOULD DELETE" : "DELETED", .right)])
