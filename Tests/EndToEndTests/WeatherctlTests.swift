@@ -353,9 +353,13 @@ import Glibc
         #expect(h.sql("SELECT status, revoked_at IS NOT NULL FROM anonymous_weather_sessions WHERE id = '\(id)'") == "revoked|1")
         #expect(h.sql("SELECT count(*) FROM weather_session_tokens WHERE session_id = '\(id)' AND revoked_at IS NULL") == "0")
 
+        let generation = try Data(contentsOf: URL(fileURLWithPath: h.databasePath + "-writer"))[56..<64]
         let again = try ctl(["revoke", id, "--json"], h)
         #expect(again.status == 0)
         #expect(try again.json()["alreadyRevoked"] as? [String] == [id])
+        #expect(try again.json()["workersNotified"] as? Bool == true)
+        // Revoking it again changes nothing, not even the generation that empties every worker's grants.
+        #expect(try Data(contentsOf: URL(fileURLWithPath: h.databasePath + "-writer"))[56..<64] == generation)
         let unknown = try ctl(["revoke", "aws_nobodyHere"], h)
         #expect(unknown.status == 1)
         #expect(unknown.stderr.contains("no session"))
@@ -386,9 +390,12 @@ import Glibc
         for t in tokens { #expect(try weather(h, token: t) == 401) }
         #expect(try weather(h, token: bystanderToken) != 401)
 
+        #expect(report["workersNotified"] as? Bool == true)
         let again = try ctl(["revoke", "--installation-id", "-"], h, stdin: "  \(install)  \n")
         #expect(again.status == 0, "\(again.stderr)")
         #expect(again.stdout.contains("no active session"))
+        let third = try ctl(["revoke", "--installation-id", "-", "--json"], h, stdin: install)
+        #expect(Set(try third.json()["alreadyRevoked"] as? [String] ?? []) == Set(ids), "\(third.stdout)")
         let bad = try ctl(["revoke", "--installation-id", "not-a-uuid"], h)
         #expect(bad.status == 64)
     }

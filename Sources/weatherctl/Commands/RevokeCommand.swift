@@ -46,16 +46,21 @@ enum RevokeCommand {
             throw .failure("no session \(id)")
         }
         let wasRevoked = before.summary.status == SessionStatus.revoked.rawValue
-        guard try context.storeCall({ () throws(StoreError) in try store.revokeSession(id: id, now: context.now) }) else {
-            throw .failure("no session \(id)")
+        // Revoking it again would change nothing but the workers' grant caches, which every
+        // revocation empties.
+        if !wasRevoked {
+            guard try context.storeCall({ () throws(StoreError) in try store.revokeSession(id: id, now: context.now) }) else {
+                throw .failure("no session \(id)")
+            }
+            warnIfWorkersCannotHear(store)
         }
-        warnIfWorkersCannotHear(store)
         context.emit(
             human: wasRevoked ? "session \(id) was already revoked\n" : "revoked session \(id)\n",
             json: .object([
                 ("revoked", .array(wasRevoked ? [] : [.string(id)])),
                 ("alreadyRevoked", .array(wasRevoked ? [.string(id)] : [])),
                 ("count", .int(wasRevoked ? 0 : 1)),
+                ("workersNotified", .bool(wasRevoked || store.revocationsReachWorkers)),
             ]))
         return ExitCode.ok
     }
@@ -65,6 +70,9 @@ enum RevokeCommand {
         let config = try context.config()
         let hash = try context.installationHash(uuid, config)
         let store = try context.openStore(config)
+        let earlier = try context.storeCall { () throws(StoreError) in
+            try store.sessions(SessionFilter(status: .revoked, installationIdHash: hash, limit: 100_000)).map(\.id)
+        }
         let ids = try context.storeCall { () throws(StoreError) in try store.revokeInstallation(hash: hash, now: context.now) }
         if !ids.isEmpty { warnIfWorkersCannotHear(store) }
         let human = ids.isEmpty
@@ -72,7 +80,12 @@ enum RevokeCommand {
             : ids.map { "revoked session \($0)\n" }.joined() + "\(ids.count) session(s) revoked\n"
         context.emit(
             human: human,
-            json: .object([("revoked", .array(ids.map(JSONValue.string))), ("alreadyRevoked", .array([])), ("count", .int(ids.count))]))
+            json: .object([
+                ("revoked", .array(ids.map(JSONValue.string))),
+                ("alreadyRevoked", .array(earlier.map(JSONValue.string))),
+                ("count", .int(ids.count)),
+                ("workersNotified", .bool(ids.isEmpty || store.revocationsReachWorkers)),
+            ]))
         return ExitCode.ok
     }
 }
