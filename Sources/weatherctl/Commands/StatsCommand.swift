@@ -10,7 +10,7 @@ enum StatsCommand {
         summary: "requests by authMode, sessions, refreshes, 401s, 429s, cache and providers, per hour or day",
         options: [
             OptionSpec(name: "--hours", value: "N", help: "the last N hours, one row each (1-8784, default 24)"),
-            OptionSpec(name: "--days", value: "N", help: "the last N days, one row each (1-366)"),
+            OptionSpec(name: "--days", value: "N", help: "the last N days, one row each (1-366; prune keeps 90 days of counters)"),
         ],
         details: """
             Reads only: also a backup copy, or the database as a user who may not write its folder
