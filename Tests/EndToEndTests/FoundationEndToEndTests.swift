@@ -39,7 +39,8 @@ import Glibc
     @Test func underCGITheArgumentsAreIgnored() throws {
         let h = try GatewayHarness(workers: 1, startNginx: false)
         let port = freePort()
-        let out = ChildProcessOutput.run("\(binDirectory)/weather-fcgi", ["--listen", "127.0.0.1:\(port)", "--workers", "2"],
+        // Under `timeout`: a program that obeyed the arguments would serve until stopped.
+        let out = ChildProcessOutput.run("/usr/bin/timeout", ["10", "\(binDirectory)/weather-fcgi", "--listen", "127.0.0.1:\(port)", "--workers", "2"],
                                          environment: ["GATEWAY_INTERFACE": "CGI/1.1", "REQUEST_METHOD": "GET", "REQUEST_URI": "/v1/health",
                                                        "WEATHER_DB_PATH": h.databasePath])
         #expect(out.hasPrefix("Status: 200 OK\r\n"), "\(out.prefix(200))")

@@ -165,6 +165,18 @@ import Glibc
 
         #expect(try ctl(["revoke", "aws_" + String(repeating: "a", count: 22)], env).status == 1)  // no such session; the page is made
         #expect(owner(db + "-writer") == nobody, "the page is root's")
+
+        // A link planted in the folder (the service user's) leads root nowhere: a -writer page
+        // that is a symbolic link to a file of root's is neither opened nor given away.
+        let rootsFile = FileManager.default.temporaryDirectory.appendingPathComponent("cw-roots-\(UUID().uuidString.prefix(8))").path
+        try "root's\n".write(toFile: rootsFile, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: rootsFile) }
+        try FileManager.default.removeItem(atPath: db + "-writer")
+        try FileManager.default.createSymbolicLink(atPath: db + "-writer", withDestinationPath: rootsFile)
+        _ = try ctl(["revoke", "aws_" + String(repeating: "a", count: 22)], env)
+        _ = try ctl(["migrate"], env)
+        #expect(owner(rootsFile) == 0, "root's file was given away through the link")
+        #expect(try String(contentsOfFile: rootsFile, encoding: .utf8) == "root's\n", "root's file was written through the link")
     }
 
     /// The commands that only read work on a database this user may not write: a monitoring
@@ -358,8 +370,8 @@ import Glibc
         #expect(again.status == 0)
         #expect(try again.json()["alreadyRevoked"] as? [String] == [id])
         #expect(try again.json()["workersNotified"] as? Bool == true)
-        // Revoking it again changes nothing, not even the generation that empties every worker's grants.
-        #expect(try Data(contentsOf: URL(fileURLWithPath: h.databasePath + "-writer"))[56..<64] == generation)
+        // Revoking it again announces it again (how a revocation the workers missed reaches them).
+        #expect(try Data(contentsOf: URL(fileURLWithPath: h.databasePath + "-writer"))[56..<64] != generation)
         let unknown = try ctl(["revoke", "aws_nobodyHere"], h)
         #expect(unknown.status == 1)
         #expect(unknown.stderr.contains("no session"))

@@ -27,6 +27,10 @@ public protocol OperatorStore: GatewayStore {
     /// The journal mode in force (`wal` for the gateway).
     func journalMode() throws(StoreError) -> String
 
+    /// Tells running workers that something was revoked, so that they drop the access grants they
+    /// keep (a revocation made where they could not be told reaches them this way).
+    func announceRevocations()
+
     /// Migrations shipped with this build that the database has not recorded, in order.
     func pendingMigrations() throws(StoreError) -> [String]
 
@@ -149,8 +153,10 @@ public struct CounterRow: Sendable, Equatable {
 ///   tokens, once they were revoked more than `revokedSessionRetention` ago (30 days), so an
 ///   operator can still inspect a recent revocation.
 /// - **Abandoned sessions** are deleted, together with their tokens, when none of their tokens
-///   expires later than `abandonedSessionRetention` ago (30 days) and they were last seen before
-///   then: such a session can no longer be used or refreshed.
+///   expires later than `abandonedSessionRetention` ago (30 days) and they were last seen more
+///   than that plus `refreshTokenLifetime` ago (the last token expired at most that long after
+///   the last sighting; the tokens themselves may be pruned already): such a session can no
+///   longer be used or refreshed.
 /// - **Weather cache** rows are deleted once their stale deadline (`stale_until`) has passed; they
 ///   can no longer be served, not even as a stale copy.
 /// - **Fetch locks** are deleted once expired; an expired lock is free to take anyway.
@@ -161,10 +167,11 @@ public struct CounterRow: Sendable, Equatable {
 /// - **Counters** are deleted when their hour is more than `counterRetention` old (90 days).
 /// - `d1_migrations` is never touched.
 ///
-/// Rows go in batches of `batchSize`, each batch its own short `BEGIN IMMEDIATE` transaction, so
-/// workers serving requests wait at most one batch for the write lock. Sessions and tokens are
-/// walked in ranges of `batchSize` rowids instead (no index on their expiry keeps their inserts
-/// cheap), so a run reads both tables whole, one range per transaction.
+/// Rows go in batches of `batchSize`, each batch its own short `BEGIN IMMEDIATE` transaction with
+/// a pause after it, so workers serving requests wait at most one batch for the write lock.
+/// Sessions and tokens are walked in ranges of `batchSize` rows by rowid instead (no index on
+/// their expiry keeps their inserts cheap), so a run reads both tables whole, one range per
+/// transaction.
 public struct PrunePolicy: Sendable, Equatable {
     /// Seconds after expiry before a token row is deleted.
     public var expiredTokenGrace: Int64 = 86_400
@@ -179,7 +186,7 @@ public struct PrunePolicy: Sendable, Equatable {
     public var cellWindow: Int64 = 86_400
     /// Seconds hourly counters are kept.
     public var counterRetention: Int64 = 90 * 86_400
-    /// Rows deleted per transaction at most (for sessions and tokens: rowids examined).
+    /// Rows deleted per transaction at most (for sessions and tokens: rows examined).
     public var batchSize: Int = 5000
 
     public init() {}

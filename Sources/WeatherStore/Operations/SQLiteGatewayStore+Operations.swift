@@ -63,6 +63,8 @@ extension SQLiteGatewayStore: OperatorStore {
 
     public var revocationsReachWorkers: Bool { db.revocationGeneration != nil }
 
+    public func announceRevocations() { db.noteRevocation() }
+
     public func revokeInstallation(hash: String, now: Timestamp) throws(StoreError) -> [String] {
         let revoked: [String] = try operate {
             try db.transaction { () throws -> [String] in
@@ -96,14 +98,15 @@ extension SQLiteGatewayStore: OperatorStore {
 
     // MARK: Pruning
 
-    /// A session with nothing left to live for: revoked long ago (?1), or active but abandoned:
-    /// last seen before ?5 and no token of it expiring after ?2. Its tokens may be gone already
-    /// (they go a day after they expire), so "abandoned" rests on `last_seen_at`: its last
-    /// refresh token expired at most a refresh-token lifetime after it was last seen, which ?5
-    /// (?2 less that lifetime) allows for. A revoked session waits for its own rule.
+    /// A session with nothing left to live for: revoked long ago (?1; a revocation without a
+    /// time counts from the last sighting), or not revoked but abandoned: last seen before ?5
+    /// and no token of it expiring after ?2. Its tokens may be gone already (they go a day after
+    /// they expire), so "abandoned" rests on `last_seen_at`: its last refresh token expired at
+    /// most a refresh-token lifetime after it was last seen, which ?5 (?2 less that lifetime)
+    /// allows for. A revoked session waits for its own rule.
     private static let doomedSession = """
-        (status = 'revoked' AND revoked_at < ?1)
-        OR (status = 'active' AND last_seen_at < ?5 AND NOT EXISTS (
+        (status = 'revoked' AND coalesce(revoked_at, last_seen_at) < ?1)
+        OR (status <> 'revoked' AND last_seen_at < ?5 AND NOT EXISTS (
               SELECT 1 FROM weather_session_tokens t
               WHERE t.session_id = anonymous_weather_sessions.id AND t.expires_at >= ?2))
         """

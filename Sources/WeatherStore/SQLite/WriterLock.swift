@@ -79,13 +79,21 @@ final class WriterLock {
                   owner: found && geteuid() == 0 ? (st.st_uid, st.st_gid) : nil, create: create)
     }
 
-    /// Opens or creates the lock file at `path`; nil when it cannot.
+    /// Opens or creates the lock file at `path`; nil when it cannot. Only a regular file with one
+    /// name, reached without a symbolic link: the folder belongs to the service's user, and root
+    /// (running `weatherctl`) must not be led to change the mode or owner of, or write into,
+    /// another file through a link planted there.
     init?(path: String, timeout: Int = 5, mode: mode_t = 0o600, owner: (uid_t, gid_t)? = nil, create: Bool = true) {
         self.timeout = timeout
-        let fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), mode)
-        if fd >= 0 { fchmod(fd, mode) }  // the umask may have taken bits away
-        if fd >= 0, let owner { _ = fchown(fd, owner.0, owner.1) }
+        let fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0), mode)
         guard fd >= 0 else { return nil }
+        var file = stat()
+        guard fstat(fd, &file) == 0, file.st_mode & S_IFMT == S_IFREG, file.st_nlink == 1 else {
+            close(fd)
+            return nil
+        }
+        fchmod(fd, mode)  // the umask may have taken bits away
+        if let owner { _ = fchown(fd, owner.0, owner.1) }
         defer { close(fd) }  // the mapping stays valid after close
         // Only one process sets the mutex up: the others wait on flock, then find it ready.
         guard flock(fd, LOCK_EX) == 0 else { return nil }

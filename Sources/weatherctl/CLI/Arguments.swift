@@ -71,7 +71,7 @@ struct ParsedArguments {
             }
             let name = arg.split(separator: "=", maxSplits: 1).first.map(String.init) ?? arg
             guard let spec = specs.first(where: { $0.name == name }) else {
-                throw .usage("unknown option \(name) for `\(command.name)` (see weatherctl \(command.name) --help)")
+                throw .usage("unknown option \(Terminal.quoted(name)) for `\(command.name)` (see weatherctl \(command.name) --help)")
             }
             let inline: String? = arg.contains("=") ? String(arg[arg.index(after: arg.firstIndex(of: "=")!)...]) : nil
             guard parsed.values[name] == nil && !parsed.switches.contains(name) else { throw .usage("\(name) is given more than once") }

@@ -20,26 +20,36 @@ enum MigrateCommand {
 
     static func run(_ args: ParsedArguments, _ context: Context) throws(CLIError) -> Int32 {
         let config = try context.config()
-        let created = !Context.exists(config.databasePath)
+        // Run as root: whatever this run creates goes to the folder's owner, even if a migration
+        // then fails, and so does a database an earlier root run left to root.
+        if geteuid() == 0 { giveToFolderOwner(config) }
+        defer { if geteuid() == 0 { giveToFolderOwner(config) } }
         let store = try context.openStore(config, .creating)
         let unknown = try context.storeCall { () throws(StoreError) in try store.unknownMigrations() }
         guard unknown.isEmpty else {
             throw .failure("the database has \(unknown.count) migration(s) this weatherctl does not know (\(unknown.joined(separator: ", "))): a newer release applied them; use that release's weatherctl")
         }
         let applied = try context.storeCall { () throws(StoreError) in try store.applyMigrations() }
-        if created && geteuid() == 0 { giveToFolderOwner(config) }
         context.emit(
             human: applied.isEmpty ? "no pending migrations\n" : applied.map { "applied \($0)\n" }.joined(),
             json: .object([("applied", .array(applied.map(JSONValue.string)))]))
         return ExitCode.ok
     }
 
-    /// The new database and the files beside it, owned by the owner of their folder.
+    /// The database and the files beside it that root owns, given to the owner of their folder
+    /// (when that is not root). Each is opened without following a symbolic link, and only a
+    /// regular file with one name is changed: the folder is the service user's, and a link
+    /// planted there must not lead root to give away another file.
     static func giveToFolderOwner(_ config: GatewayConfig) {
         var folder = stat()
         guard stat(config.databaseFolder.isEmpty ? "." : config.databaseFolder, &folder) == 0, folder.st_uid != 0 else { return }
         for suffix in ["", "-wal", "-shm", "-writer"] {
-            _ = chown(config.databasePath + suffix, folder.st_uid, folder.st_gid)  // a missing one: nothing to do
+            let fd = open(config.databasePath + suffix, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+            guard fd >= 0 else { continue }  // missing, or a link: nothing to do
+            defer { close(fd) }
+            var file = stat()
+            guard fstat(fd, &file) == 0, file.st_mode & S_IFMT == S_IFREG, file.st_nlink == 1, file.st_uid == 0 else { continue }
+            _ = fchown(fd, folder.st_uid, folder.st_gid)
         }
     }
 }

@@ -11,13 +11,16 @@ enum PruneCommand {
               tokens expired more than 1 day ago (revoked tokens are kept until they expire, so a
                 rotated refresh token presented again is still caught as reuse);
               sessions revoked more than 30 days ago, with their tokens;
-              sessions none of whose tokens expires later than 30 days ago, with their tokens;
+              other sessions none of whose tokens expires later than 30 days ago and last seen
+                more than 30 days plus a refresh token's lifetime ago (WEATHER_REFRESH_TOKEN_TTL),
+                with their tokens;
               weather cache rows past their stale deadline; expired fetch locks;
               rate-limit buckets that are full again (no row means a full bucket);
               grid-cell records older than the cell window (WEATHER_LIMIT_DAY_SECONDS, 1 day);
               hourly counters older than 90 days.
             A live token (not expired, not revoked, of an active session) is never deleted.
-            Rows go in batches of 5000, each in its own short transaction, so workers keep serving.
+            Rows go in batches of 5000, each in its own short transaction, with a 2 ms pause
+            between them, so workers keep serving.
             Safe to run from cron at any time, e.g. daily.
             """,
         run: run)
@@ -44,6 +47,7 @@ enum PruneCommand {
                     ("expiredTokenGraceSeconds", .int(policy.expiredTokenGrace)),
                     ("revokedSessionRetentionSeconds", .int(policy.revokedSessionRetention)),
                     ("abandonedSessionRetentionSeconds", .int(policy.abandonedSessionRetention)),
+                    ("refreshTokenLifetimeSeconds", .int(policy.refreshTokenLifetime)),
                     ("cellWindowSeconds", .int(policy.cellWindow)),
                     ("counterRetentionSeconds", .int(policy.counterRetention)),
                 ])),

@@ -46,21 +46,20 @@ enum RevokeCommand {
             throw .failure("no session \(id)")
         }
         let wasRevoked = before.summary.status == SessionStatus.revoked.rawValue
-        // Revoking it again would change nothing but the workers' grant caches, which every
-        // revocation empties.
-        if !wasRevoked {
-            guard try context.storeCall({ () throws(StoreError) in try store.revokeSession(id: id, now: context.now) }) else {
-                throw .failure("no session \(id)")
-            }
-            warnIfWorkersCannotHear(store)
+        // Also when it was revoked already: the revocation is announced to the workers again,
+        // which is how a revocation they missed (made where the -writer page could not be opened)
+        // reaches them, by running this again as the service's user.
+        guard try context.storeCall({ () throws(StoreError) in try store.revokeSession(id: id, now: context.now) }) else {
+            throw .failure("no session \(id)")
         }
+        warnIfWorkersCannotHear(store)
         context.emit(
             human: wasRevoked ? "session \(id) was already revoked\n" : "revoked session \(id)\n",
             json: .object([
                 ("revoked", .array(wasRevoked ? [] : [.string(id)])),
                 ("alreadyRevoked", .array(wasRevoked ? [.string(id)] : [])),
                 ("count", .int(wasRevoked ? 0 : 1)),
-                ("workersNotified", .bool(wasRevoked || store.revocationsReachWorkers)),
+                ("workersNotified", .bool(store.revocationsReachWorkers)),
             ]))
         return ExitCode.ok
     }
@@ -74,7 +73,9 @@ enum RevokeCommand {
             try store.sessions(SessionFilter(status: .revoked, installationIdHash: hash, limit: 100_000)).map(\.id)
         }
         let ids = try context.storeCall { () throws(StoreError) in try store.revokeInstallation(hash: hash, now: context.now) }
-        if !ids.isEmpty { warnIfWorkersCannotHear(store) }
+        // Sessions revoked earlier: announced again, as for a single session.
+        if ids.isEmpty && !earlier.isEmpty { store.announceRevocations() }
+        if !ids.isEmpty || !earlier.isEmpty { warnIfWorkersCannotHear(store) }
         let human = ids.isEmpty
             ? "no active session of that installation\n"
             : ids.map { "revoked session \($0)\n" }.joined() + "\(ids.count) session(s) revoked\n"
@@ -84,7 +85,7 @@ enum RevokeCommand {
                 ("revoked", .array(ids.map(JSONValue.string))),
                 ("alreadyRevoked", .array(earlier.map(JSONValue.string))),
                 ("count", .int(ids.count)),
-                ("workersNotified", .bool(ids.isEmpty || store.revocationsReachWorkers)),
+                ("workersNotified", .bool(store.revocationsReachWorkers)),
             ]))
         return ExitCode.ok
     }
