@@ -3,7 +3,8 @@ import Foundation
 /// The gateway answered with an error status; carries the status and the envelope's code/message.
 ///
 /// Thrown by ``WeatherClient`` and ``WeatherSessionService`` whenever the server answered but not
-/// with success. Failures to get an answer at all (offline, timeout) are not wrapped: they are
+/// with success, and again, without a request, while a creation's or a refresh's `Retry-After`
+/// runs (with the seconds left; see ``WeatherSessionService``). Failures to get an answer at all (offline, timeout) are not wrapped: they are
 /// thrown as the transport threw them (`URLError` with ``URLSessionWeatherTransport``).
 ///
 /// Switch on ``code`` (stable), show ``message`` only in diagnostics (it is for a person, in

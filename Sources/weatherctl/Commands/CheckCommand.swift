@@ -16,7 +16,7 @@ enum CheckCommand {
             by group or others), or does not exist yet in a folder this user can write (the first
             worker creates it); the database exists and opens; PRAGMA integrity_check is ok;
             journal_mode is wal (for a copy opened immutable, as its header records); no migration
-            is pending. Exits 1 when any check fails. A copy this user may not write beside is read
+            is pending, and none was applied by a newer release than this one. Exits 1 when any check fails. A copy this user may not write beside is read
             as `stats` reads it (see weatherctl stats --help).
             """,
         run: run)

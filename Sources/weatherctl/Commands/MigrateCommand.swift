@@ -10,9 +10,10 @@ enum MigrateCommand {
         summary: "apply pending database migrations and list the ones applied",
         details: """
             Creates the database at WEATHER_DB_PATH when it does not exist (its directory must).
-            Run as root, it gives a database it creates (and its -wal, -shm and -writer files) to
-            the owner of that directory, the service's user: files owned by root would leave the
-            workers answering 503 to every write.
+            Run as root, it gives the database and its -wal, -shm and -writer files, where root owns
+            them, to the owner of that directory, the service's user: files owned by root would
+            leave the workers answering 503 to every write. It refuses a database on which a newer
+            release applied migrations this one does not know.
             Each migration runs in its own transaction together with its record in d1_migrations,
             so running this while workers serve, or twice at once, applies each file exactly once.
             """,

@@ -13,8 +13,11 @@ enum RevokeCommand {
             Give either SESSION_ID or --installation-id. The session is marked revoked with the
             time, and every token of it is revoked; the next request presenting any of them is
             refused with 401. For an installation, its id is hashed with the gateway's key exactly
-            as the workers hash it; only the hash is looked up. Revoking a revoked session changes
-            nothing and is not an error; an unknown session id is (exit 1).
+            as the workers hash it; only the hash is looked up. Revoking a revoked session (or an
+            installation whose sessions are all revoked) is not an error and announces the
+            revocation to the running workers again: if this command warned that it could not
+            tell them, run it again as the service's user. An unknown session id is an error
+            (exit 1).
             """,
         run: run)
 
