@@ -280,7 +280,7 @@ import WeatherProviders
         let server = try FakeProviderServer(certificate: (certificate.cert, certificate.key))
         defer { server.stop() }
         // The system's authorities have never heard of this self-signed certificate.
-        #expect(throws: ProviderFailure.transport) { try HTTP1Transport().get("\(server.baseURL)/_calls", timeoutSeconds: 5) }
+        #expect(throws: ProviderFailure.tls) { try HTTP1Transport().get("\(server.baseURL)/_calls", timeoutSeconds: 5) }
         #expect(try server.calls().isEmpty)
     }
 
@@ -290,7 +290,7 @@ import WeatherProviders
         let server = try FakeProviderServer(certificate: (certificate.cert, certificate.key))
         defer { server.stop() }
         // Trusted, but issued for weather.example, not for 127.0.0.1.
-        #expect(throws: ProviderFailure.transport) {
+        #expect(throws: ProviderFailure.tls) {
             try HTTP1Transport(caFile: certificate.cert).get("\(server.baseURL)/_calls", timeoutSeconds: 5)
         }
     }

@@ -4,6 +4,7 @@ import Glibc
 #endif
 import Testing
 @testable import WeatherProviders
+import WeatherCore
 
 /// `HTTPConnection` against a socket the test holds the other end of.
 @Suite struct HTTPConnectionTests {
@@ -39,5 +40,15 @@ import Testing
         #expect(throws: ProviderFailure.timeout) {
             _ = try rest.withUnsafeMutableBytes { try connection.receive(into: $0, until: monotonicMilliseconds() - 1) }
         }
+    }
+}
+
+/// The failure a paused provider stands for, as the workers' shared page keeps it.
+@Suite struct SharedPauseEncodingTests {
+    @Test(arguments: [ProviderFailure.timeout, .transport, .tls, .httpStatus(503, retryAfter: nil), .httpStatus(429, retryAfter: nil),
+                      .providerError, .unparseable, .notCovered, .coolingDown])
+    func everyFailureSurvivesTheSharedPage(failure: ProviderFailure) {
+        let entry = ProviderCooldowns.Entry(failures: 2, until: Timestamp(seconds: 1_796_000_000), failure: failure)
+        #expect(ProviderCooldowns.Entry(shared: entry.shared) == entry)
     }
 }

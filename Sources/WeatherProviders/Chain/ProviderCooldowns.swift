@@ -107,6 +107,7 @@ extension ProviderCooldowns.Entry {
         case .unparseable: 5
         case .notCovered: 6
         case .coolingDown: 7
+        case .tls: 8
         }
         return ProviderPause(failures: failures, until: until, failure: code)
     }
@@ -119,6 +120,7 @@ extension ProviderCooldowns.Entry {
         case 5: .unparseable
         case 6: .notCovered
         case 7: .coolingDown
+        case 8: .tls
         default: .transport
         }
         self.init(failures: pause.failures, until: pause.until, failure: failure)

@@ -9,8 +9,12 @@ public enum ProviderFailure: Error, Equatable, Sendable {
     case providerError
     /// Not the documented shape: HTML, invalid JSON, a missing required structure, an oversized body.
     case unparseable
-    /// No HTTP answer at all: resolve, connect, TLS or a reset connection.
+    /// No HTTP answer at all: resolve, connect, a TLS protocol error or a reset connection.
     case transport
+    /// The provider's certificate was refused: not signed by an authority this machine trusts
+    /// (a missing CA bundle, a proxy that intercepts TLS), expired, or not for this host name.
+    /// Apart from `transport` so that an operator can tell a broken trust store from a network.
+    case tls
     /// This provider cannot serve the requested dates (decided before or after calling it).
     case notCovered
     /// Skipped without a call: the provider failed recently and is in a pause (`ProviderCooldowns`).
@@ -25,7 +29,7 @@ public enum ProviderFailure: Error, Equatable, Sendable {
     /// errors say more overrides `WeatherProvider.failsEveryQuery`.
     public var failsEveryQuery: Bool {
         switch self {
-        case .timeout, .transport: return true
+        case .timeout, .transport, .tls: return true
         case .httpStatus(let status, _): return status == 401 || status == 403 || status == 429 || status >= 500
         case .providerError, .unparseable, .notCovered, .coolingDown: return false
         }
@@ -39,6 +43,7 @@ public enum ProviderFailure: Error, Equatable, Sendable {
         case .providerError: return "provider_error"
         case .unparseable: return "unparseable"
         case .transport: return "transport"
+        case .tls: return "tls"
         case .notCovered: return "not_covered"
         case .coolingDown: return "cooling_down"
         }
@@ -54,6 +59,7 @@ public enum ProviderFailure: Error, Equatable, Sendable {
         case .providerError: return "provider reported an error"
         case .unparseable: return "provider answer could not be parsed"
         case .transport: return "provider could not be reached"
+        case .tls: return "provider's certificate was refused"
         case .notCovered: return "provider does not cover the requested dates"
         case .coolingDown: return "provider skipped for a pause after failing"
         }

@@ -155,9 +155,15 @@ final class HTTPConnection {
             guard monotonicMilliseconds() < deadline else { throw .timeout }
             let result = SSL_connect(ssl)
             if result == 1 { return }
-            // Anything but "wait for the socket" (a refused certificate, a wrong name, a protocol
-            // error) is a transport failure.
-            try waitAfterFailure(result: Int(result), writing: false, until: deadline)
+            // Anything but "wait for the socket" fails the call: a certificate the verification
+            // refused (untrusted, expired, another name) as `.tls`, anything else (a protocol
+            // error, a reset) as `.transport`.
+            do {
+                try waitAfterFailure(result: Int(result), writing: false, until: deadline)
+            } catch {
+                if error == .transport && SSL_get_verify_result(ssl) != 0 { throw .tls }  // 0: X509_V_OK
+                throw error
+            }
         }
     }
 
