@@ -32,36 +32,14 @@ final class HTTPConnection {
         }
         defer { freeaddrinfo(addresses) }
 
-        var connected: Int32 = -1
+        var candidates: [Address] = []
         var next = addresses
-        while let address = next?.pointee, connected < 0 {
+        while let address = next?.pointee {
             next = address.ai_next
-            let fd = socket(address.ai_family, address.ai_socktype | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), address.ai_protocol)
-            guard fd >= 0 else { continue }
-            if connect(fd, address.ai_addr, address.ai_addrlen) == 0 {
-                connected = fd
-                break
-            }
-            guard errno == EINPROGRESS else {
-                close(fd)
-                continue
-            }
-            do {
-                try Self.wait(fd, for: Int16(POLLOUT), until: deadline)
-            } catch {
-                close(fd)
-                throw error
-            }
-            var status: Int32 = 0
-            var length = socklen_t(MemoryLayout<Int32>.size)
-            if getsockopt(fd, SOL_SOCKET, SO_ERROR, &status, &length) == 0 && status == 0 {
-                connected = fd
-            } else {
-                close(fd)
-            }
+            candidates.append(Address(family: address.ai_family, type: address.ai_socktype, proto: address.ai_protocol,
+                                           address: address.ai_addr, length: address.ai_addrlen))
         }
-        guard connected >= 0 else { throw .transport }
-        fd = connected
+        fd = try Self.connectFirst(of: candidates, deadline: deadline)
 
         if let tls {
             // self is whole from here on: a throw runs deinit, which closes fd and frees ssl.
@@ -69,6 +47,52 @@ final class HTTPConnection {
             self.ssl = ssl
             try handshake(ssl, host: target.host, deadline: deadline)
         }
+    }
+
+    /// One address to try, as the resolver gave it (`address` points into its list).
+    struct Address {
+        var family: Int32
+        var type: Int32
+        var proto: Int32
+        var address: UnsafePointer<sockaddr>?
+        var length: socklen_t
+    }
+
+    /// Connects to the first of `addresses` that answers, trying them in turn, and returns the
+    /// socket (non-blocking). While more than one address is left, one gets an equal share of the
+    /// time left, at least a second: a first address whose packets vanish (an IPv6 route that
+    /// exists but goes nowhere) used to take the whole deadline, and the next one was never
+    /// tried. `.timeout` when time ran out on an address, `.transport` when each one refused.
+    static func connectFirst(of addresses: [Address], deadline: Int64) throws(ProviderFailure) -> Int32 {
+        var timedOut = false
+        for (i, address) in addresses.enumerated() {
+            let now = monotonicMilliseconds()
+            guard now < deadline else { throw .timeout }
+            let left = addresses.count - i
+            let until = left == 1 ? deadline : min(deadline, now + max((deadline - now) / Int64(left), 1_000))
+            let fd = socket(address.family, address.type | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), address.proto)
+            guard fd >= 0 else { continue }
+            if connect(fd, address.address, address.length) == 0 { return fd }
+            guard errno == EINPROGRESS else {
+                close(fd)
+                continue
+            }
+            do {
+                try wait(fd, for: Int16(POLLOUT), until: until)
+            } catch {
+                close(fd)
+                if error == .timeout {
+                    timedOut = true
+                    continue
+                }
+                throw error
+            }
+            var status: Int32 = 0
+            var length = socklen_t(MemoryLayout<Int32>.size)
+            if getsockopt(fd, SOL_SOCKET, SO_ERROR, &status, &length) == 0 && status == 0 { return fd }
+            close(fd)
+        }
+        throw timedOut ? .timeout : .transport
     }
 
     deinit {
