@@ -30,7 +30,7 @@ let package = Package(
             dependencies: ["WeatherCore", "WeatherCrypto", "WeatherStore", "WeatherProviders"],
             swiftSettings: swiftSettings
         ),
-        .target(name: "FastCGIRuntime", dependencies: ["CFastCGI", "WeatherAPI"], swiftSettings: swiftSettings),
+        .target(name: "FastCGIRuntime", dependencies: ["CFastCGI", "WeatherAPI", "WeatherCore"], swiftSettings: swiftSettings),
         .executableTarget(
             name: "weather-fcgi",
             dependencies: ["FastCGIRuntime", "WeatherAPI", "WeatherStore", "WeatherCore"],

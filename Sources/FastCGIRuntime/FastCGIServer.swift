@@ -1,5 +1,6 @@
 import CFastCGI
 import WeatherAPI
+import WeatherCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -163,7 +164,7 @@ public enum FastCGIServer {
             addParameter(entry, to: &params)
             p += 1
         }
-        let deadline = monotonicMilliseconds() + Int64(bodySeconds) * 1000
+        let deadline = MonotonicTime.milliseconds() + Int64(bodySeconds) * 1000
         let response = handler(params) { count in
             var out = [UInt8](repeating: 0, count: count)
             var got = 0
@@ -185,22 +186,16 @@ public enum FastCGIServer {
     }
 
     /// Waits until `fd` has something to read (or its end), at most until `deadline`
-    /// (`monotonicMilliseconds`); false when the time ran out first.
+    /// (`MonotonicTime.milliseconds()`); false when the time ran out first.
     static func readable(_ fd: Int32, until deadline: Int64) -> Bool {
         while true {
-            let left = deadline - monotonicMilliseconds()
+            let left = deadline - MonotonicTime.milliseconds()
             guard left > 0 else { return false }
             var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             let ready = poll(&entry, 1, Int32(clamping: left))
             if ready > 0 { return true }
             if ready == 0 || errno != EINTR { return ready != 0 }
         }
-    }
-
-    static func monotonicMilliseconds() -> Int64 {
-        var t = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &t)
-        return Int64(t.tv_sec) * 1000 + Int64(t.tv_nsec) / 1_000_000
     }
 
     static func environment(_ envp: FCGX_ParamArray?, keeping wanted: ParameterFilter? = nil) -> CGIParameters {

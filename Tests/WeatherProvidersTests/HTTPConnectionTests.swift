@@ -26,7 +26,7 @@ import WeatherCore
         let port = Int(UInt16(bigEndian: address.sin_port))
 
         let target = try #require(HTTPTarget("http://127.0.0.1:\(port)/"))
-        let connection = try HTTPConnection(to: target, tls: nil, deadline: monotonicMilliseconds() + 5_000)
+        let connection = try HTTPConnection(to: target, tls: nil, deadline: MonotonicTime.milliseconds() + 5_000)
         let peer = accept(listener, nil, nil)
         try #require(peer >= 0)
         defer { close(peer) }
@@ -34,22 +34,12 @@ import WeatherCore
         #expect(write(peer, bytes, bytes.count) == bytes.count)
 
         var one = [UInt8](repeating: 0, count: 1)
-        let first = try one.withUnsafeMutableBytes { try connection.receive(into: $0, until: monotonicMilliseconds() + 5_000) }
+        let first = try one.withUnsafeMutableBytes { try connection.receive(into: $0, until: MonotonicTime.milliseconds() + 5_000) }
         #expect(first == 1)  // the rest of the bytes are waiting now
         var rest = [UInt8](repeating: 0, count: 64)
         #expect(throws: ProviderFailure.timeout) {
-            _ = try rest.withUnsafeMutableBytes { try connection.receive(into: $0, until: monotonicMilliseconds() - 1) }
+            _ = try rest.withUnsafeMutableBytes { try connection.receive(into: $0, until: MonotonicTime.milliseconds() - 1) }
         }
-    }
-}
-
-/// The failure a paused provider stands for, as the workers' shared page keeps it.
-@Suite struct SharedPauseEncodingTests {
-    @Test(arguments: [ProviderFailure.timeout, .transport, .tls, .httpStatus(503, retryAfter: nil), .httpStatus(429, retryAfter: nil),
-                      .providerError, .unparseable, .notCovered, .coolingDown])
-    func everyFailureSurvivesTheSharedPage(failure: ProviderFailure) {
-        let entry = ProviderCooldowns.Entry(failures: 2, until: Timestamp(seconds: 1_796_000_000), failure: failure)
-        #expect(ProviderCooldowns.Entry(shared: entry.shared) == entry)
     }
 }
 
@@ -117,14 +107,14 @@ import WeatherCore
         let good = try Self.listener("127.0.0.1")
         defer { close(good.fd) }
 
-        let started = monotonicMilliseconds()
+        let started = MonotonicTime.milliseconds()
         let fd = try HTTPConnection.connectFirst(of: [Self.address(hole, &keep), Self.address(good, &keep)], deadline: started + 3_000)
         close(fd)
-        let took = monotonicMilliseconds() - started
+        let took = MonotonicTime.milliseconds() - started
         #expect(took >= 1_000 && took < 2_500, "connected after \(took) ms")
         // Alone, the same address takes the whole deadline.
         #expect(throws: ProviderFailure.timeout) {
-            _ = try HTTPConnection.connectFirst(of: [Self.address(hole, &keep)], deadline: monotonicMilliseconds() + 500)
+            _ = try HTTPConnection.connectFirst(of: [Self.address(hole, &keep)], deadline: MonotonicTime.milliseconds() + 500)
         }
     }
 }

@@ -97,10 +97,21 @@ final class Limiter {
         }
     }
 
-    /// Gives back the unit `check` just took from each of `buckets`, for a request that another
-    /// quota refused after all (the distinct-cell quota, checked after them): to this worker's
-    /// lease where there is one, else to the shared bucket (one write, on refusals only).
-    func refund(_ buckets: [LimitBucket], context: Context) {
+    /// `check` of `buckets`, then the distinct-cell quota of `cell` for the session. A request the
+    /// cell quota refuses is charged to none of the buckets: their units go back.
+    func check(_ buckets: [LimitBucket], cell: String, sessionId: String, context: Context) throws(HTTPError) {
+        try check(buckets, context: context)
+        do {
+            try checkCell(cell, sessionId: sessionId, context: context)
+        } catch {
+            refund(buckets, context: context)
+            throw error
+        }
+    }
+
+    /// Gives back the unit `check` just took from each of `buckets`: to this worker's lease where
+    /// there is one, else to the shared bucket (one write, on refusals only).
+    private func refund(_ buckets: [LimitBucket], context: Context) {
         var toStore: [(bucket: LimitBucket, units: Int)] = []
         for b in buckets where b.quota.isEnabled {
             if let lease = leases[b.key] { lease.units += 1 } else { toStore.append((b, 1)) }
@@ -110,7 +121,7 @@ final class Limiter {
     }
 
     /// The distinct-cell quota of a session.
-    func checkCell(_ cell: String, sessionId: String, context: Context) throws(HTTPError) {
+    private func checkCell(_ cell: String, sessionId: String, context: Context) throws(HTTPError) {
         let nowMs = context.now.seconds * 1000
         let key = CellKey(sessionId: sessionId, cell: cell)
         if let until = countedCells[key], nowMs < until { return }

@@ -50,15 +50,8 @@ final class WeatherHandler {
         let point = GridPoint.snapping(lat: lat, lon: lon, degrees: config.gridDegrees)
 
         if let grant = identity.grant {
-            let buckets = [limiter.weather(sessionId: grant.sessionId), limiter.weather(ip: context.clientIP)]
-            try limiter.check(buckets, context: context)
-            do {
-                try limiter.checkCell(point.key, sessionId: grant.sessionId, context: context)
-            } catch {
-                // A request refused by one quota is charged to none of them.
-                limiter.refund(buckets, context: context)
-                throw error
-            }
+            try limiter.check([limiter.weather(sessionId: grant.sessionId), limiter.weather(ip: context.clientIP)],
+                              cell: point.key, sessionId: grant.sessionId, context: context)
         } else {
             try limiter.check([limiter.legacy(ip: context.clientIP), limiter.weather(ip: context.clientIP)], context: context)
         }

@@ -1,3 +1,4 @@
+import WeatherCore
 import CHTTPClient
 #if canImport(Glibc)
 import Glibc
@@ -57,7 +58,7 @@ public final class HTTP1Transport: HTTPTransport, @unchecked Sendable {
         mutex.lock()
         defer { mutex.unlock() }
 
-        let deadline = monotonicMilliseconds() + max(1, Int64((timeoutSeconds * 1000).rounded(.up)))
+        let deadline = MonotonicTime.milliseconds() + max(1, Int64((timeoutSeconds * 1000).rounded(.up)))
         let request = requestBytes(for: target)
         if let kept = idle.removeValue(forKey: target.origin), kept.isReusable {
             switch exchange(request, on: kept, origin: target.origin, until: deadline) {

@@ -1,14 +1,8 @@
+import WeatherCore
 import CHTTPClient
 #if canImport(Glibc)
 import Glibc
 #endif
-
-/// Milliseconds on the monotonic clock: deadlines must not move with the wall clock.
-func monotonicMilliseconds() -> Int64 {
-    var now = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &now)
-    return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
-}
 
 /// One TCP connection to a provider, with TLS when the URL is `https`, and every wait on it
 /// bounded by the caller's deadline.
@@ -22,7 +16,7 @@ final class HTTPConnection {
     /// Resolves, connects (trying each address in turn) and, for `https`, completes the
     /// handshake with certificate and host-name verification, all before `deadline`.
     init(to target: HTTPTarget, tls: TLSClientContext?, deadline: Int64) throws(ProviderFailure) {
-        let left = deadline - monotonicMilliseconds()
+        let left = deadline - MonotonicTime.milliseconds()
         guard left > 0 else { throw .timeout }
         var addresses: UnsafeMutablePointer<addrinfo>?
         switch chttp_resolve(target.host, String(target.port), Int32(clamping: left), &addresses) {
@@ -66,7 +60,7 @@ final class HTTPConnection {
     static func connectFirst(of addresses: [Address], deadline: Int64) throws(ProviderFailure) -> Int32 {
         var timedOut = false
         for (i, address) in addresses.enumerated() {
-            let now = monotonicMilliseconds()
+            let now = MonotonicTime.milliseconds()
             guard now < deadline else { throw .timeout }
             let left = addresses.count - i
             let until = left == 1 ? deadline : min(deadline, now + max((deadline - now) / Int64(left), 1_000))
@@ -104,7 +98,7 @@ final class HTTPConnection {
     func send(_ bytes: [UInt8], until deadline: Int64) throws(ProviderFailure) {
         var sent = 0
         while sent < bytes.count {
-            guard monotonicMilliseconds() < deadline else { throw .timeout }
+            guard MonotonicTime.milliseconds() < deadline else { throw .timeout }
             let n = bytes.withUnsafeBytes { raw in
                 let rest = UnsafeRawBufferPointer(rebasing: raw[sent...])
                 if let ssl { return Int(SSL_write(ssl, rest.baseAddress, Int32(clamping: rest.count))) }
@@ -124,7 +118,7 @@ final class HTTPConnection {
     /// trailers or chunk extensions) is cut off on time too.
     func receive(into buffer: UnsafeMutableRawBufferPointer, until deadline: Int64) throws(ProviderFailure) -> Int {
         while true {
-            guard monotonicMilliseconds() < deadline else { throw .timeout }
+            guard MonotonicTime.milliseconds() < deadline else { throw .timeout }
             let n: Int
             if let ssl {
                 n = Int(SSL_read(ssl, buffer.baseAddress, Int32(clamping: buffer.count)))
@@ -176,7 +170,7 @@ final class HTTPConnection {
             guard chttp_ssl_set_sni(ssl, host) == 1, SSL_set1_host(ssl, host) == 1 else { throw .transport }
         }
         while true {
-            guard monotonicMilliseconds() < deadline else { throw .timeout }
+            guard MonotonicTime.milliseconds() < deadline else { throw .timeout }
             let result = SSL_connect(ssl)
             if result == 1 { return }
             // Anything but "wait for the socket" fails the call: a certificate the verification
@@ -199,7 +193,7 @@ final class HTTPConnection {
     /// Polls `fd` for `events` until the deadline; `.timeout` when it passes.
     private static func wait(_ fd: Int32, for events: Int16, until deadline: Int64) throws(ProviderFailure) {
         while true {
-            let left = deadline - monotonicMilliseconds()
+            let left = deadline - MonotonicTime.milliseconds()
             guard left > 0 else { throw .timeout }
             var entry = pollfd(fd: fd, events: events, revents: 0)
             let ready = poll(&entry, 1, Int32(clamping: left))

@@ -21,9 +21,8 @@ enum MigrateCommand {
 
     static func run(_ args: ParsedArguments, _ context: Context) throws(CLIError) -> Int32 {
         let config = try context.config()
-        // Run as root: whatever this run creates goes to the folder's owner, even if a migration
-        // then fails, and so does a database an earlier root run left to root.
-        if geteuid() == 0 { giveToFolderOwner(config) }
+        // Run as root: whatever root owns there when this run ends (what it created, even if a
+        // migration failed, or what an earlier root run left) goes to the folder's owner.
         defer { if geteuid() == 0 { giveToFolderOwner(config) } }
         let store = try context.openStore(config, .creating)
         let unknown = try context.storeCall { () throws(StoreError) in try store.unknownMigrations() }

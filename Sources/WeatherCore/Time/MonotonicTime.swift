@@ -1,0 +1,26 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The monotonic clock, for durations and deadlines that clock steps must not move: the log
+/// line's `duration_ms`, a provider call's deadline, a waiter's budget, a CGI body's deadline.
+public enum MonotonicTime {
+    /// Nanoseconds since an arbitrary start.
+    @inlinable public static func now() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+    }
+
+    /// Milliseconds since the same start.
+    @inlinable public static func milliseconds() -> Int64 { Int64(now() / 1_000_000) }
+
+    /// Milliseconds since `start` (a `now()`), with three decimals, for the log line.
+    public static func milliseconds(since start: UInt64) -> String {
+        let us = (now() - start) / 1000
+        let frac = us % 1000
+        return "\(us / 1000)." + (frac < 10 ? "00" : frac < 100 ? "0" : "") + "\(frac)"
+    }
+}
