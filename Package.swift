@@ -48,7 +48,7 @@ let package = Package(
         .testTarget(name: "WeatherStoreTests", dependencies: ["WeatherStore", "WeatherCore"], swiftSettings: swiftSettings),
         .testTarget(
             name: "WeatherProvidersTests",
-            dependencies: ["WeatherProviders", "WeatherCore"],
+            dependencies: ["WeatherProviders", "WeatherCore", "CHTTPClient"],
             resources: [.copy("Fixtures")],
             swiftSettings: swiftSettings
         ),

@@ -19,9 +19,12 @@ final class HTTPConnection {
         let left = deadline - MonotonicTime.milliseconds()
         guard left > 0 else { throw .timeout }
         var addresses: UnsafeMutablePointer<addrinfo>?
-        switch chttp_resolve(target.host, String(target.port), Int32(clamping: left), &addresses) {
+        guard let resolver = Self.resolver else { throw .transport }
+        switch chttp_resolve(resolver, target.host, String(target.port), Int32(clamping: left), &addresses) {
         case Int32(CHTTP_RESOLVED): break
-        case Int32(CHTTP_RESOLVE_TIMEOUT): throw .timeout
+        // Busy: every lookup slot holds a lookup that outlived its caller, so the resolver
+        // is not answering in time.
+        case Int32(CHTTP_RESOLVE_TIMEOUT), Int32(CHTTP_RESOLVE_BUSY): throw .timeout
         default: throw .transport
         }
         defer { freeaddrinfo(addresses) }
@@ -42,6 +45,10 @@ final class HTTPConnection {
             try handshake(ssl, host: target.host, deadline: deadline)
         }
     }
+
+    /// The process's name lookups (`chttp_resolve`): a name whose lookup outlived its caller is
+    /// waited for again rather than looked up on another thread. Lives as long as the process.
+    nonisolated(unsafe) static let resolver = chttp_resolver_new(nil)
 
     /// One address to try, as the resolver gave it (`address` points into its list).
     struct Address {
