@@ -8,7 +8,9 @@ public protocol OperatorStore: GatewayStore {
     func session(id: String, now: Timestamp) throws(StoreError) -> SessionDetail?
 
     /// Revokes every active session of one installation (its `installation_id_hash`) and every token
-    /// of those sessions, in one transaction. Returns the ids revoked, oldest first.
+    /// of those sessions, a batch of sessions per transaction (oldest first), telling workers after
+    /// each, so a running service waits for one batch at a time. Returns the ids revoked, oldest
+    /// first. On an error the batches before it stay revoked and a second call revokes the rest.
     func revokeInstallation(hash: String, now: Timestamp) throws(StoreError) -> [String]
 
     /// False when this process cannot tell running workers about a revocation (they may keep

@@ -65,26 +65,47 @@ extension SQLiteGatewayStore: OperatorStore {
 
     public func announceRevocations() { db.noteRevocation() }
 
+    /// Sessions revoked per transaction by `revokeInstallation`: a few milliseconds of the
+    /// writers' lock each. An installation with 200,000 sessions held every write of the service
+    /// for about a second in one transaction.
+    public static let revocationBatch = 1_000
+
     public func revokeInstallation(hash: String, now: Timestamp) throws(StoreError) -> [String] {
-        let revoked: [String] = try operate {
-            try db.transaction { () throws -> [String] in
-                let ids = try db.statement(
-                    "SELECT id FROM anonymous_weather_sessions WHERE installation_id_hash = ?1 AND status = 'active' ORDER BY created_at, id"
-                ).rows([.text(hash)]) { $0.text(0) ?? "" }
-                guard !ids.isEmpty else { return [] }
-                try db.run("""
-                    UPDATE weather_session_tokens SET revoked_at = ?2
-                    WHERE revoked_at IS NULL AND session_id IN
-                      (SELECT id FROM anonymous_weather_sessions WHERE installation_id_hash = ?1 AND status = 'active')
-                    """, [.text(hash), .text(now.iso8601)])
-                try db.run(
-                    "UPDATE anonymous_weather_sessions SET status = 'revoked', revoked_at = coalesce(revoked_at, ?2) WHERE installation_id_hash = ?1 AND status = 'active'",
-                    [.text(hash), .text(now.iso8601)])
-                return ids
+        try revokeInstallation(hash: hash, now: now, batchSize: Self.revocationBatch)
+    }
+
+    /// `revokeInstallation` in batches of `batchSize` sessions; `afterBatch` (for tests) runs
+    /// after each batch's commit with the number revoked so far.
+    func revokeInstallation(hash: String, now: Timestamp, batchSize: Int,
+                            afterBatch: (Int) throws -> Void = { _ in }) throws(StoreError) -> [String] {
+        precondition(batchSize > 0, "batch size must be positive")
+        // The same batch in all three statements: the oldest active sessions, in a total order
+        // (?2, the time, is for the updates).
+        let batch = """
+            SELECT id FROM anonymous_weather_sessions WHERE installation_id_hash = ?1 AND status = 'active'
+            ORDER BY created_at, id LIMIT ?3
+            """
+        let bindings: [SQLValue] = [.text(hash), .text(now.iso8601), .int(Int64(batchSize))]
+        return try operate {
+            var revoked: [String] = []
+            while true {
+                let ids = try db.transaction { () throws -> [String] in
+                    let ids = try db.statement(batch).rows(bindings) { $0.text(0) ?? "" }
+                    guard !ids.isEmpty else { return [] }
+                    try db.run("UPDATE weather_session_tokens SET revoked_at = ?2 WHERE revoked_at IS NULL AND session_id IN (\(batch))",
+                               bindings)
+                    try db.run("UPDATE anonymous_weather_sessions SET status = 'revoked', revoked_at = coalesce(revoked_at, ?2) WHERE id IN (\(batch))",
+                               bindings)
+                    return ids
+                }
+                guard !ids.isEmpty else { return revoked }
+                db.noteRevocation()
+                revoked += ids
+                try afterBatch(revoked.count)
+                if ids.count < batchSize { return revoked }
+                Self.letWritersIn()
             }
         }
-        if !revoked.isEmpty { db.noteRevocation() }
-        return revoked
     }
 
     // MARK: Counters

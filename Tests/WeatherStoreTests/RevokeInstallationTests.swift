@@ -1,0 +1,73 @@
+import Foundation
+import Testing
+import WeatherCore
+@testable import WeatherStore
+
+/// `revokeInstallation` revokes an installation's sessions a batch per transaction, so a
+/// running service waits for one batch at a time, not for all of them.
+@Suite struct RevokeInstallationTests {
+    let now = Timestamp(seconds: 1_796_000_000)
+
+    /// Five active sessions of one installation (created a second apart) and one of another.
+    func store() throws -> (SQLiteGatewayStore, path: String) {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-revoke-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let path = dir.appendingPathComponent("w.sqlite3").path
+        let store = try SQLiteGatewayStore(path: path)
+        for i in 0..<6 {
+            let created = now.adding(seconds: Int64(i - 10))
+            let pair = IssuedPair(accessRowId: "wst_a\(i)", accessHash: "access-\(i)", refreshRowId: "wst_r\(i)", refreshHash: "refresh-\(i)",
+                                  lifetimes: TokenLifetimes(now: created, policy: TokenPolicy()))
+            try store.createSession(NewSession(id: "aws_\(i)", installationIdHash: i == 5 ? "other" : "inst", platform: "ios",
+                                               appVersion: nil, createdAt: created), tokens: pair)
+        }
+        return (store, path)
+    }
+
+    func count(_ store: SQLiteGatewayStore, _ sql: String) throws -> Int64 {
+        try store.db.scalarInt(sql) ?? -1
+    }
+
+    @Test(arguments: [1, 2, 5, 1_000])
+    func everyBatchIsItsOwnCommitAndTogetherTheyRevokeAll(batchSize: Int) throws {
+        let (store, path) = try store()
+        // Another connection, as a worker's: it sees each batch as soon as it commits.
+        let observer = try SQLiteGatewayStore(path: path)
+        var seen: [Int64] = []
+        let ids = try store.revokeInstallation(hash: "inst", now: now, batchSize: batchSize) { revokedSoFar in
+            seen.append(try count(observer, "SELECT count(*) FROM anonymous_weather_sessions WHERE status = 'revoked'"))
+            #expect(seen.last == Int64(revokedSoFar))
+        }
+        #expect(ids == ["aws_0", "aws_1", "aws_2", "aws_3", "aws_4"])
+        #expect(seen.count == (5 + batchSize - 1) / batchSize)
+        #expect(try count(store, "SELECT count(*) FROM anonymous_weather_sessions WHERE status = 'revoked' AND revoked_at IS NOT NULL") == 5)
+        #expect(try count(store, "SELECT count(*) FROM weather_session_tokens WHERE revoked_at IS NOT NULL") == 10)
+        #expect(try count(store, "SELECT count(*) FROM anonymous_weather_sessions WHERE id = 'aws_5' AND status = 'active'") == 1)
+        #expect(try count(store, "SELECT count(*) FROM weather_session_tokens WHERE session_id = 'aws_5' AND revoked_at IS NULL") == 2)
+
+        // Nothing is left to revoke; the other installation's session is untouched.
+        #expect(try store.revokeInstallation(hash: "inst", now: now, batchSize: batchSize).isEmpty)
+    }
+
+    /// Workers hear of each batch (the revocation generation moves per commit), not only at the end.
+    @Test func workersAreToldAfterEachBatch() throws {
+        let (store, _) = try store()
+        let before = try #require(store.db.revocationGeneration)
+        var generations: [UInt64] = []
+        _ = try store.revokeInstallation(hash: "inst", now: now, batchSize: 2) { _ in
+            generations.append(store.db.revocationGeneration ?? 0)
+        }
+        #expect(generations == [before + 1, before + 2, before + 3])
+    }
+
+    /// An error after a batch keeps what was committed; a second call revokes the rest.
+    @Test func anInterruptedRevocationKeepsItsBatchesAndCompletesOnTheNextCall() throws {
+        let (store, _) = try store()
+        struct Stop: Error {}
+        #expect(throws: StoreError.self) {
+            _ = try store.revokeInstallation(hash: "inst", now: now, batchSize: 2) { _ in throw Stop() }
+        }
+        #expect(try count(store, "SELECT count(*) FROM anonymous_weather_sessions WHERE status = 'revoked'") == 2)
+        #expect(try store.revokeInstallation(hash: "inst", now: now) == ["aws_2", "aws_3", "aws_4"])
+    }
+}
