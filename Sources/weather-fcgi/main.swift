@@ -58,7 +58,10 @@ while let arg = args.popFirst() {
 /// Everything a worker needs, opened in the process that uses it (SQLite connections must not
 /// cross a fork).
 func makeGateway() throws -> Gateway {
-    let config = try Bootstrap.loadConfig()
+    let (config, besideProgram) = try Bootstrap.loadConfigAndSource()
+    if let besideProgram {
+        Bootstrap.denyWebAccess(toFoldersOf: [besideProgram, config.databasePath])
+    }
     let store = try Bootstrap.openStore(config)
     let key = try Bootstrap.hashKey(for: config)
     return Gateway(

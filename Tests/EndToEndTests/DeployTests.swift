@@ -115,6 +115,25 @@ import Glibc
         withExtendedLifetime(fake) {}
     }
 
+    /// The data folder inside a document root (the program uploaded into a sub-folder): once
+    /// the program has run, Apache refuses the settings, key and database there, through the
+    /// `.htaccess` the program writes into the folder. (Before, they were served as files.)
+    @Test(arguments: ["fcgid", "cgi"])
+    func aDataFolderInsideTheDocumentRootIsRefusedOnceTheProgramHasRun(module: String) throws {
+        let fake = try FakeProviders()
+        let apache = try ApacheSharedHost(module: module, settings: fake.environment(), inSubfolder: true)
+        #expect(try HTTPClient.send(port: apache.port, "GET", "\(apache.prefix)/v1/health").status == 200, "\(apache.errorLog.suffix(2000))")
+        #expect(FileManager.default.fileExists(atPath: apache.dataDirectory + "/weather.sqlite3"))
+        for name in ["weather.conf", "hash.key", "weather.sqlite3", "weather.sqlite3-wal", ".htaccess"] {
+            let r = try HTTPClient.send(port: apache.port, "GET", "/closet-weather-data/\(name)")
+            #expect(r.status == 403, "\(name) answered \(r.status)")
+            #expect(!r.text.contains("WEATHER_DB_PATH") && !r.text.contains("SQLite format"), "\(name) leaked")
+        }
+        let written = try String(contentsOfFile: apache.dataDirectory + "/.htaccess", encoding: .utf8)
+        #expect(written.contains("Require all denied"))
+        withExtendedLifetime(fake) {}
+    }
+
     /// `deploy/apache/closet-weather.conf` (mod_proxy_fcgi to the workers' socket) as shipped, only
     /// its address, socket, document root and logs changed (`scripts/apache-conf.sh`): the app's
     /// flow works, and what Apache refuses by itself, before or instead of a worker, is the JSON
@@ -201,10 +220,17 @@ func utcDay(_ offset: Int) -> String {
 /// A private Apache 2.4 with the shared-hosting layout: `~/public_html` = `htdocs/` plus
 /// `weather.fcgi`, and `~/closet-weather-data/weather.conf` beside it (no environment at all: the
 /// program finds its configuration relative to itself, as on a real shared host).
+///
+/// With `inSubfolder`, the mistake INSTALL.md warns about: the program and `htdocs/` uploaded into
+/// `~/public_html/weather/` (as a sub-domain whose root the host puts inside `public_html` has
+/// them), so the data folder the program finds beside itself, `~/public_html/closet-weather-data/`,
+/// lies inside the document root.
 final class ApacheSharedHost {
     let root: URL
     let port = freePort()
-    var dataDirectory: String { root.appendingPathComponent("home/closet-weather-data").path }
+    /// The URL path of the program's folder: "" at the top of the document root, else "/weather".
+    let prefix: String
+    let dataDirectory: String
     private var process: ChildProcess?
     /// Secrets, and copies of them, that end up in the document root by mistake: each is refused.
     static let misplacedSecrets = [
@@ -215,17 +241,22 @@ final class ApacheSharedHost {
     /// Apache's error log, where a CGI program's standard error goes too.
     var errorLog: String { (try? String(contentsOfFile: root.path + "/logs/error.log", encoding: .utf8)) ?? "" }
 
-    init(module: String, settings: [String: String]) throws {
+    init(module: String, settings: [String: String], inSubfolder: Bool = false) throws {
         root = FileManager.default.temporaryDirectory.appendingPathComponent("cw-apache-\(UUID().uuidString.prefix(8))")
+        prefix = inSubfolder ? "/weather" : ""
+        dataDirectory = root.appendingPathComponent(inSubfolder ? "home/public_html/closet-weather-data" : "home/closet-weather-data").path
         let fm = FileManager.default
         let docroot = root.appendingPathComponent("home/public_html")
+        let programFolder = inSubfolder ? docroot.appendingPathComponent("weather") : docroot
         try fm.createDirectory(at: root.appendingPathComponent("run/fcgid"), withIntermediateDirectories: true)
         try fm.createDirectory(at: root.appendingPathComponent("logs"), withIntermediateDirectories: true)
+        try fm.createDirectory(at: docroot.deletingLastPathComponent(), withIntermediateDirectories: true)
+        if inSubfolder { try fm.createDirectory(at: docroot, withIntermediateDirectories: true) }
+        try fm.copyItem(at: repositoryRoot.appendingPathComponent("htdocs"), to: programFolder)
         try fm.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
-        try fm.copyItem(at: repositoryRoot.appendingPathComponent("htdocs"), to: docroot)
-        try fm.copyItem(atPath: "\(binDirectory)/weather-fcgi", toPath: docroot.appendingPathComponent("weather.fcgi").path)
+        try fm.copyItem(atPath: "\(binDirectory)/weather-fcgi", toPath: programFolder.appendingPathComponent("weather.fcgi").path)
         for name in ApacheSharedHost.misplacedSecrets {
-            try "SECRET misplaced\n".write(to: docroot.appendingPathComponent(name), atomically: true, encoding: .utf8)
+            try "SECRET misplaced\n".write(to: programFolder.appendingPathComponent(name), atomically: true, encoding: .utf8)
         }
         var conf = "WEATHER_DB_PATH=\(dataDirectory)/weather.sqlite3\n"
         for (k, v) in settings { conf += "\(k)=\(v)\n" }
@@ -271,7 +302,7 @@ final class ApacheSharedHost {
         try httpd.write(toFile: confPath, atomically: true, encoding: .utf8)
         process = try ChildProcess("/usr/sbin/apache2", ["-f", confPath, "-DFOREGROUND"], environment: ["PATH": "/usr/sbin:/usr/bin:/bin"],
                                    stderr: root.appendingPathComponent("logs/stderr.log").path)
-        guard waitUntil({ (try? HTTPClient.send(port: self.port, "GET", "/privacy.html", timeout: 2)) != nil }) else {
+        guard waitUntil({ (try? HTTPClient.send(port: self.port, "GET", "\(self.prefix)/privacy.html", timeout: 2)) != nil }) else {
             throw ClientError("apache did not start: \((try? String(contentsOfFile: root.path + "/logs/error.log", encoding: .utf8)) ?? "")")
         }
     }

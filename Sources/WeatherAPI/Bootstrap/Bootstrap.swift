@@ -26,15 +26,62 @@ public enum Bootstrap {
     /// (a sibling of the document root, so never served). Only known names are read from the
     /// environment, so unrelated variables cannot leak in.
     public static func loadConfig(environment: [String: String] = processEnvironment()) throws -> GatewayConfig {
+        try loadConfigAndSource(environment: environment).config
+    }
+
+    /// `loadConfig`, and whether the file it read was the one beside the program (the shared
+    /// hosting layout, see `denyWebAccess(toFoldersOf:)`).
+    public static func loadConfigAndSource(environment: [String: String] = processEnvironment()) throws
+        -> (config: GatewayConfig, besideProgram: String?) {
         let relevant = environment.filter { ConfigLoader.knownVariables.contains($0.key) || $0.key.hasPrefix("WEATHER_") }
         var file: [String: String] = [:]
+        var besideProgram: String?
         if let path = environment["WEATHER_CONFIG"], !path.isEmpty {
             guard let text = readFile(path) else { throw StartupError("the file WEATHER_CONFIG names cannot be read") }
             file = try ConfigLoader.parseFile(text)
-        } else if let text = defaultConfigPaths().lazy.compactMap({ readFile($0) }).first {
+        } else if let (index, path, text) = defaultConfigPaths().enumerated().lazy
+                    .compactMap({ entry in readFile(entry.element).map { (entry.offset, entry.element, $0) } }).first {
             file = try ConfigLoader.parseFile(text)
+            if index > 0 { besideProgram = path }
         }
-        return try ConfigLoader.load(environment: relevant, file: file)
+        return (try ConfigLoader.load(environment: relevant, file: file), besideProgram)
+    }
+
+    /// What `denyWebAccess(toFoldersOf:)` writes: Apache 2.4's rule, and 2.2's where 2.4's module is missing.
+    static let denyEverything = """
+        # Written by weather.fcgi (closet weather gateway). This folder holds its settings, hash key
+        # and database, and must lie outside every document root (INSTALL.md, "On shared hosting").
+        # Should a web server reach it anyway, it refuses everything here.
+        <IfModule mod_authz_core.c>
+            Require all denied
+        </IfModule>
+        <IfModule !mod_authz_core.c>
+            Order allow,deny
+            Deny from all
+        </IfModule>
+
+        """
+
+    /// Writes an `.htaccess` refusing every request into the folder of each of `files` that has none. For the
+    /// shared-hosting layout only (settings found beside the program): the data folder belongs
+    /// beside the document root, but a sub-domain whose root the host puts inside `public_html`,
+    /// or the program uploaded into a sub-folder, puts it inside one, where Apache would serve the
+    /// provider keys and the database. Best effort: an existing file is left as it is (the
+    /// operator's), and a folder that cannot be written is skipped; nginx ignores the file.
+    public static func denyWebAccess(toFoldersOf files: [String]) {
+        for folder in Set(files.map(folder(of:))) {
+            let fd = open(folder + "/.htaccess", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+            guard fd >= 0 else { continue }
+            let written = denyEverything.utf8CString.withUnsafeBufferPointer { write(fd, $0.baseAddress, denyEverything.utf8.count) }
+            close(fd)
+            if written != denyEverything.utf8.count { unlink(folder + "/.htaccess") }
+        }
+    }
+
+    /// The folder of a file path (`.` for a bare name).
+    static func folder(of path: String) -> String {
+        guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return "." }
+        return slash == path.utf8.startIndex ? "/" : String(path[..<slash])
     }
 
     /// Where configuration is looked for when `WEATHER_CONFIG` is unset, in order.
