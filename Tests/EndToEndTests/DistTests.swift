@@ -51,7 +51,8 @@ import Glibc
         env["REQUEST_METHOD"] = "GET"
         env["REQUEST_URI"] = "/v1/health"
         env["WEATHER_DB_PATH"] = b.parent.appendingPathComponent("w.sqlite3").path
-        let run = ChildProcessOutput.runData(b.path("bin/weather-fcgi"), [], environment: env)
+        // Bounded: a CGI program that did not notice CGI would wait for FastCGI connections.
+        let run = ChildProcessOutput.runData("/usr/bin/timeout", ["-k", "5", "30", b.path("bin/weather-fcgi")], environment: env)
         let out = String(decoding: run.stdout, as: UTF8.self)
         #expect(run.status == 0, "\(out)")
         #expect(out.hasPrefix("Status: 200 OK\r\n"), "\(out)")

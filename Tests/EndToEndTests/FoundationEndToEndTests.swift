@@ -121,7 +121,7 @@ import Glibc
     }
 
     @Test func missingDatabaseDirectoryIsAClearStartupError() throws {
-        let out = ChildProcessOutput.runData("/bin/bash", ["-c", "WEATHER_DB_PATH=/nonexistent-dir/w.sqlite3 \(binDirectory)/weather-fcgi --listen /tmp/cw-never-\(getpid()).sock 2>&1"])
+        let out = ChildProcessOutput.runData("/bin/bash", ["-c", "WEATHER_DB_PATH=/nonexistent-dir/w.sqlite3 /usr/bin/timeout -k 5 30 \(binDirectory)/weather-fcgi --listen /tmp/cw-never-\(getpid())-\(UUID().uuidString.prefix(8)).sock 2>&1"])
         let text = String(decoding: out.stdout, as: UTF8.self)
         #expect(out.status != 0)
         #expect(!text.contains("/nonexistent-dir"), "a log line with a file path: \(text)")  // API.md: none in any log line
@@ -131,7 +131,7 @@ import Glibc
     /// Run as plain CGI and unable to start, the program still answers its one request with the
     /// envelope and the headers every answer carries, and logs why under the same request id.
     @Test func cgiThatCannotStartAnswersTheEnvelope() throws {
-        let out = ChildProcessOutput.runData("/bin/bash", ["-c", "REQUEST_METHOD=GET REQUEST_URI=/v1/health HTTP_X_REQUEST_ID=rid-cgi-1 WEATHER_DB_PATH=/nonexistent-dir/w.sqlite3 \(binDirectory)/weather-fcgi 2>&1 </dev/null"])
+        let out = ChildProcessOutput.runData("/bin/bash", ["-c", "REQUEST_METHOD=GET REQUEST_URI=/v1/health HTTP_X_REQUEST_ID=rid-cgi-1 WEATHER_DB_PATH=/nonexistent-dir/w.sqlite3 /usr/bin/timeout -k 5 30 \(binDirectory)/weather-fcgi 2>&1 </dev/null"])
         let text = String(decoding: out.stdout, as: UTF8.self)
         #expect(out.status == 78)
         #expect(text.contains("Status: 503 Service Unavailable\r\n"), "\(text)")
@@ -144,12 +144,12 @@ import Glibc
     }
 
     @Test func badConfigurationStopsStartupNamingTheVariable() throws {
-        let out = ChildProcessOutput.runData("/bin/bash", ["-c", "WEATHER_DB_PATH=/tmp/x.sqlite3 WEATHER_CACHE_TTL=soon \(binDirectory)/weather-fcgi --listen /tmp/cw-never-\(getpid()).sock 2>&1"])
+        let out = ChildProcessOutput.runData("/bin/bash", ["-c", "WEATHER_DB_PATH=/nonexistent-dir/x.sqlite3 WEATHER_CACHE_TTL=soon /usr/bin/timeout -k 5 30 \(binDirectory)/weather-fcgi --listen /tmp/cw-never-\(getpid())-\(UUID().uuidString.prefix(8)).sock 2>&1"])
         #expect(out.status == 78)
         #expect(String(decoding: out.stdout, as: UTF8.self).contains("WEATHER_CACHE_TTL"))
         // An unknown option is named; an argument that could carry a secret is not repeated.
         func run(_ argument: String) -> (status: Int32, output: String) {
-            let out = ChildProcessOutput.runData("/bin/bash", ["-c", "\"$0\" \"$1\" 2>&1", "\(binDirectory)/weather-fcgi", argument])
+            let out = ChildProcessOutput.runData("/bin/bash", ["-c", "/usr/bin/timeout -k 5 30 \"$0\" \"$1\" 2>&1", "\(binDirectory)/weather-fcgi", argument])
             return (out.status, String(decoding: out.stdout, as: UTF8.self))
         }
         let typo = run("--worker")

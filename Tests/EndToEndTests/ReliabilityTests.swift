@@ -487,7 +487,7 @@ import Glibc
         let fs = try ScratchMount(size: "1m", bind: false)
         defer { fs.remove() }
         try fs.run(["-o", "remount,ro", fs.base])
-        let out = ChildProcessOutput.runData("/bin/bash", ["-c", "WEATHER_DB_PATH=\(fs.base)/w.sqlite3 WEATHER_HASH_KEY=\(Self.hashKey) \(binDirectory)/weather-fcgi --listen /tmp/cw-never-\(getpid()).sock --workers 2 2>&1"])
+        let out = ChildProcessOutput.runData("/bin/bash", ["-c", "WEATHER_DB_PATH=\(fs.base)/w.sqlite3 WEATHER_HASH_KEY=\(Self.hashKey) /usr/bin/timeout -k 5 30 \(binDirectory)/weather-fcgi --listen /tmp/cw-never-\(getpid())-\(UUID().uuidString.prefix(8)).sock --workers 2 2>&1"])
         let text = String(decoding: out.stdout, as: UTF8.self)
         #expect(out.status == 78, "\(out.status) \(text)")
         #expect(text.contains("WEATHER_DB_PATH") && !text.contains(fs.base), "\(text)")  // names the setting, never a path (API.md)
