@@ -3,6 +3,7 @@ import Testing
 @testable import WeatherAPI
 import WeatherCore
 import WeatherCrypto
+import WeatherStore
 
 @Suite struct SessionTests {
     @Test func creationReturnsSevenFieldsWithPrefixesAndLifetimes() throws {
@@ -147,6 +148,28 @@ import WeatherCrypto
         let other = t.createSession()
         let wrong = t.send("POST", "/v1/weather/session/revoke", body: ["anonymousSessionId": other["anonymousSessionId"]!, "refreshToken": s["refreshToken"]!])
         #expect(wrong.errorCode == "invalid_refresh_token")
+    }
+
+    /// A wrong pair, and a revoke repeated, write nothing: they answer while another connection
+    /// holds the write lock (a write would wait for it), and a repeat does not make every worker
+    /// drop the grants it holds (the revocation generation moves once).
+    @Test func aWrongPairOrARepeatedRevokeWritesNothing() throws {
+        let t = try TestGateway { $0.flushInterval = 3600 }  // no counter flush while the lock is held
+        let s = t.createSession(), other = t.createSession()
+        let pair: [String: Any] = ["anonymousSessionId": s["anonymousSessionId"]!, "refreshToken": s["refreshToken"]!]
+        #expect(t.send("POST", "/v1/weather/session/revoke", body: pair).status == 204)
+        let generation = try #require(t.store.db.revocationGeneration)
+
+        let holder = try SQLiteGatewayStore(path: t.config.databasePath)
+        try holder.db.run("BEGIN IMMEDIATE")
+        let repeated = t.send("POST", "/v1/weather/session/revoke", body: pair)
+        #expect(repeated.status == 204, "\(repeated.errorCode ?? "")")
+        let wrong = t.send("POST", "/v1/weather/session/revoke",
+                           body: ["anonymousSessionId": other["anonymousSessionId"]!, "refreshToken": s["refreshToken"]!])
+        #expect(wrong.errorCode == "invalid_refresh_token")
+        try holder.db.run("ROLLBACK")
+        #expect(t.store.db.revocationGeneration == generation)
+        #expect(t.weather(token: other["weatherAccessToken"] as? String).status == 200, "the other session is untouched")
     }
 
     @Test(arguments: [

@@ -21,7 +21,8 @@ public protocol GatewayStore: AnyObject {
     func rotate(_ presented: PresentedRefreshToken, successor: IssuedPair, retryWindow: Int64, now: Timestamp) throws(StoreError) -> RotationOutcome
 
     /// Revokes the session that `refreshTokenHash` belongs to, if it belongs to `sessionId`.
-    /// Returns false when the token does not prove ownership of that session.
+    /// Returns false when the token does not prove ownership of that session, true when it does
+    /// (a session revoked already stays as it is: no write, no new revocation for the workers).
     func revokeSession(sessionId: String, presentingRefreshTokenHash: String, now: Timestamp) throws(StoreError) -> Bool
 
     /// Revokes a session and every token of it (operators). Returns false when there is no such session.

@@ -197,17 +197,26 @@ public final class SQLiteGatewayStore: GatewayStore {
         }.first
     }
 
+    /// The pair is checked before the write lock, as refresh checks its token: a wrong pair costs
+    /// a read, and a session already revoked is done (no write, and no new revocation for every
+    /// worker's grants; repeating the call used to empty them each time). Only the owner of a
+    /// refresh token of the session can get here, and a revoked session never comes back, so
+    /// what the read saw still holds when the write runs.
     public func revokeSession(sessionId: String, presentingRefreshTokenHash: String, now: Timestamp) throws(StoreError) -> Bool {
-        let revoked = try write {
-            let owner = try db.scalarText(
-                "SELECT session_id FROM weather_session_tokens WHERE token_hash = ?1 AND token_type = 'refresh'",
-                [.text(presentingRefreshTokenHash)])
-            guard owner == sessionId else { return false }
-            try revokeAll(sessionId: sessionId, now: now)
-            return true
+        let status = try read { () throws -> String? in
+            let s = try db.statement("""
+                SELECT s.status FROM weather_session_tokens t JOIN anonymous_weather_sessions s ON s.id = t.session_id
+                WHERE t.token_hash = ?1 AND t.token_type = 'refresh' AND t.session_id = ?2
+                """)
+            try s.bind([.text(presentingRefreshTokenHash), .text(sessionId)])
+            defer { s.reset() }
+            return try s.step() ? (s.text(0) ?? "") : nil
         }
-        if revoked { db.noteRevocation() }
-        return revoked
+        guard let status else { return false }
+        guard status != "revoked" else { return true }
+        try write { try revokeAll(sessionId: sessionId, now: now) }
+        db.noteRevocation()
+        return true
     }
 
     public func revokeSession(id: String, now: Timestamp) throws(StoreError) -> Bool {
