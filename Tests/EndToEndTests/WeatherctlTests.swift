@@ -619,6 +619,15 @@ import Glibc
             #expect(run.status == 64, "\(args.count) arguments: \(run.status)")
             #expect(!run.stderr.lowercased().contains(installation) && run.stderr.contains("--installation-id -"), "\(run.stderr.count) bytes")
         }
+        // Nor is a token or a key pasted in the wrong place: messages reach the journal.
+        let token = "wtr_" + String(repeating: "Q", count: 20) + "tokenTAIL0123456789abc"
+        let key = "caiyunKEYtail0123456789"
+        for args in [["revoke", "aws_x", token], ["sessions", "show", "wta_" + token.dropFirst(4)], ["revoke", key], ["check", key], [key]] {
+            let run = try ctl(args, nowhere)
+            #expect(run.status == 64, "\(args.count) arguments: \(run.status)")
+            #expect(!run.stderr.contains("tokenTAIL") && !run.stderr.contains("KEYtail") && run.stderr.contains("not shown"),
+                    "\(run.stderr.count) bytes")
+        }
         // A database that cannot be reached is a failure (1), not a usage error.
         for args in [["sessions", "list"], ["stats"], ["prune"], ["revoke", "aws_x"], ["sessions", "show", "aws_x"]] {
             let run = try ctl(args, nowhere)

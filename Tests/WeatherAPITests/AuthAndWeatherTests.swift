@@ -86,11 +86,17 @@ import WeatherProviders
         let echoed = t.send("GET", "/v1/health", headers: ["X-Request-Id": "abc123"])
         #expect(echoed.headers["x-request-id"] == "abc123")
         #expect(t.log.lines.last?.contains("request_id=abc123") == true)
+        // nginx's ids (32 hex digits), Apache-like ones and dots between letters are echoed.
+        for kept in ["0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c", "Z2xhc3Nlcy1hYmM_DEF-x", "ios.app-1.x", "0b6f1c4e-6f5a-4c0e-9d2b"] {
+            #expect(t.send("GET", "/v1/health", headers: ["X-Request-Id": kept]).headers["x-request-id"] == kept)
+        }
         // Refused, not cleaned: the gateway's own id instead (`t-<n>`), in the header and the log.
         // Nor is a token echoed or logged (a client behind an `.htaccess` sends the header as it likes).
         let token = try #require(t.createSession()["weatherAccessToken"] as? String)
         for value in ["a b\r\nSet-Cookie: x", "a\r\nSet-Cookie:x", "abc\u{0}", String(repeating: "a", count: 129), "id;drop",
-                      token, "wtr_abcdefghijklmnop", "req-\(token)", "x-wta_abc", "legacy-token-0123456789", "req.legacy-token-0123456789.1"] {
+                      token, "wtr_abcdefghijklmnop", "req-\(token)", "x-wta_abc", "legacy-token-0123456789", "req.legacy-token-0123456789.1",
+                      // An installation id or a coordinate is not logged either.
+                      "0b6f1c4e-6f5a-4c0e-9d2b-2c1e8f3a7d11", "req-0B6F1C4E-6F5A-4C0E-9D2B-2C1E8F3A7D11-2", "31.230416-121.473701", "lat31.2"] {
             let hostile = t.send("GET", "/v1/health", headers: ["X-Request-Id": value])
             let id = try #require(hostile.headers["x-request-id"])
             #expect(id.hasPrefix("t-") && UInt64(id.dropFirst(2)) != nil, "\(value.debugDescription) gave \(id.debugDescription)")

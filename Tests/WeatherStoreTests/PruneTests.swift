@@ -28,6 +28,29 @@ import WeatherCore
         try store.db.statement(sql).rows([]) { $0.text(0) ?? "" }
     }
 
+    /// A failing prune names SQLite's error, not the statement: weatherctl prints the message and
+    /// under the prune timer it reaches the journal (API.md: no SQL in any log line).
+    @Test func aFailedPruneSaysWhyWithoutTheStatement() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-prune-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("w.sqlite3").path
+        let store = try SQLiteGatewayStore(path: path)
+        let created = now.adding(seconds: -70 * 86_400)
+        try store.createSession(NewSession(id: "aws_0", installationIdHash: "inst-0", platform: "ios", appVersion: nil, createdAt: created),
+                                tokens: IssuedPair(accessRowId: "wst_a0", accessHash: "access-0", refreshRowId: "wst_r0", refreshHash: "refresh-0",
+                                                   lifetimes: TokenLifetimes(now: created, policy: TokenPolicy())))
+        let readOnly = SQLiteGatewayStore(database: try Database(path: path, readOnly: true))
+        do throws(StoreError) {
+            _ = try readOnly.prune(now: now, policy: PrunePolicy(), dryRun: false)
+            Issue.record("a read-only database was pruned")
+        } catch {
+            #expect(error.message.hasPrefix("SQLite error 8"), "\(error.message)")
+            #expect(!error.message.contains("DELETE") && !error.message.contains("`"), "\(error.message)")
+        }
+        withExtendedLifetime(store) {}
+    }
+
     @Test(arguments: [1, 2, 4, 5000])
     func rangesOfAnyWidthPruneExactlyTheDoomedRows(width: Int) throws {
         let store = try store()

@@ -127,13 +127,38 @@ public final class Gateway {
     static func acceptableRequestId(_ id: String?, legacyToken: String?) -> String? {
         guard var id, (1...128).contains(id.utf8.count), TokenSyntax.isBase64URL(id, dot: true) else { return nil }
         var legacy = legacyToken ?? ""
-        let holdsToken = id.withUTF8 { text in
+        let holdsSecret = id.withUTF8 { text in
             legacy.withUTF8 { legacy in
                 Self.occurs(Self.accessPrefix, in: text) || Self.occurs(Self.refreshPrefix, in: text)
                     || (!legacy.isEmpty && Self.occurs(legacy, in: text))
+                    || Self.holdsUUIDOrDecimal(text)
             }
         }
-        return holdsToken ? nil : id
+        return holdsSecret ? nil : id
+    }
+
+    /// Whether `text` holds something shaped like an installation id (a UUID, 8-4-4-4-12 hex
+    /// digits) or a decimal number (a digit, a dot, a digit: a coordinate). Neither may reach a
+    /// log line, and a client's `X-Request-Id` behind an `.htaccess` would be logged as sent.
+    /// nginx's and Apache's own ids hold neither (hex; base64 without dots).
+    static func holdsUUIDOrDecimal(_ text: UnsafeBufferPointer<UInt8>) -> Bool {
+        let dash = UInt8(ascii: "-"), dot = UInt8(ascii: ".")
+        func isDigit(_ c: UInt8) -> Bool { c &- UInt8(ascii: "0") < 10 }
+        func isHex(_ c: UInt8) -> Bool { isDigit(c) || (c | 0x20) &- UInt8(ascii: "a") < 6 }
+        for i in text.indices where text[i] == dot && i > 0 && i + 1 < text.count {
+            if isDigit(text[i - 1]) && isDigit(text[i + 1]) { return true }
+        }
+        guard text.count >= 36 else { return false }
+        for start in 0...(text.count - 36) where text[start + 8] == dash {
+            var uuid = true
+            for offset in 0..<36 {
+                let c = text[start + offset]
+                if offset == 8 || offset == 13 || offset == 18 || offset == 23 { uuid = c == dash } else { uuid = isHex(c) }
+                if !uuid { break }
+            }
+            if uuid { return true }
+        }
+        return false
     }
 
     private static let accessPrefix = Array(TokenKind.access.prefix.utf8), refreshPrefix = Array(TokenKind.refresh.prefix.utf8)

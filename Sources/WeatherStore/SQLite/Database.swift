@@ -21,7 +21,9 @@ public struct DatabaseError: Error, CustomStringConvertible {
                 SQLITE_CORRUPT, SQLITE_NOTADB, SQLITE_PROTOCOL].contains(primary)
     }
 
-    var storeError: StoreError { StoreError(code: resultCode, message: description) }
+    /// `summary`, not `description`: weatherctl prints the message, and under the prune timer it
+    /// reaches the journal (API.md: no SQL in any log line).
+    var storeError: StoreError { StoreError(code: resultCode, message: summary) }
 }
 
 /// One SQLite connection, owned by one worker process, with its prepared statements cached.

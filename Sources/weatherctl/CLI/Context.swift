@@ -58,7 +58,7 @@ struct Context {
             store = SQLiteGatewayStore(database: try Database(path: path, readOnly: opening == .readOnly || opening == .migratedReadOnly))
             opened.databases.append(store.db)
         } catch {
-            throw .failure("cannot open the database \(path) (WEATHER_DB_PATH): \(error)")
+            throw .failure("cannot open the database \(path) (WEATHER_DB_PATH): \(error.summary)")
         }
         if opening == .migrated || opening == .migratedReadOnly {
             let pending = try storeCall { () throws(StoreError) in try store.pendingMigrations() }

@@ -50,13 +50,18 @@ func keyValueLines(_ pairs: [(String, String)]) -> String {
 /// Standard output and error as whole `write`s, so a line is never split by another process.
 enum Terminal {
     /// A word from the command line, quoted for a message (at most `limit` characters), unless
-    /// it holds something shaped like an installation id (a UUID): that is never repeated, since
-    /// messages reach logs and scrollback, and the tool takes one only on standard input.
+    /// it may be a secret, since messages reach logs, the journal and scrollback: something
+    /// shaped like an installation id (a UUID; the tool takes one only on standard input), a
+    /// session token (`wta_`, `wtr_`), or any other word of 16 characters or more that is
+    /// neither an option nor a session id (a provider key or the legacy token pasted in the
+    /// wrong place). Those are described, not repeated.
     static func quoted(_ text: some StringProtocol, limit: Int = 40) -> String {
         let u = Array(text.utf8)
         if u.count >= 36, (0...(u.count - 36)).contains(where: { TokenSyntax.isUUID(String(decoding: u[$0..<($0 + 36)], as: UTF8.self)) }) {
             return "(an installation id; give it with --installation-id - on standard input)"
         }
+        if text.contains("wta_") || text.contains("wtr_") { return "(a token, not shown)" }
+        if text.count >= 16 && !text.hasPrefix("-") && !text.hasPrefix("aws_") { return "(\(text.count) characters, not shown)" }
         return "\"\(text.prefix(limit))\""
     }
 
