@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import WeatherAPI
 import WeatherCore
+import WeatherStore
 
 /// The six quotas of API.md with an injected clock: the request past the quota gets 429 with a
 /// truthful Retry-After, others are unaffected, and the quota comes back.
@@ -146,6 +147,38 @@ import WeatherCore
         #expect(leased > 0, "the second request within a second leases the address's bucket")
         #expect(u.weather(token: b, query: "lat=20&lon=20").status == 429)
         #expect(u.gateway.limiter.leasedUnits("weather_ip:198.51.100.7") == leased)
+    }
+
+    /// Once a session's cells are full on a worker, a new cell is refused there with no write
+    /// (while another connection holds the write lock, which any write would wait for), the
+    /// wait counts down, a cell another worker counted still passes, and the quota opens again
+    /// when the oldest cell stops counting.
+    @Test func aSessionWithFullCellsIsRefusedWithoutAWrite() throws {
+        let a = try TestGateway {
+            $0.limits.gridCellsPerSessionPerDay = 2
+            $0.tokenPolicy.accessTTL = 2 * 86_400  // outlive the day window
+            $0.flushInterval = 3600  // no counter flush while the lock is held
+        }
+        let b = try TestGateway(workerBeside: a)
+        let token = a.createSession()["weatherAccessToken"] as? String
+        #expect(a.weather(token: token, query: "lat=10&lon=10").status == 200)
+        a.clock.advance(3600)
+        #expect(a.weather(token: token, query: "lat=20&lon=20").status == 200)
+        expectLimited(b.weather(token: token, query: "lat=30&lon=30"), retryAfter: 82_800)  // b learns the cells are full
+        let tat = try a.store.db.scalarInt("SELECT tat_ms FROM weather_rate_limits WHERE bucket_key LIKE 'weather_session:%'")
+
+        let holder = try SQLiteGatewayStore(path: a.config.databasePath)
+        try holder.db.run("BEGIN IMMEDIATE")
+        a.clock.advance(800)
+        for lat in [40, 50, 60] { expectLimited(b.weather(token: token, query: "lat=\(lat)&lon=1"), retryAfter: 82_000) }
+        try holder.db.run("ROLLBACK")
+        #expect(try a.store.db.scalarInt("SELECT tat_ms FROM weather_rate_limits WHERE bucket_key LIKE 'weather_session:%'") == tat,
+                "refusals took nothing from the session's hourly quota")
+
+        // A cell worker a counted passes on b, though b has not seen it.
+        #expect(b.weather(token: token, query: "lat=10&lon=10").status == 200)
+        a.clock.advance(82_000)
+        #expect(b.weather(token: token, query: "lat=70&lon=1").status == 200, "the first cell stopped counting")
     }
 
     @Test func legacyTokenPerIP() throws {

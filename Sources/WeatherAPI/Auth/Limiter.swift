@@ -39,6 +39,11 @@ final class Limiter {
     private var lastTaken: [String: Int64] = [:]
     /// Until when a cell counts for a session.
     private var countedCells: [CellKey: Int64] = [:]
+    /// Sessions whose distinct-cell quota refused here, and until when it stays full: cells are
+    /// only ever added within the window, so the count cannot fall before its oldest cell stops
+    /// counting. Until then a new cell is refused with no write at all (the refusal used to take
+    /// and give back the rate units and run the count in a write transaction, every time).
+    private var fullSessions: [String: Int64] = [:]
     /// The session and the cell, kept as they are (joining them into one string cost two
     /// allocations a request).
     private struct CellKey: Hashable {
@@ -100,6 +105,7 @@ final class Limiter {
     /// `check` of `buckets`, then the distinct-cell quota of `cell` for the session. A request the
     /// cell quota refuses is charged to none of the buckets: their units go back.
     func check(_ buckets: [LimitBucket], cell: String, sessionId: String, context: Context) throws(HTTPError) {
+        try refuseIfFull(cell, sessionId: sessionId, context: context)
         try check(buckets, context: context)
         do {
             try checkCell(cell, sessionId: sessionId, context: context)
@@ -120,6 +126,28 @@ final class Limiter {
         try? store.giveBack(toStore, nowMs: context.now.seconds * 1000)  // lost on a storage error: the request was refused anyway
     }
 
+    /// A session whose cells were found full here asks for a cell not counted here: one read
+    /// tells whether another worker counted it; if not, 429 until the oldest cell stops counting,
+    /// charged to no rate bucket.
+    private func refuseIfFull(_ cell: String, sessionId: String, context: Context) throws(HTTPError) {
+        guard let fullUntil = fullSessions[sessionId] else { return }
+        let nowMs = context.now.seconds * 1000
+        guard nowMs < fullUntil else {
+            fullSessions[sessionId] = nil
+            return
+        }
+        let key = CellKey(sessionId: sessionId, cell: cell)
+        if let until = countedCells[key], nowMs < until { return }
+        let counted: Int64?
+        do { counted = try store.cellCountedUntil(cell, sessionId: sessionId, quota: cellQuota, nowMs: nowMs) } catch { throw .storageUnavailable }
+        if let counted {
+            countedCells[key] = counted
+            return
+        }
+        metrics.count(Counters.Name.limited("cells"), at: context.now)
+        throw .rateLimited(retryAfter: max(1, (fullUntil - nowMs + 999) / 1000))
+    }
+
     /// The distinct-cell quota of a session.
     private func checkCell(_ cell: String, sessionId: String, context: Context) throws(HTTPError) {
         let nowMs = context.now.seconds * 1000
@@ -132,6 +160,8 @@ final class Limiter {
             if countedCells.count >= Self.tableLimit { countedCells.removeAll(keepingCapacity: true) }
             countedCells[key] = until
         case .refused(let retryAfter, let bucket):
+            if fullSessions.count >= Self.tableLimit { fullSessions.removeAll(keepingCapacity: true) }
+            fullSessions[sessionId] = nowMs + retryAfter * 1000
             metrics.count(Counters.Name.limited(String(bucket.prefix { $0 != ":" })), at: context.now)
             throw .rateLimited(retryAfter: retryAfter)
         }

@@ -45,6 +45,10 @@ public protocol GatewayStore: AnyObject {
     /// Admits a request for grid `cell` by `sessionId` under a rolling-window distinct-cell quota.
     func admitCell(_ cell: String, sessionId: String, quota: Quota, nowMs: Int64) throws(StoreError) -> CellAdmission
 
+    /// Until when `cell` counts for the session (it was admitted within the window), or nil when
+    /// it does not count: a read, never a write.
+    func cellCountedUntil(_ cell: String, sessionId: String, quota: Quota, nowMs: Int64) throws(StoreError) -> Int64?
+
     // MARK: Weather cache
 
     /// The cached body for `key`, fresh or stale, if any is within its stale deadline.

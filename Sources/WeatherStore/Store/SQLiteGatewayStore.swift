@@ -314,12 +314,7 @@ public final class SQLiteGatewayStore: GatewayStore {
         let windowMs = quota.window * 1000
         let windowStart = nowMs - windowMs
         // The common case, a cell already seen today, is one read and no write.
-        let seen = try read {
-            try db.scalarInt(
-                "SELECT first_seen_ms FROM weather_session_cells WHERE session_id = ?1 AND cell = ?2",
-                [.text(sessionId), .text(cell)])
-        }
-        if let seen, seen > windowStart { return .admitted(countedUntilMs: seen + windowMs) }
+        if let until = try cellCountedUntil(cell, sessionId: sessionId, quota: quota, nowMs: nowMs) { return .admitted(countedUntilMs: until) }
         return try write { () throws -> CellAdmission in
             let s = try db.statement(
                 "SELECT count(*), min(first_seen_ms) FROM weather_session_cells WHERE session_id = ?1 AND first_seen_ms > ?2")
@@ -333,6 +328,17 @@ public final class SQLiteGatewayStore: GatewayStore {
                 [.text(sessionId), .text(cell), .int(nowMs)])
             return .admitted(countedUntilMs: nowMs + windowMs)
         }
+    }
+
+    public func cellCountedUntil(_ cell: String, sessionId: String, quota: Quota, nowMs: Int64) throws(StoreError) -> Int64? {
+        let windowMs = quota.window * 1000
+        let seen = try read {
+            try db.scalarInt(
+                "SELECT first_seen_ms FROM weather_session_cells WHERE session_id = ?1 AND cell = ?2",
+                [.text(sessionId), .text(cell)])
+        }
+        guard let seen, seen > nowMs - windowMs else { return nil }
+        return seen + windowMs
     }
 
     // MARK: Weather cache
