@@ -5,7 +5,7 @@ import WeatherCore
 
 @Suite struct MigrationTests {
     func tempDB() throws -> (Database, URL) {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-store-\(UUID().uuidString.prefix(8))")
+        let dir = scratchDirectory("cw-store")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         return (try Database(path: dir.appendingPathComponent("w.sqlite3").path), dir)
     }
@@ -83,7 +83,7 @@ import WeatherCore
 
 @Suite struct LimitStoreTests {
     @Test func consumeIsAllOrNothing() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-lim-\(UUID().uuidString.prefix(8))")
+        let dir = scratchDirectory("cw-lim")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = try SQLiteGatewayStore(path: dir.appendingPathComponent("w.sqlite3").path)
@@ -97,7 +97,7 @@ import WeatherCore
     }
 
     @Test func distinctCellsRollingWindow() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-cell-\(UUID().uuidString.prefix(8))")
+        let dir = scratchDirectory("cw-cell")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = try SQLiteGatewayStore(path: dir.appendingPathComponent("w.sqlite3").path)
@@ -115,7 +115,7 @@ import WeatherCore
     /// A database moved (or deleted) under a running worker is reported unhealthy: a worker
     /// started afterwards would create a new, empty one at the path and split the service.
     @Test func aDatabaseMovedAwayFromItsPathIsUnhealthy() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-health-\(UUID().uuidString.prefix(8))")
+        let dir = scratchDirectory("cw-health")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
         let path = dir.appendingPathComponent("w.sqlite3").path

@@ -17,7 +17,7 @@ import CSQLite
 
     /// Each URI opens the file at its path, whatever characters the path holds.
     @Test func theURIOpensTheFileItNames() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-uri-\(UUID().uuidString.prefix(8))/odd #1?% dir")
+        let dir = scratchDirectory("cw-uri").appendingPathComponent("odd #1?% dir")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir.deletingLastPathComponent()) }
         let path = dir.appendingPathComponent("w?#%.sqlite3").path
@@ -36,7 +36,7 @@ import CSQLite
     /// A copy read `immutable` is reported changed once a worker writes it or opens it (a `-wal`
     /// or `-shm` appears), so `weatherctl` does not present what it read as the truth.
     @Test func aCopyReadImmutableIsReportedChangedWhenAWorkerOpensIt() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-imm-\(UUID().uuidString.prefix(8))")
+        let dir = scratchDirectory("cw-imm")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
         let path = dir.appendingPathComponent("weather.sqlite3").path

@@ -10,7 +10,7 @@ import WeatherCore
 
     /// Five active sessions of one installation (created a second apart) and one of another.
     func store() throws -> (SQLiteGatewayStore, path: String) {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-revoke-\(UUID().uuidString.prefix(8))")
+        let dir = scratchDirectory("cw-revoke")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let path = dir.appendingPathComponent("w.sqlite3").path
         let store = try SQLiteGatewayStore(path: path)

@@ -16,7 +16,7 @@ import WeatherCore
 
     /// Two workers' stores on one new database, the session created with pair 0.
     func twoWorkers() throws -> (SQLiteGatewayStore, SQLiteGatewayStore) {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-rotate-\(UUID().uuidString.prefix(8))")
+        let dir = scratchDirectory("cw-rotate")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let path = dir.appendingPathComponent("w.sqlite3").path
         let a = try SQLiteGatewayStore(path: path)

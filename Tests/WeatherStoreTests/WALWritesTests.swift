@@ -7,7 +7,7 @@ import Testing
 /// database sound.
 @Suite struct WALWritesTests {
     func freshPath() throws -> String {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-walw-\(UUID().uuidString.prefix(8))")
+        let dir = scratchDirectory("cw-walw")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         return dir.appendingPathComponent("w.sqlite3").path
     }

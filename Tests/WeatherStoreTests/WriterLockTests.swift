@@ -7,7 +7,7 @@ import WeatherCore
 /// set up afresh after a reboot.
 @Suite struct WriterLockTests {
     func lockFile() throws -> String {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-lock-\(UUID().uuidString.prefix(8))")
+        let dir = scratchDirectory("cw-lock")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         return dir.appendingPathComponent("w.sqlite3-writer").path
     }
@@ -98,7 +98,7 @@ import WeatherCore
     }
 
     @Test func aStoreQueuesItsWritesBesideTheDatabase() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-lock-\(UUID().uuidString.prefix(8))")
+        let dir = scratchDirectory("cw-lock")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let store = try SQLiteGatewayStore(path: dir.appendingPathComponent("w.sqlite3").path)
         #expect(try store.consume([LimitBucket(key: "k", quota: Quota(limit: 2, window: 60))], nowMs: 0) == .allowed)
@@ -112,7 +112,7 @@ import WeatherCore
     }
 
     @Test func checkpointsWaitForAfterResponse() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-ckpt-\(UUID().uuidString.prefix(8))")
+        let dir = scratchDirectory("cw-ckpt")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let path = dir.appendingPathComponent("w.sqlite3").path
         let store = try SQLiteGatewayStore(path: path)
@@ -140,7 +140,7 @@ import WeatherCore
     /// Two workers share the checkpoint mark: each stretch of the WAL is copied back by one of
     /// them, not by both (with a mark per connection, the second one checkpointed too).
     @Test func oneWorkerCheckpointsEachStretchOfTheWAL() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-ckpt-\(UUID().uuidString.prefix(8))")
+        let dir = scratchDirectory("cw-ckpt")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let path = dir.appendingPathComponent("w.sqlite3").path
         let a = try SQLiteGatewayStore(path: path), b = try SQLiteGatewayStore(path: path)
@@ -176,7 +176,7 @@ import WeatherCore
     /// Provider pauses live on the page: what one worker records the other reads, one atomic
     /// word per provider; a ninth provider finds no room; another boot's pauses are forgotten.
     @Test func workersShareProviderPausesOnThePage() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-pause-\(UUID().uuidString.prefix(8))")
+        let dir = scratchDirectory("cw-pause")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let path = dir.appendingPathComponent("w.sqlite3").path
         let a = try #require(try SQLiteGatewayStore(path: path).providerPauses)
