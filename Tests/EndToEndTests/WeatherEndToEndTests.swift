@@ -94,7 +94,8 @@ import Glibc
         // One worker only: if it were still stuck, this would wait for the provider's 5 s.
         let healthStarted = Date()
         #expect(try h.request("GET", "/v1/health").status == 200)
-        #expect(Date().timeIntervalSince(healthStarted) < 0.5)
+        // (A stuck worker would take about 4 s; the bound leaves room for a loaded machine.)
+        #expect(Date().timeIntervalSince(healthStarted) < 3.0)
     }
 
     @Test func tripBeyondCaiyunHorizonGoesToVisualCrossing() throws {
