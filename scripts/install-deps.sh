@@ -12,10 +12,21 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
-echo "installing: ${missing[*]}"
-SUDO=""
-[ "$(id -u)" -ne 0 ] && SUDO="sudo"
-$SUDO apt-get update -qq
-# Apache and nginx must not start as system services here: tests run private instances.
-DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  # Apache and nginx must not start as system services here: tests run private instances.
+  DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# schemathesis, pinned, for the OpenAPI test (SchemathesisTests), in a private virtualenv under
+# .build: installed here, from PyPI, so that the test run itself needs no network.
+venv="$(cd "$(dirname "$0")/.." && pwd)/.build/schemathesis-venv"
+if [ ! -x "$venv/bin/st" ]; then
+  echo "installing schemathesis into $venv"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q schemathesis==4.32.5
+fi
