@@ -120,16 +120,25 @@ if let listenAddress {
         exit(71)
     }
 }
+/// A socket file this process bound and will never serve (start-up failed) is removed, so it
+/// does not stay behind looking like a service that refuses connections.
+@MainActor func exitBeforeServing(_ status: Int32) -> Never {
+    if let listenAddress, listenAddress.hasPrefix("/") { unlink(listenAddress) }
+    exit(status)
+}
+
 if FastCGIServer.stopRequested { exit(0) }
 if workers > 1 {
     // Fail fast in the parent (configuration, database, migrations), then let each child open its own.
     do { _ = try makeGateway() } catch {
         StandardErrorLog().write("weather-fcgi: \(error)")
-        exit(78)
+        exitBeforeServing(78)
     }
     // No worker serves the socket yet: an idle interval left on it by the previous start (a
     // systemd socket outlives the service) gives way to this start's setting.
     FastCGIServer.clearIdleInterval(listenFD)
     Supervisor.run(workers: workers) { serve(listenFD: listenFD) }
 }
-exit(serve(listenFD: listenFD))
+let status = serve(listenFD: listenFD)
+if status == 78 { exitBeforeServing(status) }
+exit(status)

@@ -120,10 +120,13 @@ import Glibc
         #expect(app.terminationStatus == 0)
     }
 
-    @Test func missingDatabaseDirectoryIsAClearStartupError() throws {
-        let out = ChildProcessOutput.runData("/bin/bash", ["-c", "WEATHER_DB_PATH=/nonexistent-dir/w.sqlite3 /usr/bin/timeout -k 5 30 \(binDirectory)/weather-fcgi --listen /tmp/cw-never-\(getpid())-\(UUID().uuidString.prefix(8)).sock 2>&1"])
+    @Test(arguments: [1, 2])
+    func missingDatabaseDirectoryIsAClearStartupError(workers: Int) throws {
+        let socket = "/tmp/cw-never-\(getpid())-\(UUID().uuidString.prefix(8)).sock"
+        let out = ChildProcessOutput.runData("/bin/bash", ["-c", "WEATHER_DB_PATH=/nonexistent-dir/w.sqlite3 /usr/bin/timeout -k 5 30 \(binDirectory)/weather-fcgi --listen \(socket) --workers \(workers) 2>&1"])
         let text = String(decoding: out.stdout, as: UTF8.self)
-        #expect(out.status != 0)
+        #expect(out.status == 78)
+        #expect(!FileManager.default.fileExists(atPath: socket), "the socket it will never serve is removed")
         #expect(!text.contains("/nonexistent-dir"), "a log line with a file path: \(text)")  // API.md: none in any log line
         #expect(text.contains("WEATHER_DB_PATH") && text.contains("weatherctl check"), "\(text)")
     }
