@@ -130,7 +130,7 @@ final class Limiter {
     /// tells whether another worker counted it; if not, 429 until the oldest cell stops counting,
     /// charged to no rate bucket.
     private func refuseIfFull(_ cell: String, sessionId: String, context: Context) throws(HTTPError) {
-        guard let fullUntil = fullSessions[sessionId] else { return }
+        guard !fullSessions.isEmpty, let fullUntil = fullSessions[sessionId] else { return }  // no hashing when none is full
         let nowMs = context.now.seconds * 1000
         guard nowMs < fullUntil else {
             fullSessions[sessionId] = nil
@@ -141,6 +141,7 @@ final class Limiter {
         let counted: Int64?
         do { counted = try store.cellCountedUntil(cell, sessionId: sessionId, quota: cellQuota, nowMs: nowMs) } catch { throw .storageUnavailable }
         if let counted {
+            if countedCells.count >= Self.tableLimit { countedCells.removeAll(keepingCapacity: true) }
             countedCells[key] = counted
             return
         }
