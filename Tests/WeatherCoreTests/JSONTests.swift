@@ -55,6 +55,9 @@ import Testing
             #"{"temperature": 12.3, "n": [1, 2.50, -0.001, 1e21, 123456789012345678], "s": "a\/b\u0041\"", "z": null}"#,
             #"[{"a": {"b": {"c": [true, false]}}}]"#,
             #"{"unicode": "\u4e2d\u6587 ✓", "e": 1E-7}"#,
+            // A zero with an exponent (RFC 8259 allows it; JSONDecoder refuses `0e9` and `0E9`,
+            // found by the fuzz target, which now asks JSONSerialization in that case).
+            #"[0E9, 0e9, -0e5, 0E+1, 0.0e400]"#,
         ]
         for text in documents {
             let mine = try parse(text)
