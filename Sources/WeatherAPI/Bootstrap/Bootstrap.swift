@@ -68,8 +68,12 @@ public enum Bootstrap {
     /// or the program uploaded into a sub-folder, puts it inside one, where Apache would serve the
     /// provider keys and the database. Best effort: an existing file is left as it is (the
     /// operator's), and a folder that cannot be written is skipped; nginx ignores the file.
+    /// Only absolute paths, and never the program's own folder: a relative database path (the
+    /// working directory, under CGI the document root) or a database beside the program would
+    /// otherwise shut the API itself off (that folder's own `.htaccess` refuses database files).
     public static func denyWebAccess(toFoldersOf files: [String]) {
-        for folder in Set(files.map(folder(of:))) {
+        let program = programFolder()
+        for folder in Set(files.filter { $0.hasPrefix("/") }.map(folder(of:))) where folder != program {
             let fd = open(folder + "/.htaccess", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
             guard fd >= 0 else { continue }
             let written = denyEverything.utf8CString.withUnsafeBufferPointer { write(fd, $0.baseAddress, denyEverything.utf8.count) }
@@ -87,14 +91,17 @@ public enum Bootstrap {
     /// Where configuration is looked for when `WEATHER_CONFIG` is unset, in order.
     public static func defaultConfigPaths() -> [String] {
         var paths = [GatewayConfig.defaultConfigPath]
+        if let dir = programFolder() { paths.append(dir + "/../closet-weather-data/weather.conf") }
+        return paths
+    }
+
+    /// The folder of the running executable (`/proc/self/exe`), nil when it cannot be read.
+    static func programFolder() -> String? {
         var buf = [CChar](repeating: 0, count: 4096)
         let n = readlink("/proc/self/exe", &buf, buf.count - 1)
-        if n > 0 {
-            let exe = String(decoding: buf[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            let dir = exe.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
-            paths.append(dir + "/../closet-weather-data/weather.conf")
-        }
-        return paths
+        guard n > 0 else { return nil }
+        let exe = String(decoding: buf[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return exe.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
     }
 
     /// How start-up errors name the key file. They name settings, never paths: API.md allows no
