@@ -14,6 +14,7 @@ run: deps
 
 ## Every test: unit tests of each module and the end-to-end tests through nginx, Apache, CGI.
 test: deps
+	WITH_TESTS=1 scripts/install-deps.sh
 	$(SWIFT) build
 	CW_BIN_DIR=$$($(SWIFT) build --show-bin-path) $(SWIFT) test
 

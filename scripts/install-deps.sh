@@ -21,10 +21,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# schemathesis, pinned, for the OpenAPI test (SchemathesisTests), in a private virtualenv under
-# .build: installed here, from PyPI, so that the test run itself needs no network.
+# With WITH_TESTS=1 (make test): schemathesis, pinned, for the OpenAPI test (SchemathesisTests),
+# in a private virtualenv under .build, installed here from PyPI so that the test run itself needs
+# no network. `make run` does not need it.
 venv="$(cd "$(dirname "$0")/.." && pwd)/.build/schemathesis-venv"
-if [ ! -x "$venv/bin/st" ]; then
+if [ "${WITH_TESTS:-0}" = 1 ] && [ ! -x "$venv/bin/st" ]; then
   echo "installing schemathesis into $venv"
   rm -rf "$venv"
   python3 -m venv "$venv"
