@@ -141,12 +141,16 @@ final class Limiter {
         let counted: Int64?
         do { counted = try store.cellCountedUntil(cell, sessionId: sessionId, quota: cellQuota, nowMs: nowMs) } catch { throw .storageUnavailable }
         if let counted {
-            if countedCells.count >= Self.tableLimit { countedCells.removeAll(keepingCapacity: true) }
-            countedCells[key] = counted
+            remember(key, countedUntil: counted)
             return
         }
         metrics.count(Counters.Name.limited("cells"), at: context.now)
         throw .rateLimited(retryAfter: max(1, (fullUntil - nowMs + 999) / 1000))
+    }
+
+    private func remember(_ key: CellKey, countedUntil until: Int64) {
+        if countedCells.count >= Self.tableLimit { countedCells.removeAll(keepingCapacity: true) }
+        countedCells[key] = until
     }
 
     /// The distinct-cell quota of a session.
@@ -158,8 +162,7 @@ final class Limiter {
         do { admission = try store.admitCell(cell, sessionId: sessionId, quota: cellQuota, nowMs: nowMs) } catch { throw .storageUnavailable }
         switch admission {
         case .admitted(let until):
-            if countedCells.count >= Self.tableLimit { countedCells.removeAll(keepingCapacity: true) }
-            countedCells[key] = until
+            remember(key, countedUntil: until)
         case .refused(let retryAfter, let bucket):
             if fullSessions.count >= Self.tableLimit { fullSessions.removeAll(keepingCapacity: true) }
             fullSessions[sessionId] = nowMs + retryAfter * 1000

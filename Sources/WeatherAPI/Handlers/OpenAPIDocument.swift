@@ -576,7 +576,7 @@ let openAPIDocument = ##"""
     },
     "headers": {
       "X-Request-Id": {
-        "description": "The id of this request, also written in its log line. The web server's id (FastCGI parameter HTTP_X_REQUEST_ID) is echoed when it is 1 to 128 characters of `A-Z a-z 0-9 - _ .` and contains no token (`wta_…`, `wtr_…`, the legacy token); otherwise (and always when the process could not start) the worker makes one up.",
+        "description": "The id of this request, also written in its log line. The web server's id (FastCGI parameter HTTP_X_REQUEST_ID) is echoed when it is 1 to 128 characters of `A-Z a-z 0-9 - _ .` and contains no token (`wta_…`, `wtr_…`, the legacy token), nothing shaped like an installation id (a UUID) and no decimal number (a digit, a dot, a digit: a coordinate); otherwise (and always when the process could not start) the worker makes one up.",
         "required": true,
         "schema": {
           "type": "string",

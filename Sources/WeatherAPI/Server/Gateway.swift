@@ -144,26 +144,15 @@ public final class Gateway {
     /// (memchr finds the first dot or dash: nginx's 32 hex digits have neither, so its ids cost
     /// two calls and no loop of ours.)
     static func holdsUUIDOrDecimal(_ text: UnsafeBufferPointer<UInt8>) -> Bool {
-        let dash = UInt8(ascii: "-"), dot = UInt8(ascii: ".")
+        let dot = UInt8(ascii: ".")
         func isDigit(_ c: UInt8) -> Bool { c &- UInt8(ascii: "0") < 10 }
-        func isHex(_ c: UInt8) -> Bool { isDigit(c) || (c | 0x20) &- UInt8(ascii: "a") < 6 }
         guard let base = text.baseAddress else { return false }
         if let first = memchr(base, Int32(dot), text.count) {
             for i in (UnsafeRawPointer(first) - UnsafeRawPointer(base))..<text.count where text[i] == dot && i > 0 && i + 1 < text.count {
                 if isDigit(text[i - 1]) && isDigit(text[i + 1]) { return true }
             }
         }
-        guard text.count >= 36, memchr(base, Int32(dash), text.count) != nil else { return false }
-        for start in 0...(text.count - 36) where text[start + 8] == dash {
-            var uuid = true
-            for offset in 0..<36 {
-                let c = text[start + offset]
-                if offset == 8 || offset == 13 || offset == 18 || offset == 23 { uuid = c == dash } else { uuid = isHex(c) }
-                if !uuid { break }
-            }
-            if uuid { return true }
-        }
-        return false
+        return text.count >= 36 && memchr(base, Int32(UInt8(ascii: "-")), text.count) != nil && TokenSyntax.containsUUID(text)
     }
 
     private static let accessPrefix = Array(TokenKind.access.prefix.utf8), refreshPrefix = Array(TokenKind.refresh.prefix.utf8)

@@ -30,9 +30,22 @@ public enum TokenSyntax {
 
     /// 8-4-4-4-12 hexadecimal digits, any case.
     public static func isUUID(_ text: String) -> Bool {
-        let u = Array(text.utf8)
-        guard u.count == 36 else { return false }
-        for (i, c) in u.enumerated() {
+        var text = text
+        return text.withUTF8 { $0.count == 36 && isUUID($0, at: 0) }
+    }
+
+    /// Whether a UUID (as `isUUID` reads one) lies anywhere in `text`: what may not be logged or
+    /// echoed where an installation id could have been pasted (a request id, a command line).
+    public static func containsUUID(_ text: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard text.count >= 36 else { return false }
+        for start in 0...(text.count - 36) where isUUID(text, at: start) { return true }
+        return false
+    }
+
+    /// The 36 bytes of `text` from `start` are 8-4-4-4-12 hexadecimal digits.
+    static func isUUID(_ text: UnsafeBufferPointer<UInt8>, at start: Int) -> Bool {
+        for i in 0..<36 {
+            let c = text[start + i]
             if i == 8 || i == 13 || i == 18 || i == 23 {
                 if c != UInt8(ascii: "-") { return false }
             } else if !((48...57).contains(c) || (97...102).contains(c) || (65...70).contains(c)) {

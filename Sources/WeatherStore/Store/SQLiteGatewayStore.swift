@@ -203,17 +203,9 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// refresh token of the session can get here, and a revoked session never comes back, so
     /// what the read saw still holds when the write runs.
     public func revokeSession(sessionId: String, presentingRefreshTokenHash: String, now: Timestamp) throws(StoreError) -> Bool {
-        let status = try read { () throws -> String? in
-            let s = try db.statement("""
-                SELECT s.status FROM weather_session_tokens t JOIN anonymous_weather_sessions s ON s.id = t.session_id
-                WHERE t.token_hash = ?1 AND t.token_type = 'refresh' AND t.session_id = ?2
-                """)
-            try s.bind([.text(presentingRefreshTokenHash), .text(sessionId)])
-            defer { s.reset() }
-            return try s.step() ? (s.text(0) ?? "") : nil
-        }
-        guard let status else { return false }
-        guard status != "revoked" else { return true }
+        guard let row = try read({ try refreshTokenRow(hash: presentingRefreshTokenHash) }),
+              row.type == "refresh", row.session == sessionId else { return false }
+        guard row.sessionActive else { return true }
         try write { try revokeAll(sessionId: sessionId, now: now) }
         db.noteRevocation()
         return true

@@ -56,8 +56,8 @@ enum Terminal {
     /// neither an option nor a session id (a provider key or the legacy token pasted in the
     /// wrong place). Those are described, not repeated.
     static func quoted(_ text: some StringProtocol, limit: Int = 40) -> String {
-        let u = Array(text.utf8)
-        if u.count >= 36, (0...(u.count - 36)).contains(where: { TokenSyntax.isUUID(String(decoding: u[$0..<($0 + 36)], as: UTF8.self)) }) {
+        var word = String(text)
+        if word.withUTF8(TokenSyntax.containsUUID) {
             return "(an installation id; give it with --installation-id - on standard input)"
         }
         if text.contains("wta_") || text.contains("wtr_") { return "(a token, not shown)" }
