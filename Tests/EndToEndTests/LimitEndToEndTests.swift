@@ -25,14 +25,14 @@ import Glibc
         return (h, fake)
     }
 
-    /// Sleeps exactly the announced Retry-After (plus a hair) and checks the request then passes
-    /// with the status it would have had unlimited (`served`: 200, or 201 for a creation).
-    func retryAfterIsTruthful(_ limited: HTTPResponse, served: Int = 200, _ retry: () throws -> HTTPResponse) throws {
+    /// Moves the gateway's clock exactly the announced Retry-After and checks the request then
+    /// passes with the status it would have had unlimited (`served`: 200, or 201 for a creation).
+    func retryAfterIsTruthful(_ h: GatewayHarness, _ limited: HTTPResponse, served: Int = 200, _ retry: () throws -> HTTPResponse) throws {
         #expect(limited.status == 429)
         #expect(limited.errorCode == "rate_limited")
         let seconds = try #require(limited.headers["retry-after"].flatMap(Int.init))
         #expect((1...4).contains(seconds))
-        usleep(UInt32(seconds) * 1_000_000 + 50_000)
+        try h.advanceClock(by: seconds)
         let again = try retry()
         #expect(again.status == served, "after Retry-After \(seconds): \(again.status) \(again.text)")
     }
@@ -48,7 +48,7 @@ import Glibc
         #expect(try create().status == 201)
         // Untrusted peer: a made-up X-Forwarded-For opens no new quota.
         let limited = try create("203.0.113.9")
-        try retryAfterIsTruthful(limited, served: 201) { try create() }
+        try retryAfterIsTruthful(h, limited, served: 201) { try create() }
     }
 
     @Test func trustedProxyForwardedForAndIPv6Clients() throws {
@@ -86,7 +86,7 @@ import Glibc
         let limited = try h.request("POST", "/v1/weather/session/refresh", json: proof)
         let other = try h.createSession()
         #expect(try h.request("POST", "/v1/weather/session/refresh", json: ["anonymousSessionId": other["anonymousSessionId"]!, "refreshToken": other["refreshToken"]!]).status == 200)
-        try retryAfterIsTruthful(limited) { try h.request("POST", "/v1/weather/session/refresh", json: proof) }
+        try retryAfterIsTruthful(h, limited) { try h.request("POST", "/v1/weather/session/refresh", json: proof) }
     }
 
     @Test func weatherPerSessionAndPerIP() throws {
@@ -107,7 +107,7 @@ import Glibc
         // The address's Retry-After, checked with a session that has units left: b has just spent
         // its second, so its own quota (2 per 4 s) could refuse the retry whenever the address's
         // wait is the shorter (a run under load did: 429 after `Retry-After: 1`).
-        try retryAfterIsTruthful(ipLimited) { try weather(c) }
+        try retryAfterIsTruthful(h, ipLimited) { try weather(c) }
     }
 
     @Test func distinctGridCellsPerSession() throws {
@@ -120,7 +120,7 @@ import Glibc
         let limited = try weather(a, 30)
         let b = ["X-Weather-Session-Token": try h.createSession()["weatherAccessToken"] as! String]
         #expect(try weather(b, 30).status == 200)
-        try retryAfterIsTruthful(limited) { try weather(a, 30) }
+        try retryAfterIsTruthful(h, limited) { try weather(a, 30) }
     }
 
     @Test func legacyTokenPerIP() throws {
@@ -135,7 +135,7 @@ import Glibc
         #expect(try legacy("198.51.100.2").status == 200)
         let session = ["X-Weather-Session-Token": try h.createSession()["weatherAccessToken"] as! String, "X-Forwarded-For": "198.51.100.1"]
         #expect(try h.request("GET", "/v1/weather?lat=1&lon=1", headers: session).status == 200, "sessions are not on the legacy quota")
-        try retryAfterIsTruthful(limited) { try legacy() }
+        try retryAfterIsTruthful(h, limited) { try legacy() }
     }
 
     @Test func nAllowedMeansNServedAcrossWorkers() throws {

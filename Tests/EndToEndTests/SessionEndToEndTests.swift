@@ -57,7 +57,7 @@ import Glibc
         #expect(again.json["refreshToken"] as? String == first.json["refreshToken"] as? String)
         #expect(first.json["anonymousSessionId"] as? String == s["anonymousSessionId"] as? String)
         // Past the (1 s) window the old token is a replay: the whole session goes.
-        usleep(2_100_000)
+        try h.advanceClock(by: 2)
         let replay = try h.request("POST", "/v1/weather/session/refresh", json: body)
         #expect(replay.status == 401)
         #expect(replay.errorCode == "refresh_token_reused")
@@ -100,7 +100,7 @@ import Glibc
         #expect(try h.request("POST", "/v1/weather/session/refresh", json: ["anonymousSessionId": revoked["anonymousSessionId"]!, "refreshToken": revoked["refreshToken"]!]).status == 401)
 
         // Expiry (2 s access TTL).
-        usleep(2_100_000)
+        try h.advanceClock(by: 2)
         #expect(try weather(["X-Weather-Session-Token": access]).status == 401)
     }
 

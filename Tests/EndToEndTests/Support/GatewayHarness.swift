@@ -175,7 +175,8 @@ final class GatewayHarness {
         port = freePort()
         socketPath = directory.appendingPathComponent("weather.sock").path
         databasePath = directory.appendingPathComponent("data/weather.sqlite3").path
-        var e = ["WEATHER_DB_PATH": databasePath, "PATH": "/usr/sbin:/usr/bin:/bin", "WEATHER_FLUSH_INTERVAL": "0"]
+        var e = ["WEATHER_DB_PATH": databasePath, "PATH": "/usr/sbin:/usr/bin:/bin", "WEATHER_FLUSH_INTERVAL": "0",
+                 "CW_TEST_CLOCK_OFFSET_FILE": directory.appendingPathComponent("clock-offset").path]
         e.merge(env) { $1 }
         environment = e
         try startApp(workers: workers)
@@ -202,6 +203,21 @@ final class GatewayHarness {
         guard waitUntil({ (try? HTTPClient.send(port: port, "GET", "/v1/health", timeout: 2)) != nil }) else {
             throw ClientError("nginx never answered on \(port)")
         }
+    }
+
+    /// Seconds `advanceClock` has moved the gateway's wall clock so far.
+    private(set) var clockOffset = 0
+
+    /// Moves the wall clock of the gateway's processes `seconds` forward, for the next request on:
+    /// what a token's expiry, a cache TTL or a `Retry-After` is timed by, without waiting for it
+    /// (`CW_TEST_CLOCK_OFFSET_FILE`, which debug builds read: Sources/WeatherCore/Time/SystemClock.swift).
+    /// Written whole by a rename, so no worker reads half a number.
+    func advanceClock(by seconds: Int) throws {
+        clockOffset += seconds
+        let file = directory.appendingPathComponent("clock-offset")
+        let next = directory.appendingPathComponent("clock-offset.next")
+        try Data("\(clockOffset)\n".utf8).write(to: next)
+        guard rename(next.path, file.path) == 0 else { throw ClientError("cannot move the gateway's clock: \(String(cString: strerror(errno)))") }
     }
 
     /// The worker log (one line per request).
