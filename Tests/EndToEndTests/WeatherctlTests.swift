@@ -410,6 +410,12 @@ import Glibc
         #expect(Set(try third.json()["alreadyRevoked"] as? [String] ?? []) == Set(ids), "\(third.stdout)")
         let bad = try ctl(["revoke", "--installation-id", "not-a-uuid"], h)
         #expect(bad.status == 64)
+        // An id with no session at all fails, as an unknown session id does, and is not repeated.
+        let stranger = UUID().uuidString.lowercased()
+        let unknown = try ctl(["revoke", "--installation-id", stranger, "--json"], h)
+        #expect(unknown.status == 1, "\(unknown.stdout)")
+        #expect(unknown.stderr.contains("no session of that installation") && !unknown.stderr.contains(stranger), "\(unknown.stderr)")
+        #expect(unknown.stdout.isEmpty)
     }
 
     // MARK: stats

@@ -76,6 +76,11 @@ enum RevokeCommand {
             try store.sessions(SessionFilter(status: .revoked, installationIdHash: hash, limit: 100_000)).map(\.id)
         }
         let ids = try context.storeCall { () throws(StoreError) in try store.revokeInstallation(hash: hash, now: context.now) }
+        // Nothing at all under that id fails, as an unknown session id does: a mistyped UUID, or a
+        // database restored without its `hash.key`, must not pass for a privacy request done.
+        if ids.isEmpty && earlier.isEmpty {
+            throw .failure("no session of that installation (never seen, pruned, or the hash key is not the one its sessions were stored with)")
+        }
         // Sessions revoked earlier: announced again, as for a single session.
         if ids.isEmpty && !earlier.isEmpty { store.announceRevocations() }
         if !ids.isEmpty || !earlier.isEmpty { warnIfWorkersCannotHear(store) }
