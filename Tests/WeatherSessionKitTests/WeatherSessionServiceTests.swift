@@ -80,8 +80,11 @@ struct WeatherSessionServiceTests {
         h.clock.advance(by: .hours(7))
 
         #expect(try await h.service.accessToken() == original)
-        // No answer at all is sent again at once, twice (see unansweredRefreshIsRepeated...).
-        #expect(h.gateway.count(.refresh) == (failure == .networkError ? 3 : 1))
+        // A 5xx is sent again after 1, 2, 4 and 8 s (see unansweredRefreshIsRepeated...); a 429 is
+        // the gateway's final word, and a request that never left the device rotated nothing.
+        let repeated = failure == .serverError500 || failure == .serviceUnavailable503
+        #expect(h.gateway.count(.refresh) == (repeated ? 5 : 1))
+        #expect(h.clock.sleeps == (repeated ? [1, 2, 4, 8] : []))
         #expect(try h.store.loadSession()?.accessToken == original)
     }
 
@@ -95,21 +98,25 @@ struct WeatherSessionServiceTests {
             retryAfter.map { FakeGateway.error(429, "rate_limited", headers: ["Retry-After": "\($0)"]) } ?? FakeGateway.error(500, "internal_error")
         }
         h.clock.advance(by: .hours(7))
+        let began = h.clock.now()
         _ = try await h.service.accessToken()
+        let attempts = h.gateway.count(.refresh)  // the 500 is repeated (15 s of pauses), the 429 not
+        #expect(attempts == (retryAfter == nil ? 5 : 1))
 
+        // Counted from when the refresh began.
         let pause = max(interval, TimeInterval(retryAfter ?? 0))
-        h.clock.advance(by: pause - 1)
+        h.clock.advance(by: pause - 1 - h.clock.now().timeIntervalSince(began))
         #expect(try await h.service.accessToken() == original)
-        #expect(h.gateway.count(.refresh) == 1)
+        #expect(h.gateway.count(.refresh) == attempts)
 
         h.gateway.respond(to: .refresh, with: nil)
         h.clock.advance(by: 2)
         #expect(try await h.service.accessToken() != original)
-        #expect(h.gateway.count(.refresh) == 2)
+        #expect(h.gateway.count(.refresh) == attempts + 1)
     }
 
     /// The gateway rotated the tokens but its answer was lost: the kit repeats the very same
-    /// request at once, inside the gateway's retry window, and gets the same pair, instead of
+    /// request a second later, inside the gateway's retry window, and gets the same pair, instead of
     /// presenting the spent token a minute later as a replay that revokes the session.
     @Test func unansweredRefreshIsRepeatedAtOnceAndKeepsTheSession() async throws {
         let h = Harness()
@@ -122,6 +129,7 @@ struct WeatherSessionServiceTests {
 
         #expect(token != first)
         #expect(h.gateway.outcomes == ["rotated", "retried"])
+        #expect(h.clock.sleeps == [1])
         let refreshes = h.gateway.requests(to: .refresh)
         #expect(refreshes.count == 2 && refreshes[0] == refreshes[1])
         #expect(try h.store.loadSession()?.anonymousSessionId == session.anonymousSessionId)
@@ -168,8 +176,8 @@ struct WeatherSessionServiceTests {
         }
         #expect(error?.status == 500)
         // An expired token is never handed out, and there is no retry pause once it expired
-        // (3 tries without an answer, then one answered 500).
-        #expect(h.gateway.count(.refresh) == 4)
+        // (one try that never left the device, then 5 answered 500: a first try and its 4 repeats).
+        #expect(h.gateway.count(.refresh) == 6)
 
         h.gateway.respond(to: .refresh, with: nil)
         let renewed = try await h.service.accessToken()
@@ -233,9 +241,9 @@ struct WeatherSessionServiceTests {
         #expect(h.gateway.count(.createSession) == 2)
     }
 
-    /// Repeats of an unanswered refresh stop once 20 s have passed since the first went out
-    /// (each attempt here takes 15 s to fail), and the pause before the next try counts from
-    /// that first attempt: the next try may still reach the gateway inside its 30 s window.
+    /// Repeats of an unanswered refresh start no later than 20 s after the first went out (each
+    /// attempt here takes 15 s to fail: the repeat goes at 16 s, a third would go at 33 s), and
+    /// the next try waits for the pause counted from that first attempt or the end of the last.
     @Test func unansweredRefreshRepeatsStayInsideTheGatewaysRetryWindow() async throws {
         let h = Harness(refreshRetryInterval: 20)
         let original = try await h.service.accessToken()
@@ -247,11 +255,11 @@ struct WeatherSessionServiceTests {
         }
 
         #expect(try await h.service.accessToken() == original)
-        #expect(h.gateway.count(.refresh) == 2)  // at 0 s and 15 s; not at 30 s
-        #expect(h.clock.now() == start + 30)
+        #expect(h.gateway.count(.refresh) == 2)  // at 0 s and 16 s; not at 33 s
+        #expect(h.clock.now() == start + 31)
 
         h.gateway.respond(to: .refresh, with: nil)
-        h.clock.advance(by: 1)  // 31 s after the first attempt: 20 s from it have passed
+        h.clock.advance(by: 1)  // 32 s after the first attempt: 20 s from it have passed
         #expect(try await h.service.accessToken() != original)
         #expect(h.gateway.count(.refresh) == 3)
     }
@@ -436,15 +444,173 @@ struct WeatherSessionServiceTests {
         #expect(h.gateway.count(.createSession) == 2)
     }
 
-    @Test func revokeForgetsSessionEvenWhenGatewayIsUnreachable() async throws {
+    /// Offline or refused, a revocation keeps the session (forgetting its refresh token would
+    /// leave the gateway's session alive with nothing left to end it); the next `revoke()` ends it.
+    @Test(arguments: [RefreshFailure.networkError, .serviceUnavailable503, .rateLimited429])
+    func revokeKeepsTheSessionUntilTheGatewayHasEndedIt(failure: RefreshFailure) async throws {
+        let h = Harness()
+        let token = try await h.service.accessToken()
+        let session = try #require(try h.store.loadSession())
+        let installationID = try h.store.loadInstallationID()
+        h.gateway.respond(to: .revoke, with: failure.responder)
+
+        await #expect(throws: (any Error).self) {
+            try await h.service.revoke(resettingInstallationID: true)
+        }
+        #expect(try h.store.loadSession() == session)
+        #expect(try await h.service.accessToken() == token)
+        #expect(try await h.client.weather(lat: 1, lon: 1).cache == .miss, "the session still works")
+        #expect(h.gateway.count(.refresh) == 0 && h.gateway.count(.createSession) == 1)
+        #expect(try h.store.loadInstallationID() == installationID, "not reset while the session lives")
+
+        h.gateway.respond(to: .revoke, with: nil)
+        try await h.service.revoke()
+        let revokes = h.gateway.requests(to: .revoke)
+        #expect(revokes.count == 2 && FakeGateway.json(revokes[1])["refreshToken"] == session.refreshToken)
+        #expect(try h.store.loadSession() == nil)
+        #expect(try await h.client.weather(lat: 1, lon: 1).cache == .miss)
+        #expect(h.gateway.count(.createSession) == 2)
+    }
+
+    /// "Reset app": the session ends and the next one is created under a new installation id.
+    @Test func revokeResettingTheInstallationIDStartsOverUnderANewID() async throws {
         let h = Harness()
         _ = try await h.service.accessToken()
-        h.gateway.respond(to: .revoke, with: RefreshFailure.networkError.responder)
+        let old = try #require(try h.store.loadInstallationID())
 
-        await #expect(throws: URLError.self) {
-            try await h.service.revoke()
+        try await h.service.revoke(resettingInstallationID: true)
+
+        let new = try #require(try h.store.loadInstallationID())
+        #expect(new != old)
+        #expect(try await h.service.installationID() == new)
+        _ = try await h.service.accessToken()
+        let creates = h.gateway.requests(to: .createSession)
+        #expect(creates.map { FakeGateway.json($0)["installationId"] } == [old.uuidString.lowercased(), new.uuidString.lowercased()])
+    }
+
+    /// A renewal asked for while a revocation is in flight waits for it: it does not spend the
+    /// refresh token being revoked, and afterwards starts a new session.
+    @Test func aRenewalDuringARevocationWaitsForIt() async throws {
+        let h = Harness()
+        let first = try await h.service.accessToken()
+        let gate = Gate()
+        h.gateway.hold(.revoke, until: gate)
+        let service = h.service, gateway = h.gateway
+        async let revoked: Void = service.revoke()
+        while gateway.count(.revoke) == 0 { await Task.yield() }
+        async let renewed = service.refreshAccessToken(rejecting: first)
+        for _ in 0..<200 { await Task.yield() }
+        #expect(gateway.count(.refresh) == 0 && gateway.count(.createSession) == 1)
+        gate.open()
+        try await revoked
+        let token = try await renewed
+
+        #expect(token != first)
+        #expect(gateway.count(.refresh) == 0, "no refresh with the revoked session's token")
+        #expect(gateway.count(.createSession) == 2)
+        #expect(gateway.outcomes.isEmpty)
+    }
+
+    /// A web server in front that gave up on a busy gateway answers 502/503/504 while the gateway
+    /// rotates the tokens anyway: the kit repeats the refresh and gets the pair, where taking the
+    /// 5xx as final made its next refresh a replay that revoked the session.
+    @Test(arguments: [502, 503, 504])
+    func aWebServers5xxOverARotatedRefreshIsRepeatedAndKeepsTheSession(status: Int) async throws {
+        let h = Harness()
+        let first = try await h.service.accessToken()
+        let session = try #require(try h.store.loadSession())
+        h.clock.advance(by: .hours(7))
+        let gateway = h.gateway
+        let answered = Counter()
+        gateway.respond(to: .refresh) { request in
+            let answer = gateway.simulate(request)  // the worker goes on and commits
+            return answered.next() == 0 ? FakeGateway.error(status, "service_unavailable") : answer
         }
-        #expect(try h.store.loadSession() == nil)
+
+        let token = try await h.service.accessToken()
+
+        #expect(token != first)
+        #expect(gateway.outcomes == ["rotated", "retried"])
+        #expect(try h.store.loadSession()?.anonymousSessionId == session.anonymousSessionId)
+        gateway.respond(to: .refresh, with: nil)
+        h.clock.advance(by: .hours(7))
+        #expect(try await h.service.accessToken() != token)
+        #expect(gateway.outcomes == ["rotated", "retried", "rotated"])
+        #expect(gateway.count(.createSession) == 1)
+    }
+
+    /// A short outage (three answers lost in a row) is ridden out by the paced repeats, where
+    /// two repeats at once were spent within milliseconds and the next refresh was a replay.
+    @Test func pacedRepeatsRideOutAShortOutage() async throws {
+        let h = Harness()
+        _ = try await h.service.accessToken()
+        let session = try #require(try h.store.loadSession())
+        h.clock.advance(by: .hours(13))  // expired: the refresh must succeed
+        h.gateway.loseAnswers(to: .refresh, count: 3)
+
+        _ = try await h.service.accessToken()
+
+        #expect(h.gateway.outcomes == ["rotated", "retried", "retried", "retried"])
+        #expect(h.clock.sleeps == [1, 2, 4])
+        #expect(try h.store.loadSession()?.anonymousSessionId == session.anonymousSessionId)
+        #expect(h.gateway.count(.createSession) == 1)
+    }
+
+    /// The answer is lost, then the network is gone for two tries (switching from Wi-Fi to
+    /// cellular): the repeats go on through the failures to connect, since the first try may
+    /// have rotated the tokens, and the third repeat gets the pair.
+    @Test func repeatsGoOnThroughFailuresToConnectOnceARefreshMayHaveArrived() async throws {
+        let h = Harness()
+        _ = try await h.service.accessToken()
+        let session = try #require(try h.store.loadSession())
+        h.clock.advance(by: .hours(13))
+        let gateway = h.gateway
+        let attempts = Counter()
+        gateway.respond(to: .refresh) { request in
+            switch attempts.next() {
+            case 0:
+                _ = gateway.simulate(request)
+                throw URLError(.networkConnectionLost)
+            case 1, 2: throw URLError(.notConnectedToInternet)
+            default: return gateway.simulate(request)
+            }
+        }
+
+        _ = try await h.service.accessToken()
+
+        #expect(gateway.outcomes == ["rotated", "retried"])
+        #expect(h.clock.sleeps == [1, 2, 4])
+        #expect(try h.store.loadSession()?.anonymousSessionId == session.anonymousSessionId)
+        #expect(gateway.count(.createSession) == 1)
+    }
+
+    /// A caller cancelled while a renewal it joined is held (a SwiftUI `.task` whose view went
+    /// away) is released at once; the renewal goes on and its tokens are kept.
+    @Test func aCancelledCallerStopsWaitingAndTheRenewalGoesOn() async throws {
+        let h = Harness()
+        let first = try await h.service.accessToken()
+        h.clock.advance(by: .hours(13))
+        let gate = Gate()
+        h.gateway.hold(.refresh, until: gate)
+        let service = h.service, gateway = h.gateway
+        let holder = Task { try await service.accessToken() }
+        while gateway.count(.refresh) == 0 { await Task.yield() }
+        let finished = Counter()
+        let cancelled = Task { () -> (any Error)? in
+            defer { _ = finished.next() }
+            do { _ = try await service.accessToken(); return nil } catch { return error }
+        }
+        for _ in 0..<100 { await Task.yield() }
+        cancelled.cancel()
+        // Bounded: without the fix this caller waits for the gate, which opens only below.
+        for _ in 0..<2_000 where finished.value == 0 { try await Task.sleep(nanoseconds: 1_000_000) }
+        #expect(finished.value == 1, "the cancelled caller was still waiting for the renewal")
+        gate.open()
+        #expect(await cancelled.value is CancellationError)
+        let token = try await holder.value
+        #expect(token != first)
+        #expect(try h.store.loadSession()?.accessToken == token)
+        #expect(gateway.count(.refresh) == 1)
     }
 
     @Test func damagedStoredSessionIsReplacedByNewSession() async throws {
@@ -480,4 +646,14 @@ final class RefusingStore: WeatherSessionStore, @unchecked Sendable {
     }
 
     func delete(_ item: WeatherSessionStoreItem) throws { try inner.delete(item) }
+}
+
+/// A thread-safe count, for responders and tasks that run concurrently with the test.
+final class Counter: @unchecked Sendable {
+    // @unchecked: `count` is only touched under `lock`.
+    private let lock = NSLock()
+    private var count = 0
+    /// The count before this call, which adds one.
+    func next() -> Int { lock.withLock { defer { count += 1 }; return count } }
+    var value: Int { lock.withLock { count } }
 }

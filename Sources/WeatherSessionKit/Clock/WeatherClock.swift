@@ -8,6 +8,17 @@ import Foundation
 public protocol WeatherClock: Sendable {
     /// The current time.
     func now() -> Date
+
+    /// Waits `seconds` (the pause between repeats of an unanswered refresh). The default is
+    /// `Task.sleep`; a test clock moves its own time instead.
+    func sleep(for seconds: TimeInterval) async throws
+}
+
+extension WeatherClock {
+    /// Waits `seconds` with `Task.sleep`.
+    public func sleep(for seconds: TimeInterval) async throws {
+        try await Task.sleep(nanoseconds: UInt64(max(0, seconds) * 1_000_000_000))
+    }
 }
 
 /// The system wall clock, `Date()`.

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 
 /// Owns the app's anonymous weather session: creates it, keeps it, refreshes it, revokes it.
 ///
@@ -13,8 +16,8 @@ import Foundation
 /// let client = WeatherClient(service: service)
 /// let forecast = try await client.weather(lat: 31.2304, lon: 121.4737, days: 3)
 ///
-/// // "Reset app" / privacy request:
-/// try await service.revoke()
+/// // Privacy request; "reset app" also replaces the installation id:
+/// try await service.revoke(resettingInstallationID: true)
 /// ```
 ///
 /// ## Token lifecycle
@@ -29,9 +32,12 @@ import Foundation
 /// - **refresh answered 401** (refresh token expired, revoked, or replayed): the stored session
 ///   is dropped, the installation id is kept, and a new session is created. Same when the
 ///   refresh token is known to have expired locally, without asking.
-/// - **refresh with no answer** (the connection failed after the request may have gone out):
-///   the very same request is sent again at once, up to twice, while less than
-///   ``unansweredRefreshWindow`` (20 s) has passed since the first went out. The gateway may
+/// - **refresh with no answer** (the connection failed after the request may have gone out, or a
+///   5xx: a web server in front answers 502/503/504 when it gives up on a busy gateway, which
+///   may still rotate the tokens; not when it never left the device, such as
+///   `notConnectedToInternet`): the very same request is sent again after 1, 2, 4 and 8 s
+///   (or the 5xx's `Retry-After`, if longer), as long as the repeat starts less than
+///   ``unansweredRefreshWindow`` (20 s) after the first went out. The gateway may
 ///   already have rotated the tokens; only a repeat within its retry window
 ///   (`WEATHER_REFRESH_RETRY_WINDOW`, 30 s by default) gets the new pair back instead of being
 ///   taken for a replay that revokes the session. For the same reason the pause after a failed
@@ -58,7 +64,9 @@ import Foundation
 /// that counts as replay and revokes the session, logging the user out. So the actor keeps the
 /// one renewal (refresh or creation) in flight as a stored `Task`, and every caller that needs
 /// a renewal while it runs awaits that same task. The task is never cancelled by a caller going
-/// away: a refresh abandoned after the server rotated the tokens would lose them.
+/// away: a refresh abandoned after the server rotated the tokens would lose them. A caller that
+/// is cancelled (a SwiftUI `.task` whose view went away) stops waiting at once with
+/// `CancellationError`, and the renewal goes on for the others and the store.
 ///
 /// ## Storage
 /// The installation id is a random version-4 UUID created on first use and kept in the
@@ -190,28 +198,54 @@ public actor WeatherSessionService {
         return try await renew(from: current).accessToken
     }
 
-    /// Revokes the session on the gateway (`POST /v1/weather/session/revoke`) and forgets it.
+    /// Revokes the session on the gateway (`POST /v1/weather/session/revoke`), then forgets it.
     ///
-    /// The local session is forgotten first and in every case, because the user asked for it;
-    /// an error is still thrown when the gateway could not be told (offline, 5xx), so the app can
-    /// say so. The server-side session then simply expires. A 401 means the session was already
-    /// dead and counts as success. The installation id is kept. The next ``accessToken()``
-    /// creates a new session.
-    public func revoke() async throws {
+    /// The session is forgotten only once the gateway has ended it (204) or said it was already
+    /// dead (401). When the gateway could not be told (offline, 429, 5xx) the error is thrown and
+    /// the session is kept, still working, so that calling `revoke()` again (when the app is back
+    /// online, or at its next launch) can still end it: forgetting the refresh token first would
+    /// leave the gateway's session alive for up to its 30 days with nothing left to end it.
+    /// Renewals wait while a revocation is in flight, so it never presents a spent token.
+    ///
+    /// - Parameter resettingInstallationID: also replace the installation id with a new random
+    ///   one ("reset app"), so the next session cannot be linked to the old ones by it. Done
+    ///   only once the revocation succeeded (or there was no session). The id lives in the
+    ///   store, which outlives the app's deletion when it is the Keychain: this is the way to
+    ///   start over. Another process sharing the store (a widget) keeps the id it has read
+    ///   until it restarts.
+    public func revoke(resettingInstallationID: Bool = false) async throws {
+        if let revocation {
+            try await revocation.value
+        } else {
+            let task = Task { try await self.runRevocation() }
+            revocation = task
+            try await task.value
+        }
+        if resettingInstallationID {
+            let id = UUID()
+            try store.saveInstallationID(id)
+            cachedInstallationID = id
+        }
+    }
+
+    /// The revocation every `revoke()` caller joins; renewals wait for it.
+    private var revocation: Task<Void, any Error>?
+
+    private func runRevocation() async throws {
+        defer { revocation = nil }
         // Let a renewal in flight finish first, so its new tokens are the ones revoked rather
         // than written back after the revoke. Its outcome does not matter here.
         while let pending = renewal {
             _ = await pending.result
         }
         guard let current = try loadedSession() else { return }
-        refreshPausedUntil = nil
-        try discardSession()
-
         let response = try await connection.post(
             "/v1/weather/session/revoke", json: SessionTokenRequest(current))
         guard response.isSuccess || response.status == 401 else {
             throw WeatherAPIError(response: response)
         }
+        refreshPausedUntil = nil
+        try discardSession()
     }
 
     /// The installation id: a random version-4 UUID, created and stored on first use.
@@ -236,16 +270,38 @@ public actor WeatherSessionService {
 
     // MARK: - Renewal
 
-    /// Joins the renewal in flight, or starts one from `current`.
+    /// Joins the renewal in flight, or starts one from `current`. A caller that is cancelled
+    /// stops waiting at once (`CancellationError`); the renewal runs on for the others.
     private func renew(from current: WeatherSession?) async throws -> WeatherSession {
+        var current = current
+        while let revocation {
+            // A renewal now would spend the refresh token the revocation is presenting. After
+            // it, the session is gone (revoked) or unchanged (the gateway was not reached).
+            _ = await revocation.result
+            current = session
+        }
         if let renewal {
-            return try await renewal.value
+            return try await Self.value(of: renewal)
         }
         // `renewal` is set before this method suspends, and the task cannot run its
         // actor-isolated body before then, so no second caller can slip in between.
         let task = Task { try await self.runRenewal(from: current) }
         renewal = task
-        return try await task.value
+        return try await Self.value(of: task)
+    }
+
+    /// `task.value`, except that a cancelled caller gets `CancellationError` at once instead of
+    /// waiting for the task (which `task.value` does, cancelled or not). The task is not cancelled.
+    private static func value<T: Sendable>(of task: Task<T, any Error>) async throws -> T {
+        let waiter = OneAnswer<T>()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                waiter.deliver(to: continuation)
+                Task { waiter.answer(await task.result) }
+            }
+        } onCancel: {
+            waiter.answer(.failure(CancellationError()))
+        }
     }
 
     /// The two requests a renewal may make; each has its own quota on the gateway (per session
@@ -331,30 +387,65 @@ public actor WeatherSessionService {
         return try adopt(response, sentAt: sentAt)
     }
 
-    /// How many times a refresh that got no answer is sent again at once (see "Token lifecycle").
-    static let unansweredRefreshRepeats = 2
+    /// The pauses before each repeat of a refresh that got no answer of the gateway's own (see
+    /// "Token lifecycle"): a dropped connection is often back within seconds, a longer outage
+    /// is not worth more requests.
+    static let unansweredRefreshPauses: [TimeInterval] = [1, 2, 4, 8]
     /// No repeat of an unanswered refresh starts later than this after the first went out, so
     /// that it reaches the gateway inside its 30 s retry window even when each attempt took a
     /// while to fail.
     public static let unansweredRefreshWindow: TimeInterval = 20
 
+    /// Failures that mean the request never left the device or never reached the gateway's HTTP
+    /// layer (no network, no route, no connection, no TLS): nothing can have been rotated.
+    static let neverSentCodes: Set<URLError.Code> = [
+        .notConnectedToInternet, .cannotFindHost, .cannotConnectToHost, .dnsLookupFailed,
+        .internationalRoamingOff, .dataNotAllowed, .callIsActive, .secureConnectionFailed,
+        .serverCertificateUntrusted, .serverCertificateHasBadDate, .serverCertificateNotYetValid,
+        .serverCertificateHasUnknownRoot, .clientCertificateRejected, .clientCertificateRequired,
+        .appTransportSecurityRequiresSecureConnection,
+    ]
+
     private func refresh(_ current: WeatherSession) async throws -> WeatherSession {
         let firstSentAt = clock.now()
-        var repeats = 0
+        var pauses = Self.unansweredRefreshPauses[...]
+        // Whether an attempt so far may have reached the gateway without its answer reaching us.
+        var mayHaveRotated = false
         while true {
-            let response: WeatherHTTPResponse
+            let outcome: Result<WeatherHTTPResponse, any Error>
             do {
-                response = try await connection.post(
-                    "/v1/weather/session/refresh", json: SessionTokenRequest(current))
-            } catch where repeats < Self.unansweredRefreshRepeats && !(error is CancellationError)
-                && clock.now().timeIntervalSince(firstSentAt) < Self.unansweredRefreshWindow {
-                // No answer: the gateway may have rotated the tokens. Only the same request,
-                // soon, gets them back; an answer of any status is final.
-                repeats += 1
-                continue
+                outcome = .success(try await connection.post(
+                    "/v1/weather/session/refresh", json: SessionTokenRequest(current)))
+            } catch {
+                outcome = .failure(error)
+            }
+            // No answer, or a 5xx (a web server that gave up waiting for a busy gateway answers
+            // 502/503/504 while the gateway may still rotate the tokens; the gateway's own 5xx
+            // come before its commit): only the same request, inside the gateway's retry window,
+            // gets the new pair back. A 4xx is the gateway's final word.
+            let failed: Bool, maybeDelivered: Bool
+            switch outcome {
+            case .success(let response):
+                failed = response.status >= 500
+                maybeDelivered = failed
+            case .failure(let error):
+                failed = !(error is CancellationError)
+                maybeDelivered = failed && !((error as? URLError).map { Self.neverSentCodes.contains($0.code) } ?? false)
+            }
+            // A refresh that never got out is not repeated (offline: the caller hears at once);
+            // once one may have, the repeats go on through failures to connect (a network
+            // switching over).
+            mayHaveRotated = mayHaveRotated || maybeDelivered
+            if failed, mayHaveRotated, let pause = pauses.popFirst() {
+                let retryAfter = (try? outcome.get()).flatMap { $0.header("Retry-After").flatMap(TimeInterval.init) } ?? 0
+                let wait = max(pause, retryAfter)
+                if clock.now().timeIntervalSince(firstSentAt) + wait < Self.unansweredRefreshWindow {
+                    try await clock.sleep(for: wait)
+                    continue
+                }
             }
             // A repeat gets the pair the first attempt may have made: its deadlines count from then.
-            return try adopt(response, sentAt: firstSentAt)
+            return try adopt(try outcome.get(), sentAt: firstSentAt)
         }
     }
 
@@ -403,4 +494,37 @@ public actor WeatherSessionService {
         if (try? store.saveSession(session)) != nil { sessionUnsaved = false }
     }
 
+}
+
+/// The first answer given, handed to a continuation once it is there (either may come first).
+private final class OneAnswer<T: Sendable>: @unchecked Sendable {
+    // @unchecked: everything below is touched only under `lock`.
+    private let lock = NSLock()
+    private var continuation: CheckedContinuation<T, any Error>?
+    private var result: Result<T, any Error>?
+    private var delivered = false
+
+    func deliver(to continuation: CheckedContinuation<T, any Error>) {
+        let ready: Result<T, any Error>? = lock.withLock {
+            guard let result else {
+                self.continuation = continuation
+                return nil
+            }
+            delivered = true
+            return result
+        }
+        if let ready { continuation.resume(with: ready) }
+    }
+
+    func answer(_ result: Result<T, any Error>) {
+        let waiting: CheckedContinuation<T, any Error>? = lock.withLock {
+            guard self.result == nil, !delivered else { return nil }
+            self.result = result
+            guard let continuation else { return nil }
+            self.continuation = nil
+            delivered = true
+            return continuation
+        }
+        waiting?.resume(with: result)
+    }
 }

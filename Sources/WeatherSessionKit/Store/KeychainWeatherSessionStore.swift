@@ -18,8 +18,14 @@ import Security
 /// unsigned command-line tool gets `errSecMissingEntitlement` (-34018) and should use
 /// ``FileWeatherSessionStore``.
 ///
-/// Keychain items survive app deletion on iOS; that is fine here (the id is random and the
-/// session expires), and ``WeatherSessionService/revoke()`` is the way to forget the session.
+/// Keychain items survive app deletion on iOS, so a reinstall keeps the installation id and
+/// session; ``WeatherSessionService/revoke(resettingInstallationID:)`` is the way to end the
+/// session and, with `true`, to start over under a new id.
+///
+/// Items are looked up in `accessGroup` only: an app that adds an access group in a later
+/// version (to share with a new widget) no longer finds what the earlier version stored in its
+/// default group, and starts with a new installation id and session. Move the two items over
+/// before handing the store to the service, or keep the default group.
 public struct KeychainWeatherSessionStore: WeatherSessionStore {
     /// `kSecAttrService` of every item, for example the app's bundle id plus `.weather-session`.
     public let service: String

@@ -18,6 +18,18 @@ final class FakeClock: WeatherClock, @unchecked Sendable {
     func advance(by seconds: TimeInterval) {
         lock.withLock { current += seconds }
     }
+
+    /// Waits no real time: the clock moves on by `seconds`, and `sleeps` records the wait.
+    func sleep(for seconds: TimeInterval) async throws {
+        lock.withLock {
+            current += seconds
+            waits.append(seconds)
+        }
+    }
+
+    private var waits: [TimeInterval] = []
+    /// Every `sleep(for:)` so far, in order.
+    var sleeps: [TimeInterval] { lock.withLock { waits } }
 }
 
 extension TimeInterval {
