@@ -584,6 +584,25 @@ struct WeatherSessionServiceTests {
         #expect(gateway.count(.createSession) == 1)
     }
 
+    /// Creation, refresh and revocation each run inside the app's activity (background time on
+    /// iOS), from before their request goes out until their answer is in.
+    @Test func renewalsAndRevocationsRunInsideTheAppsActivity() async throws {
+        let clock = FakeClock()
+        let gateway = FakeGateway(clock: clock)
+        let activity = RecordingActivity { gateway.requests.count }
+        let service = WeatherSessionService(
+            baseURL: Harness.baseURL, store: InMemoryWeatherSessionStore(), transport: gateway, clock: clock, activity: activity)
+
+        let first = try await service.accessToken()
+        clock.advance(by: .hours(7))
+        #expect(try await service.accessToken() != first)
+        try await service.revoke()
+
+        // (begin, end) with the number of requests sent by then: one request inside each.
+        #expect(activity.spans == [[0, 1], [1, 2], [2, 3]])
+        #expect(gateway.requests.map { gateway.route(of: $0) } == [.createSession, .refresh, .revoke])
+    }
+
     /// A caller cancelled while a renewal it joined is held (a SwiftUI `.task` whose view went
     /// away) is released at once; the renewal goes on and its tokens are kept.
     @Test func aCancelledCallerStopsWaitingAndTheRenewalGoesOn() async throws {
@@ -656,4 +675,22 @@ final class Counter: @unchecked Sendable {
     /// The count before this call, which adds one.
     func next() -> Int { lock.withLock { defer { count += 1 }; return count } }
     var value: Int { lock.withLock { count } }
+}
+
+/// Records when each piece of work it runs begins and ends, by `mark()` (a request count).
+final class RecordingActivity: WeatherRenewalActivity, @unchecked Sendable {
+    // @unchecked: `recorded` is only touched under `lock`.
+    private let lock = NSLock()
+    private var recorded: [[Int]] = []
+    private let mark: @Sendable () -> Int
+
+    init(mark: @escaping @Sendable () -> Int) { self.mark = mark }
+
+    var spans: [[Int]] { lock.withLock { recorded } }
+
+    func run<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) async throws -> T {
+        let index = lock.withLock { recorded.append([mark()]); return recorded.count - 1 }
+        defer { lock.withLock { recorded[index].append(mark()) } }
+        return try await work()
+    }
 }

@@ -99,6 +99,8 @@ public actor WeatherSessionService {
     private var refreshPausedUntil: Date?
     /// A creation or a refresh answered with `Retry-After`, held back until it has passed.
     private var holds: [RenewalKind: Hold] = [:]
+    /// What each renewal and revocation runs inside (background time on iOS); `nil`: nothing.
+    private let activity: (any WeatherRenewalActivity)?
     /// `session` is newer than the store's copy: saving it failed and is tried again.
     private var sessionUnsaved = false
 
@@ -116,6 +118,9 @@ public actor WeatherSessionService {
     ///     the current token is still valid (a 429's `Retry-After` wins when longer). Keep it
     ///     below the gateway's `WEATHER_REFRESH_RETRY_WINDOW` (30 s by default), so that a refresh
     ///     whose answer was lost is repeated while the gateway still recognises it.
+    ///   - activity: runs every renewal and revocation, so an app can ask the system for time to
+    ///     finish one when it is sent to the background (see ``WeatherRenewalActivity``); `nil`
+    ///     runs them as they are.
     public init(
         baseURL: URL,
         store: any WeatherSessionStore,
@@ -123,7 +128,8 @@ public actor WeatherSessionService {
         clock: any WeatherClock = SystemWeatherClock(),
         platform: String = "ios",
         appVersion: String? = nil,
-        refreshRetryInterval: TimeInterval = 20
+        refreshRetryInterval: TimeInterval = 20,
+        activity: (any WeatherRenewalActivity)? = nil
     ) {
         if let appVersion {
             precondition(
@@ -138,6 +144,7 @@ public actor WeatherSessionService {
         self.platform = platform
         self.appVersion = appVersion
         self.refreshRetryInterval = refreshRetryInterval
+        self.activity = activity
     }
 
     /// The gateway root this service talks to.
@@ -217,7 +224,7 @@ public actor WeatherSessionService {
         if let revocation {
             try await revocation.value
         } else {
-            let task = Task { try await self.runRevocation() }
+            let task = Task { try await self.underActivity { try await self.runRevocation() } }
             revocation = task
             try await task.value
         }
@@ -285,9 +292,16 @@ public actor WeatherSessionService {
         }
         // `renewal` is set before this method suspends, and the task cannot run its
         // actor-isolated body before then, so no second caller can slip in between.
-        let task = Task { try await self.runRenewal(from: current) }
+        let start = current
+        let task = Task { try await self.underActivity { try await self.runRenewal(from: start) } }
         renewal = task
         return try await Self.value(of: task)
+    }
+
+    /// `work` inside the app's ``WeatherRenewalActivity``, if it gave one.
+    private nonisolated func underActivity<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) async throws -> T {
+        guard let activity else { return try await work() }
+        return try await activity.run(work)
     }
 
     /// `task.value`, except that a cancelled caller gets `CancellationError` at once instead of
@@ -527,4 +541,27 @@ private final class OneAnswer<T: Sendable>: @unchecked Sendable {
         }
         waiting?.resume(with: result)
     }
+}
+
+/// Something a renewal or a revocation runs inside, for as long as it takes: on iOS, background
+/// time, so that a refresh sent just before the app is suspended gets its answer. (A suspended
+/// app that loses the answer recovers, but with a new session: the gateway takes the spent
+/// refresh token, presented again after its retry window, for a replay and revokes the old one.)
+///
+/// An app passes one to ``WeatherSessionService/init(baseURL:store:transport:clock:platform:appVersion:refreshRetryInterval:activity:)``.
+/// For example, with UIKit (not compiled with this package, which is built and tested on Linux):
+///
+/// ```swift
+/// struct BackgroundTime: WeatherRenewalActivity {
+///     func run<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) async throws -> T {
+///         let id = await UIApplication.shared.beginBackgroundTask(withName: "weather-session")
+///         defer { Task { @MainActor in UIApplication.shared.endBackgroundTask(id) } }
+///         return try await work()
+///     }
+/// }
+/// ```
+/// In an app extension, `ProcessInfo.performExpiringActivity(withReason:)` plays that part.
+public protocol WeatherRenewalActivity: Sendable {
+    /// Runs `work` to its end and returns what it returned (or throws what it threw).
+    func run<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) async throws -> T
 }
