@@ -33,9 +33,10 @@ import FoundationNetworking
 ///   is dropped, the installation id is kept, and a new session is created. Same when the
 ///   refresh token is known to have expired locally, without asking.
 /// - **refresh with no answer** (the connection failed after the request may have gone out, or a
-///   5xx: a web server in front answers 502/503/504 when it gives up on a busy gateway, which
-///   may still rotate the tokens; not when it never left the device, such as
-///   `notConnectedToInternet`): the very same request is sent again after 1, 2, 4 and 8 s
+///   5xx other than the gateway's own `storage_unavailable` and `internal_error`: a web server in
+///   front answers 502/503/504 when it gives up on a busy gateway, which may still rotate the
+///   tokens; not when it never left the device, such as `notConnectedToInternet`): the very
+///   same request is sent again after 1, 2, 4 and 8 s, the caller waiting,
 ///   (or the 5xx's `Retry-After`, if longer), as long as the repeat starts less than
 ///   ``unansweredRefreshWindow`` (20 s) after the first went out. The gateway may
 ///   already have rotated the tokens; only a repeat within its retry window
@@ -410,6 +411,11 @@ public actor WeatherSessionService {
     /// while to fail.
     public static let unansweredRefreshWindow: TimeInterval = 20
 
+    /// The gateway's own 5xx codes for a refresh, each answered before anything was committed
+    /// (its database could not be read or written; it could not make the tokens): nothing to
+    /// repeat. nginx's `service_unavailable` and bare 502/504 pages are not among them.
+    static let finalServerErrors: Set<String> = ["storage_unavailable", "internal_error"]
+
     /// Failures that mean the request never left the device or never reached the gateway's HTTP
     /// layer (no network, no route, no connection, no TLS): nothing can have been rotated.
     static let neverSentCodes: Set<URLError.Code> = [
@@ -433,14 +439,14 @@ public actor WeatherSessionService {
             } catch {
                 outcome = .failure(error)
             }
-            // No answer, or a 5xx (a web server that gave up waiting for a busy gateway answers
-            // 502/503/504 while the gateway may still rotate the tokens; the gateway's own 5xx
-            // come before its commit): only the same request, inside the gateway's retry window,
-            // gets the new pair back. A 4xx is the gateway's final word.
+            // No answer, or a 5xx that is not the gateway's own (a web server that gave up waiting
+            // for a busy gateway answers 502/503/504 while the gateway may still rotate the
+            // tokens): only the same request, inside the gateway's retry window, gets the new
+            // pair back. A 4xx, or the gateway's own 5xx (`finalServerErrors`), is final.
             let failed: Bool, maybeDelivered: Bool
             switch outcome {
             case .success(let response):
-                failed = response.status >= 500
+                failed = response.status >= 500 && !Self.finalServerErrors.contains(WeatherAPIError(response: response).code)
                 maybeDelivered = failed
             case .failure(let error):
                 failed = !(error is CancellationError)
