@@ -476,8 +476,11 @@ extension WeatherCounterTests {
         let name = "caiyun"
         var failure: ProviderFailure? = .httpStatus(503, retryAfter: nil)
         var calls = 0
+        /// Runs inside each fetch, before it answers.
+        var during: (() -> Void)?
         func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) throws(ProviderFailure) -> WeatherReport {
             calls += 1
+            during?()
             if let failure { throw failure }
             return WeatherReport(provider: name, location: point, timezone: "UTC", current: nil, daily: [], fetchedAt: now.iso8601)
         }
@@ -617,6 +620,24 @@ extension WeatherCounterTests {
         #expect(t2.log.lines.last?.contains(" providers=caiyun:cooling_down") == true, "\(t2.log.lines.last ?? "")")
         #expect(p1.calls == 1 && p2.calls == 0)
         while !fetching.isFinished { usleep(1_000) }
+    }
+
+    /// A worker whose fetch overran its claim, taken over meanwhile by a worker of another
+    /// machine sharing the store (whose pid is the same number), releases only its own claim.
+    /// The owner was `pid-N` alone, so the overrunning worker deleted the other's live claim and
+    /// a third worker would fetch the cell again.
+    @Test func aFetchLockTakenOverByAnotherMachinesWorkerWithTheSamePidIsNotReleased() throws {
+        let (provider, t, token) = try paused(cooldown: 30)
+        provider.failure = nil
+        let point = GridPoint.snapping(lat: 40, lon: 116, degrees: t.config.gridDegrees)
+        let key = "\(point.key)|\(WeatherQuery.forecast(days: 7).cacheKind)"
+        let store = t.store, clock = t.clock
+        provider.during = {
+            clock.advance(3600)  // this worker's claim has run out
+            #expect(try! store.acquireFetchLock(key: key, owner: "pid-\(getpid())", now: clock.now(), until: clock.now().adding(seconds: 60)))
+        }
+        #expect(t.weather(token: token, query: "lat=40&lon=116").status == 200)
+        #expect(try t.store.fetchLockState(key: key, now: clock.now(), until: clock.now().adding(seconds: 60)) == .held)
     }
 
     @Test func noPauseWhenTheCooldownIsOff() throws {

@@ -23,7 +23,9 @@ final class WeatherHandler {
         self.metrics = metrics
         self.store = store
         self.source = source
-        self.owner = "pid-\(getpid())"
+        // The pid names the worker in the table; the random part keeps two machines sharing
+        // one store (or a pid reused after a restart) from releasing each other's claims.
+        self.owner = "pid-\(getpid())-\(String(UInt64.random(in: .min ... .max), radix: 36))"
     }
 
     var forecast: Route { Route(handler: self, trip: false) }
@@ -150,19 +152,20 @@ final class WeatherHandler {
         let store = self.store
         var trail: String?
         defer { if trail != nil { context.providers = trail } }
+        // The request's clock (the gateway's injected one), moved on by the wait.
+        func now() -> Timestamp { requestTime.adding(seconds: Int64((MonotonicTime.now() - started) / 1_000_000_000)) }
         let body = try Self.awaitFetch(
             pollAgain: { usleep(20_000); return MonotonicTime.now() < deadline },
             freshBody: { () throws(StoreError) -> [UInt8]? in
-                let now = Timestamp.systemNow()
+                let now = now()
                 return try store.cachedWeather(key: key, now: now).flatMap { now < $0.freshUntil ? $0.body : nil }
             },
             fetchState: { () throws(StoreError) -> FetchLockState in
-                // The clock the claims were made by (the request's), moved on by the wait.
-                let now = requestTime.adding(seconds: Int64((MonotonicTime.now() - started) / 1_000_000_000))
+                let now = now()
                 return try store.fetchLockState(key: key, now: now, until: now.adding(seconds: claimSeconds))
             },
             paused: {
-                guard let paused = source.pausedFetch(query, now: Timestamp.systemNow()) else { return nil }
+                guard let paused = source.pausedFetch(query, now: now()) else { return nil }
                 trail = paused.trail
                 return Self.failure(of: paused)
             })

@@ -98,7 +98,8 @@ extension GatewayStore {
     public var providerPauses: (any ProviderPauseBoard)? { nil }
 }
 
-/// A storage failure. `isUnavailable` separates "the disk or database is not usable" (503) from bugs.
+/// A storage failure: the store's own result code and a message for operators (never SQL, never
+/// a secret). Handlers answer every one with 503 `storage_unavailable` and read neither field.
 public struct StoreError: Error, CustomStringConvertible {
     public var code: Int32
     public var message: String
