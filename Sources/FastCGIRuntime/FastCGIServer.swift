@@ -21,14 +21,66 @@ public enum FastCGIServer {
     /// True when fd 0 is not a FastCGI listening socket (started by a web server as CGI, or by hand).
     public static var isCGI: Bool { FCGX_IsCGI() != 0 }
 
-    /// Binds `address` (`/path/to.sock` or `host:port`, or `:port`) and returns its descriptor.
+    /// Binds `address` and returns its descriptor: `/path/to.sock`, `host:port`, or `port` (or
+    /// `:port`), which is 127.0.0.1 (libfcgi would take every interface: anyone who reaches the
+    /// port could send any `REMOTE_ADDR`; say `0.0.0.0:port` for that).
+    ///
+    /// A path is taken over only from a socket nothing listens on any more (left by a process
+    /// that died); a live socket (another instance) or any other file there is an error, and
+    /// stays as it was.
     public static func listen(_ address: String, mode: mode_t = 0o660, backlog: Int32 = 128) throws -> Int32 {
-        let spec = address.hasPrefix("/") || address.contains(":") ? address : ":" + address
-        if spec.hasPrefix("/") { unlink(spec) }
-        let fd = FCGX_OpenSocket(spec, backlog)
+        let spec = address.hasPrefix("/") ? address : address.contains(":") ? address : ":" + address
+        let bound = spec.hasPrefix(":") ? "127.0.0.1" + spec : spec
+        if bound.hasPrefix("/") { try removeStaleSocket(bound) }
+        let fd = FCGX_OpenSocket(bound, backlog)
         guard fd >= 0 else { throw FastCGIError("cannot listen on \(address)") }
-        if spec.hasPrefix("/") { chmod(spec, mode) }
+        if bound.hasPrefix("/") {
+            chmod(bound, mode)
+            var info = stat()
+            if lstat(bound, &info) == 0 { boundSocket = (info.st_dev, info.st_ino) }
+        }
         return fd
+    }
+
+    /// The socket file `listen` made (device, inode), so that only that file is removed again.
+    nonisolated(unsafe) static var boundSocket: (dev_t, ino_t)?
+
+    /// Removes the socket file `listen` made, if it is still that file (not one another instance
+    /// has made since). For a start that failed before serving.
+    public static func removeBoundSocket(_ path: String) {
+        var info = stat()
+        guard let (dev, ino) = boundSocket, lstat(path, &info) == 0, info.st_dev == dev, info.st_ino == ino else { return }
+        unlink(path)
+    }
+
+    /// Unlinks `path` if it is a socket no process accepts on; nothing there is fine.
+    static func removeStaleSocket(_ path: String) throws {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return }
+        guard info.st_mode & S_IFMT == S_IFSOCK else {
+            throw FastCGIError("cannot listen on \(path): a file that is not a socket is there (left as it is)")
+        }
+        guard !acceptsConnections(path) else {
+            throw FastCGIError("cannot listen on \(path): another process is serving that socket")
+        }
+        unlink(path)
+    }
+
+    /// True when a connection to the Unix socket at `path` succeeds.
+    static func acceptsConnections(_ path: String) -> Bool {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return false }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+        }
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        } == 0
     }
 
     /// Serves requests on `listenFD` (0: the inherited socket) until SIGTERM or `maxRequests`.
@@ -72,6 +124,7 @@ public enum FastCGIServer {
         // without a body pays no system call for it.
         let setBeforeBody = bodySeconds > 0 || isTCP(listenFD)
         var served = 0
+        var acceptFailureLoggedAt = Int64.min / 2
         while shutdownRequested == 0 {
             let accepted = FCGX_Accept_r(&request)
             // No request for the timeout: ours, or a shorter one another worker on the same socket
@@ -89,7 +142,24 @@ public enum FastCGIServer {
             // SIGSTOP/SIGCONT, a cgroup freeze or a debugger attaching included: only a stop
             // signal (which sets the flag) ends the loop.
             if accepted == -EINTR { continue }
-            guard accepted >= 0 else { break }
+            if accepted < 0 {
+                // Out of descriptors or memory (a burst, a leak elsewhere): wait and go on, where
+                // ending with status 0 left nothing to restart the worker under spawn-fcgi or
+                // --workers 1. A connection that went away before it was taken: go on. Anything
+                // else is this socket's end: said, and an error status.
+                let error = -accepted
+                if [ECONNABORTED, EPROTO, EPERM].contains(error) { continue }
+                let reason = accepted == -9999 ? "libfcgi error" : String(cString: strerror(error))
+                guard [EMFILE, ENFILE, ENOBUFS, ENOMEM].contains(error) else {
+                    throw FastCGIError("accepting a connection failed: \(reason)")
+                }
+                if MonotonicTime.milliseconds() - acceptFailureLoggedAt >= 10_000 {  // a line per 10 s at most
+                    acceptFailureLoggedAt = MonotonicTime.milliseconds()
+                    StandardErrorLog().write("weather-fcgi: accepting a connection failed (\(reason)); trying again every 0.1 s")
+                }
+                usleep(100_000)
+                continue
+            }
             let params = environment(request.envp, keeping: wanted)
             let input = request.in, connection = request.ipcFd
             let response = handler(params) { count in

@@ -1,4 +1,6 @@
 import CFastCGI
+import WeatherAPI
+import WeatherCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -7,12 +9,26 @@ import Glibc
 /// any that die (a crash loses only the request in flight on that worker), and on SIGTERM stops
 /// them all gracefully. spawn-fcgi starts workers but never restarts them; this does.
 public enum Supervisor {
-    /// Forks `workers` children that each call `child()` and exit with its status. Returns in the
-    /// parent when all children are gone after SIGTERM/SIGINT.
+    /// How long workers have to finish after SIGTERM before they are killed. Below the systemd
+    /// unit's `TimeoutStopSec` (15 s), so the supervisor ends them itself; a worker can miss a
+    /// SIGTERM that lands while libfcgi waits for a new connection's first bytes, and would
+    /// otherwise wait for its next request or idle wake-up.
+    static let stopGraceSeconds: Int64 = 12
+
+    /// Forks `workers` children that each call `child()` and exit with its status. Exits when all
+    /// children are gone after SIGTERM/SIGINT (0), or when not one worker could be started (71).
     public static func run(workers: Int, child: () -> Int32) -> Never {
         FastCGIServer.installSignalHandlers()
+        // Inherited as ignored (some wrappers do), SIGCHLD would make the kernel reap the workers
+        // itself: waitpid would never see one die, and none would be replaced.
+        signal(SIGCHLD, SIG_DFL)
 
         var children: Set<pid_t> = []
+        var missing = 0                     // workers that should run but could not be forked
+        var retryAt: Int64 = 0
+        var recentDeaths: [Int64] = []
+        var forkFailureLoggedAt: Int64?
+        func now() -> Int64 { MonotonicTime.milliseconds() / 1000 }
         func spawn() {
             let pid = fork()
             if pid == 0 {
@@ -20,34 +36,67 @@ public enum Supervisor {
                 _ = cfastcgi_set_parent_death_signal(SIGTERM)
                 exit(child())
             }
-            if pid > 0 { children.insert(pid) }
+            if pid > 0 {
+                children.insert(pid)
+                return
+            }
+            // EAGAIN: a process or thread limit (TasksMax, RLIMIT_NPROC, a shared host's cap).
+            let reason = String(cString: strerror(errno))
+            missing += 1
+            retryAt = now() + 1
+            // Once a minute at most: a limit that holds would otherwise write a line a second.
+            if forkFailureLoggedAt.map({ now() - $0 >= 60 }) ?? true {
+                forkFailureLoggedAt = now()
+                StandardErrorLog().write("weather-fcgi: cannot start a worker (\(reason)); \(children.count) running, trying again every second")
+            }
         }
         for _ in 0..<workers where shutdownRequested == 0 { spawn() }
+        guard !children.isEmpty || shutdownRequested != 0 else {
+            StandardErrorLog().write("weather-fcgi: no worker could be started")
+            exit(71)
+        }
 
         // Polling keeps this simple and race-free: a SIGTERM that lands between a check and a
         // blocking waitpid() could otherwise leave the supervisor waiting on workers forever.
-        var recentDeaths: [Int64] = []
-        var told = false
-        while !children.isEmpty {
-            if shutdownRequested != 0 && !told {
-                for c in children { kill(c, SIGTERM) }
-                told = true
+        var toldAt: Int64?
+        var killed = false
+        while !children.isEmpty || (missing > 0 && shutdownRequested == 0) {
+            if shutdownRequested != 0 {
+                if toldAt == nil {
+                    for c in children { kill(c, SIGTERM) }
+                    toldAt = now()
+                } else if !killed, let toldAt, now() - toldAt >= stopGraceSeconds {
+                    StandardErrorLog().write("weather-fcgi: \(children.count) worker(s) still running \(stopGraceSeconds) s after SIGTERM; killing them")
+                    for c in children { kill(c, SIGKILL) }
+                    killed = true
+                }
+            } else if missing > 0 && now() >= retryAt {
+                missing -= 1
+                spawn()
+                if missing == 0 { forkFailureLoggedAt = nil }
             }
             var status: Int32 = 0
             let pid = waitpid(-1, &status, WNOHANG)
-            if pid == 0 || (pid < 0 && errno == EINTR) {
+            // ECHILD with none running: every worker is still to be forked again.
+            if pid == 0 || (pid < 0 && (errno == EINTR || errno == ECHILD && children.isEmpty)) {
                 usleep(50_000)
                 continue
             }
             if pid < 0 { break }
-            children.remove(pid)
+            guard children.remove(pid) != nil else { continue }
             guard shutdownRequested == 0 else { continue }
-            // A worker that dies at once again and again (bad config, full disk) must not turn
-            // into a fork storm: slow down when more than `workers` deaths happen within 5 s.
-            let now = Int64(time(nil))
-            recentDeaths = recentDeaths.filter { now - $0 < 5 } + [now]
-            if recentDeaths.count > workers { sleep(1) }
-            guard shutdownRequested == 0 else { continue }  // SIGTERM may have ended the sleep
+            // Status 0 is a worker that retired on purpose (`WEATHER_MAX_REQUESTS` served, or a
+            // stop signal of its own): replaced at once, however busy, where counting it as a
+            // death capped the service at about `WEATHER_MAX_REQUESTS` requests a second. Every
+            // failure exits otherwise (78 configuration, 71 socket, a signal).
+            if status != 0 {
+                // A worker that dies at once again and again (bad config, full disk) must not turn
+                // into a fork storm: slow down when more than `workers` deaths happen within 5 s.
+                let t = now()
+                recentDeaths = recentDeaths.filter { t - $0 < 5 } + [t]
+                if recentDeaths.count > workers { sleep(1) }
+                guard shutdownRequested == 0 else { continue }  // SIGTERM may have ended the sleep
+            }
             spawn()
         }
         exit(0)

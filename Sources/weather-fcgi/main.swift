@@ -8,7 +8,10 @@ import Glibc
 // Wiring only: configuration, storage, providers, then the FastCGI (or CGI) loop.
 
 let usage = """
-    usage: weather-fcgi [--listen PATH|HOST:PORT [--socket-mode 0660]] [--workers N]
+    usage: weather-fcgi [--listen PATH|HOST:PORT|PORT [--socket-mode 0660]] [--workers N]
+
+    --listen PORT (or :PORT) listens on 127.0.0.1; 0.0.0.0:PORT on every interface. A PATH is
+    taken over only from a dead socket: a live one or any other file there stops the start.
 
     Without --listen it serves the FastCGI socket inherited on fd 0 (spawn-fcgi, mod_fcgid,
     systemd), or, when fd 0 is not a socket, answers the one CGI request in its environment.
@@ -123,7 +126,7 @@ if let listenAddress {
 /// A socket file this process bound and will never serve (start-up failed) is removed, so it
 /// does not stay behind looking like a service that refuses connections.
 @MainActor func exitBeforeServing(_ status: Int32) -> Never {
-    if let listenAddress, listenAddress.hasPrefix("/") { unlink(listenAddress) }
+    if let listenAddress, listenAddress.hasPrefix("/") { FastCGIServer.removeBoundSocket(listenAddress) }
     exit(status)
 }
 

@@ -1,0 +1,148 @@
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The supervisor (`--workers N`) and `--listen`, as an audit of the FastCGI runtime found them
+/// (session 15): workers retiring on purpose, SIGCHLD inherited as ignored, forks that fail, a
+/// bare port, and a socket path that is not a dead socket.
+@Suite(.serialized) struct SupervisorTests {
+    /// `GET /v1/health` straight on the FastCGI socket; the status line, or "" without an answer.
+    static func health(_ socket: String) -> String {
+        let out = ChildProcessOutput.run("/usr/bin/cgi-fcgi", ["-bind", "-connect", socket],
+                                         environment: ["REQUEST_METHOD": "GET", "REQUEST_URI": "/v1/health", "REMOTE_ADDR": "127.0.0.1"])
+        return out.split(separator: "\r\n").first.map(String.init) ?? ""
+    }
+
+    static func scratch() throws -> URL {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-sup-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir.appendingPathComponent("data"), withIntermediateDirectories: true)
+        return dir
+    }
+
+    static func environment(_ dir: URL) -> [String: String] {
+        ["WEATHER_DB_PATH": dir.appendingPathComponent("data/weather.sqlite3").path, "PATH": "/usr/sbin:/usr/bin:/bin"]
+    }
+
+    /// Workers that retire after `WEATHER_MAX_REQUESTS` (status 0) are replaced at once. They
+    /// counted as deaths, so past N retirements in 5 s every restart slept 1 s: 24 requests at
+    /// two per worker took 8 s (about `WEATHER_MAX_REQUESTS` requests a second in all).
+    @Test func workersRetiringOnPurposeAreReplacedWithoutTheCrashPause() throws {
+        let h = try GatewayHarness(workers: 2, env: ["WEATHER_MAX_REQUESTS": "2"])
+        let started = Date()
+        for _ in 0..<24 {
+            #expect(try h.request("GET", "/v1/health").status == 200)
+        }
+        let elapsed = Date().timeIntervalSince(started)
+        // Eight or more of the 1 s pauses before the fix; a few hundred ms of forks after it.
+        #expect(elapsed < 4, "24 requests took \(elapsed) s")
+        let workers = Set(h.log.split(separator: "\n").compactMap { line in line.split(separator: " ").first { $0.hasPrefix("worker=") } })
+        #expect(workers.count >= 10, "\(workers.count) workers answered")
+    }
+
+    /// Started with SIGCHLD ignored (some wrappers leave it so), a killed worker was never
+    /// replaced: the kernel reaped it, and waitpid never saw it die.
+    @Test func aWorkerKilledUnderAnInheritedIgnoredSIGCHLDIsReplaced() throws {
+        let dir = try Self.scratch()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let socket = dir.appendingPathComponent("w.sock").path
+        let wrapper = "import os, signal, sys\nsignal.signal(signal.SIGCHLD, signal.SIG_IGN)\nos.execv(sys.argv[1], sys.argv[1:])"
+        let app = try ChildProcess("/usr/bin/python3", ["-c", wrapper, "\(binDirectory)/weather-fcgi", "--listen", socket, "--workers", "2"],
+                                   environment: Self.environment(dir), stderr: dir.appendingPathComponent("app.log").path)
+        defer { app.stop() }
+        #expect(waitUntil { workerPids(app.pid).count == 2 })
+        let before = Set(workerPids(app.pid))
+        let victim = try #require(before.first)
+        kill(victim, SIGKILL)
+        #expect(waitUntil { let now = Set(workerPids(app.pid)); return now.count == 2 && !now.contains(victim) }, "\(workerPids(app.pid))")
+        #expect(Self.health(socket) == "Status: 200 OK")
+    }
+
+    /// `--listen PORT` listens on 127.0.0.1 only (libfcgi took every interface, where anyone who
+    /// reached the port could send any `REMOTE_ADDR`); `0.0.0.0:PORT` still asks for all.
+    @Test func aBarePortListensOnLoopbackOnly() throws {
+        let dir = try Self.scratch()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let port = freePort()
+        let app = try ChildProcess("\(binDirectory)/weather-fcgi", ["--listen", "\(port)"], environment: Self.environment(dir))
+        defer { app.stop() }
+        let hex = String(format: "%04X", port)
+        func listeners() -> [String] {
+            ((try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8)) ?? "").split(separator: "\n").compactMap { line in
+                let fields = line.split(separator: " ")
+                return fields.count > 3 && fields[1].hasSuffix(":\(hex)") && fields[3] == "0A" ? String(fields[1]) : nil
+            }
+        }
+        #expect(waitUntil { !listeners().isEmpty })
+        #expect(listeners() == ["0100007F:\(hex)"])
+    }
+
+    /// A socket path is taken over only from a dead socket: a second instance (here with a
+    /// configuration that cannot start) deleted the socket of the one serving it, and any other
+    /// file at that path.
+    @Test func aLiveSocketOrAnyOtherFileAtTheListenPathIsLeftAlone() throws {
+        let dir = try Self.scratch()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let socket = dir.appendingPathComponent("w.sock").path
+        let first = try ChildProcess("\(binDirectory)/weather-fcgi", ["--listen", socket], environment: Self.environment(dir))
+        defer { first.stop() }
+        #expect(waitUntil { Self.health(socket) == "Status: 200 OK" })
+
+        var broken = Self.environment(dir)
+        broken["WEATHER_DB_PATH"] = "/nonexistent-folder/weather.sqlite3"
+        let log = dir.appendingPathComponent("second.log").path
+        let second = try ChildProcess("\(binDirectory)/weather-fcgi", ["--listen", socket], environment: broken, stderr: log)
+        #expect(waitUntil { !second.isRunning })
+        #expect(second.terminationStatus == 71)
+        #expect(((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("another process is serving that socket"))
+        #expect(Self.health(socket) == "Status: 200 OK", "the first instance's socket is still there")
+
+        let file = dir.appendingPathComponent("notes.txt").path
+        try Data("keep me".utf8).write(to: URL(fileURLWithPath: file))
+        let third = try ChildProcess("\(binDirectory)/weather-fcgi", ["--listen", file], environment: Self.environment(dir))
+        #expect(waitUntil { !third.isRunning })
+        #expect(third.terminationStatus == 71)
+        #expect((try? String(contentsOfFile: file, encoding: .utf8)) == "keep me")
+
+        // A socket nobody serves (its process died) is taken over.
+        first.stop()
+        #expect(FileManager.default.fileExists(atPath: socket))
+        let fourth = try ChildProcess("\(binDirectory)/weather-fcgi", ["--listen", socket], environment: Self.environment(dir))
+        defer { fourth.stop() }
+        #expect(waitUntil { Self.health(socket) == "Status: 200 OK" })
+    }
+
+    /// Forks that fail (a process limit) are said and tried again, and a supervisor that could
+    /// start no worker at all exits 71; it ran on with fewer workers and said nothing, or exited
+    /// 0 leaving its socket behind.
+    @Test(needs(isRoot, "root, to run the supervisor as nobody under a process limit"))
+    func failedForksAreSaidAndTriedAgain() throws {
+        try requirePrivilege(isRoot, "root")
+        let dir = try Self.scratch()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        chmod(dir.path, 0o777)
+        chmod(dir.appendingPathComponent("data").path, 0o777)
+        func start(_ limit: Int, _ log: String) throws -> ChildProcess {
+            let socket = dir.appendingPathComponent("w\(limit).sock").path
+            return try ChildProcess("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/prlimit", "--nproc=\(limit)",
+                                                         "\(binDirectory)/weather-fcgi", "--listen", socket, "--workers", "3"],
+                                    environment: Self.environment(dir), stderr: dir.appendingPathComponent(log).path)
+        }
+        func text(_ log: String) -> String { (try? String(contentsOfFile: dir.appendingPathComponent(log).path, encoding: .utf8)) ?? "" }
+
+        // Room for no worker at all: an error status and a reason.
+        let none = try start(1, "none.log")
+        #expect(waitUntil { !none.isRunning })
+        #expect(none.terminationStatus == 71, "\(text("none.log"))")
+        #expect(text("none.log").contains("no worker could be started"))
+
+        // Room for one: it serves, and the rest are said to be missing.
+        let some = try start(2, "some.log")
+        defer { some.stop() }
+        let socket = dir.appendingPathComponent("w2.sock").path
+        #expect(waitUntil { Self.health(socket) == "Status: 200 OK" })
+        #expect(waitUntil { text("some.log").contains("cannot start a worker") }, "\(text("some.log"))")
+        #expect(some.isRunning)
+    }
+}
