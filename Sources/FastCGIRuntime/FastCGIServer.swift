@@ -94,9 +94,17 @@ public enum FastCGIServer {
     /// request: the listening socket gets a receive timeout (`SO_RCVTIMEO`), which Linux applies
     /// to `accept`, and libfcgi then returns `-EAGAIN` instead of blocking on.
     ///
-    /// `bodySeconds` (0: no limit) bounds each wait for the next piece of a request's body: a
-    /// web server that stops sending in the middle of a body (one that passes bodies on as they
-    /// arrive, without buffering them) then costs that request a 400, not the worker.
+    /// `bodySeconds` (0: no limit) bounds each wait for the next piece of a request, its head
+    /// (the FastCGI records before the body) and its body: a peer that stops sending in the
+    /// middle (a web server that passes bodies on as they arrive; anything else that can reach the
+    /// socket) then costs that request a 400 or its connection, not the worker.
+    ///
+    /// Connections are accepted here, not by libfcgi, so each gets that receive timeout before
+    /// libfcgi reads its head (libfcgi reads it inside `FCGX_Accept_r`, where a head that stopped
+    /// half-way held the worker for as long as the peer kept the connection open), and each is
+    /// closed here with a bounded wait for the peer's end (libfcgi's close read until the peer
+    /// stopped sending, 2 s a read). A web server that asks to keep the connection
+    /// (`FCGI_KEEP_CONN`) keeps it, as libfcgi did.
     public static func serve(
         listenFD: Int32 = 0, maxRequests: Int = 0, parameterNames: [String]? = nil, idleSeconds: Int = 0,
         bodySeconds: Int = 0, handler: Handler, idle: () -> Void = {}, after: () -> Void
@@ -105,7 +113,9 @@ public enum FastCGIServer {
         guard FCGX_Init() == 0 else { throw FastCGIError("FCGX_Init failed") }
         installSignalHandlers()
         var request = FCGX_Request()
-        guard FCGX_InitRequest(&request, listenFD, Int32(FCGI_FAIL_ACCEPT_ON_INTR)) == 0 else {
+        // No listening socket for libfcgi: a connection whose head fails is closed by libfcgi,
+        // whose own accept on -1 then fails at once (EBADF) and hands control back here.
+        guard FCGX_InitRequest(&request, -1, Int32(FCGI_FAIL_ACCEPT_ON_INTR)) == 0 else {
             throw FastCGIError("FCGX_InitRequest failed")
         }
         // The option belongs to the socket, which every worker on it shares and which can
@@ -113,67 +123,96 @@ public enum FastCGIServer {
         // is kept (`shortenReceiveTimeout`), so none loses its wake-up to a sibling started with
         // a longer interval or none; a wake-up that comes earlier than a worker's own interval
         // finds nothing due. A worker without an interval leaves the option as it is; a timeout
-        // it did not ask for only makes it wait again (below). A blocking accept is what libfcgi
-        // expects.
+        // it did not ask for only makes it wait again (below).
         makeBlocking(listenFD)
         let timed = idleSeconds > 0 && shortenReceiveTimeout(listenFD, to: idleSeconds)
-        // A TCP connection inherits the listener's timeout (a Unix socket's does not): before a
-        // body is read it is replaced by the body's (or cleared), so the body is read as the
-        // settings say whatever siblings sharing the socket run with. Only body reads are
-        // affected (libfcgi has read the head by the time a request is accepted), so a request
-        // without a body pays no system call for it.
-        let setBeforeBody = bodySeconds > 0 || isTCP(listenFD)
         var served = 0
         var acceptFailureLoggedAt = Int64.min / 2
         while shutdownRequested == 0 {
-            let accepted = FCGX_Accept_r(&request)
-            // No request for the timeout: ours, or a shorter one another worker on the same socket
-            // set (workers started with different settings share it).
-            if accepted == -EAGAIN || accepted == -EWOULDBLOCK {
-                if timed {
-                    // Two workers starting at once may both have read "none" and the longer
-                    // interval written last: whichever wakes puts its own back if shorter.
-                    _ = shortenReceiveTimeout(listenFD, to: idleSeconds)
-                    idle()
+            if request.ipcFd < 0 {
+                let connection = accept(listenFD, nil, nil)
+                if connection < 0 {
+                    let error = errno
+                    // No request for the timeout: ours, or a shorter one another worker on the
+                    // same socket set (workers started with different settings share it).
+                    if error == EAGAIN || error == EWOULDBLOCK {
+                        if timed {
+                            // Two workers starting at once may both have read "none" and the longer
+                            // interval written last: whichever wakes puts its own back if shorter.
+                            _ = shortenReceiveTimeout(listenFD, to: idleSeconds)
+                            idle()
+                        }
+                        continue
+                    }
+                    // With a receive timeout, Linux does not restart an accept interrupted by any
+                    // signal, SIGSTOP/SIGCONT, a cgroup freeze or a debugger attaching included:
+                    // only a stop signal (which sets the flag) ends the loop. A connection that went
+                    // away before it was taken: go on.
+                    if [EINTR, ECONNABORTED, EPROTO, EPERM].contains(error) { continue }
+                    // Out of descriptors or memory (a burst, a leak elsewhere): wait and go on, where
+                    // ending with status 0 left nothing to restart the worker under spawn-fcgi or
+                    // --workers 1. Anything else is this socket's end: said, and an error status.
+                    let reason = String(cString: strerror(error))
+                    guard [EMFILE, ENFILE, ENOBUFS, ENOMEM].contains(error) else {
+                        throw FastCGIError("accepting a connection failed: \(reason)")
+                    }
+                    if MonotonicTime.milliseconds() - acceptFailureLoggedAt >= 10_000 {  // a line per 10 s at most
+                        acceptFailureLoggedAt = MonotonicTime.milliseconds()
+                        StandardErrorLog().write("weather-fcgi: accepting a connection failed (\(reason)); trying again every 0.1 s")
+                    }
+                    usleep(100_000)
+                    continue
                 }
-                continue
+                // Set on every connection: a TCP one inherits the listener's (idle) timeout.
+                _ = setReceiveTimeout(connection, seconds: bodySeconds)
+                request.ipcFd = connection
             }
-            // With a receive timeout, Linux does not restart an accept interrupted by any signal,
-            // SIGSTOP/SIGCONT, a cgroup freeze or a debugger attaching included: only a stop
-            // signal (which sets the flag) ends the loop.
-            if accepted == -EINTR { continue }
-            if accepted < 0 {
-                // Out of descriptors or memory (a burst, a leak elsewhere): wait and go on, where
-                // ending with status 0 left nothing to restart the worker under spawn-fcgi or
-                // --workers 1. A connection that went away before it was taken: go on. Anything
-                // else is this socket's end: said, and an error status.
-                let error = -accepted
-                if [ECONNABORTED, EPROTO, EPERM].contains(error) { continue }
-                let reason = accepted == -9999 ? "libfcgi error" : String(cString: strerror(error))
-                guard [EMFILE, ENFILE, ENOBUFS, ENOMEM].contains(error) else {
-                    throw FastCGIError("accepting a connection failed: \(reason)")
-                }
-                if MonotonicTime.milliseconds() - acceptFailureLoggedAt >= 10_000 {  // a line per 10 s at most
-                    acceptFailureLoggedAt = MonotonicTime.milliseconds()
-                    StandardErrorLog().write("weather-fcgi: accepting a connection failed (\(reason)); trying again every 0.1 s")
-                }
-                usleep(100_000)
-                continue
-            }
+            // So that the finish `FCGX_Accept_r` starts with leaves the connection handed to it open.
+            request.keepConnection = 1
+            // The head: libfcgi's own accept never runs (the connection is there), so an error is
+            // a head that did not come (timed out, cut off, not FastCGI); libfcgi closed it.
+            guard FCGX_Accept_r(&request) >= 0 else { continue }
+            let webServerKeepsConnection = request.keepConnection != 0  // its FCGI_KEEP_CONN
             let params = environment(request.envp, keeping: wanted)
-            let input = request.in, connection = request.ipcFd
-            let response = handler(params) { count in
-                if setBeforeBody { _ = setReceiveTimeout(connection, seconds: bodySeconds) }
-                return readStream(input, count)
-            }
+            let input = request.in
+            let response = handler(params) { count in readStream(input, count) }
             put(response.cgiHead(), to: request.out)
             if params["REQUEST_METHOD"] != "HEAD" { put(response.body, to: request.out) }
+            request.keepConnection = 1  // closed below, in bounded time (libfcgi closes it on a write error)
             FCGX_Finish_r(&request)
+            if !webServerKeepsConnection && request.ipcFd >= 0 {
+                closeConnection(request.ipcFd, waitingAtMostMilliseconds: 1000)
+                request.ipcFd = -1
+            }
             after()
             served += 1
             if maxRequests > 0 && served >= maxRequests { break }
         }
+        if request.ipcFd >= 0 {
+            closeConnection(request.ipcFd, waitingAtMostMilliseconds: 1000)
+            request.ipcFd = -1
+        }
         FCGX_Free(&request, 1)
+    }
+
+    /// Closes a connection whose response is complete: stops sending, then waits (at most
+    /// `milliseconds` in all) for the peer to close its end, reading what it still sends, so that
+    /// unread bytes do not turn the close into a reset that could cost the peer the end of the
+    /// response.
+    static func closeConnection(_ fd: Int32, waitingAtMostMilliseconds milliseconds: Int64) {
+        if shutdown(fd, Int32(SHUT_WR)) == 0 {
+            let deadline = MonotonicTime.milliseconds() + milliseconds
+            // On the stack, not zeroed: this runs once a request.
+            withUnsafeTemporaryAllocation(byteCount: 1024, alignment: 1) { trash in
+                while readable(fd, until: deadline) {
+                    let n = recv(fd, trash.baseAddress, trash.count, Int32(MSG_DONTWAIT))
+                    if n > 0 { continue }
+                    if n < 0 && (errno == EINTR || errno == EAGAIN) { continue }
+                    break  // the peer's end, or an error
+                }
+            }
+        }
+        close(fd)
     }
 
     /// Clears `O_NONBLOCK` on `fd` if something set it: a non-blocking listener would make every
@@ -205,16 +244,6 @@ public enum FastCGIServer {
         let set = current.tv_sec > 0 || current.tv_usec > 0
         if set && (current.tv_sec < seconds || current.tv_sec == seconds && current.tv_usec == 0) { return true }
         return setReceiveTimeout(fd, seconds: seconds)
-    }
-
-    /// True when `fd` is an IPv4 or IPv6 socket.
-    static func isTCP(_ fd: Int32) -> Bool {
-        var address = sockaddr_storage()
-        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        let named = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        return named == 0 && (Int32(address.ss_family) == AF_INET || Int32(address.ss_family) == AF_INET6)
     }
 
     static func put(_ bytes: [UInt8], to stream: UnsafeMutablePointer<FCGX_Stream>?) {

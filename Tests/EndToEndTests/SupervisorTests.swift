@@ -4,9 +4,10 @@ import Testing
 import Glibc
 #endif
 
-/// The supervisor (`--workers N`) and `--listen`, as an audit of the FastCGI runtime found them
-/// (session 15): workers retiring on purpose, SIGCHLD inherited as ignored, forks that fail, a
-/// bare port, and a socket path that is not a dead socket.
+/// The supervisor (`--workers N`), `--listen` and the accept loop, as an audit of the FastCGI
+/// runtime found them (session 15): workers retiring on purpose, SIGCHLD inherited as ignored,
+/// forks that fail, a bare port, a socket path that is not a dead socket, and peers on the
+/// socket that stop half-way through a head or keep sending after their answer.
 @Suite(.serialized) struct SupervisorTests {
     /// `GET /v1/health` straight on the FastCGI socket; the status line, or "" without an answer.
     static func health(_ socket: String) -> String {
@@ -146,5 +147,72 @@ import Glibc
         #expect(waitUntil { Self.health(socket) == "Status: 200 OK" })
         #expect(waitUntil { text("some.log").contains("cannot start a worker") }, "\(text("some.log"))")
         #expect(some.isRunning)
+    }
+
+    /// A peer on the socket that speaks FastCGI by hand: `head` sends a BEGIN_REQUEST and 3 bytes
+    /// of a PARAMS header, then nothing; `trickle` sends a whole health request, reads the answer
+    /// to its end, then one byte every 0.3 s. Each keeps its connection open until stopped.
+    static let peer = #"""
+    import socket, struct, sys, time
+    def record(kind, body):
+        return struct.pack(">BBHHBB", 1, kind, 1, len(body), 0, 0) + body
+    s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[2])
+    begin = record(1, struct.pack(">HB5x", 1, 0))
+    if sys.argv[1] == "head":
+        s.sendall(begin + b"\x01\x04\x00")
+    else:
+        pairs = b"".join(bytes([len(k), len(v)]) + k + v for k, v in [(b"REQUEST_METHOD", b"GET"), (b"REQUEST_URI", b"/v1/health"), (b"REMOTE_ADDR", b"127.0.0.1")])
+        s.sendall(begin + record(4, pairs) + record(4, b"") + record(5, b""))
+        got = b""
+        while b"\x01\x03\x00\x01" not in got:  # FCGI_END_REQUEST
+            got += s.recv(65536)
+        print("answered", flush=True)
+        while True:
+            s.send(b"x"); time.sleep(0.3)
+    time.sleep(60)
+    """#
+
+    /// `GET /v1/health` with a bound: "" when no answer came within `seconds`.
+    static func health(_ socket: String, within seconds: Int) -> String {
+        // SIGKILL: Foundation's `Process` starts children with SIGTERM blocked.
+        let out = ChildProcessOutput.run("/usr/bin/timeout", ["-s", "KILL", "\(seconds)", "/usr/bin/cgi-fcgi", "-bind", "-connect", socket],
+                                         environment: ["REQUEST_METHOD": "GET", "REQUEST_URI": "/v1/health", "REMOTE_ADDR": "127.0.0.1"])
+        return out.split(separator: "\r\n").first.map(String.init) ?? ""
+    }
+
+    /// A connection that stops half-way through its head costs the worker `WEATHER_BODY_TIMEOUT`,
+    /// not the connection's lifetime: libfcgi read heads with no timeout, so a peer with access to
+    /// the socket held a worker as long as it liked (one worker here: the next request waited).
+    @Test func aHeadThatStopsHalfWayReleasesTheWorkerAfterTheTimeout() throws {
+        let dir = try Self.scratch()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let socket = dir.appendingPathComponent("w.sock").path
+        var env = Self.environment(dir)
+        env["WEATHER_BODY_TIMEOUT"] = "1"
+        let app = try ChildProcess("\(binDirectory)/weather-fcgi", ["--listen", socket], environment: env)
+        defer { app.stop() }
+        #expect(waitUntil { Self.health(socket) == "Status: 200 OK" })
+        let peer = try ChildProcess("/usr/bin/python3", ["-c", Self.peer, "head", socket], environment: [:])
+        defer { peer.stop() }
+        usleep(200_000)  // the worker is reading the peer's head
+        #expect(Self.health(socket, within: 5) == "Status: 200 OK")
+        #expect(peer.isRunning, "the peer still holds its connection open")
+    }
+
+    /// A peer that keeps sending after its answer is closed on within a second: libfcgi's close
+    /// read until the peer stopped, waiting up to 2 s for each read, so a byte every 0.3 s held
+    /// the worker for good.
+    @Test func aPeerThatKeepsSendingAfterItsAnswerIsClosedOnInBoundedTime() throws {
+        let dir = try Self.scratch()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let socket = dir.appendingPathComponent("w.sock").path
+        let app = try ChildProcess("\(binDirectory)/weather-fcgi", ["--listen", socket], environment: Self.environment(dir))
+        defer { app.stop() }
+        #expect(waitUntil { Self.health(socket) == "Status: 200 OK" })
+        let output = dir.appendingPathComponent("peer.out").path
+        let peer = try ChildProcess("/usr/bin/python3", ["-c", Self.peer, "trickle", socket], environment: [:], stdout: output)
+        defer { peer.stop() }
+        #expect(waitUntil { ((try? String(contentsOfFile: output, encoding: .utf8)) ?? "").contains("answered") })
+        #expect(Self.health(socket, within: 5) == "Status: 200 OK")
     }
 }
