@@ -29,11 +29,14 @@ public enum Supervisor {
         var recentDeaths: [Int64] = []
         var forkFailureLoggedAt: Int64?
         func now() -> Int64 { MonotonicTime.milliseconds() / 1000 }
+        let supervisor = getpid()
         func spawn() {
             let pid = fork()
             if pid == 0 {
                 // If the supervisor is killed outright, its workers must not linger on the socket.
+                // One that died between the fork and this call is not there to signal: checked.
                 _ = cfastcgi_set_parent_death_signal(SIGTERM)
+                if getppid() != supervisor { exit(0) }
                 exit(child())
             }
             if pid > 0 {
