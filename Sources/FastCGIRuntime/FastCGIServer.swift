@@ -346,6 +346,9 @@ public enum FastCGIServer {
         sigaction(SIGTERM, &action, nil)
         sigaction(SIGINT, &action, nil)
         sigaction(SIGUSR1, &action, nil)  // Apache's mod_fcgid graceful stop
+        // A hang-up (the terminal of a start by hand closing) stops as gracefully, so what a
+        // worker counted is written; unless it came ignored (`nohup`), which is kept.
+        if cfastcgi_signal_is_ignored(SIGHUP) == 0 { sigaction(SIGHUP, &action, nil) }
         signal(SIGPIPE, SIG_IGN)
         unblockStopSignals()
     }
@@ -366,7 +369,7 @@ public enum FastCGIServer {
     static func unblockStopSignals() {
         var set = sigset_t()
         sigemptyset(&set)
-        for s in [SIGTERM, SIGINT, SIGUSR1] { sigaddset(&set, s) }
+        for s in [SIGTERM, SIGINT, SIGUSR1, SIGHUP] { sigaddset(&set, s) }
         sigprocmask(SIG_UNBLOCK, &set, nil)
     }
 }

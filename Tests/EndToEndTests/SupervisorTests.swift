@@ -215,4 +215,31 @@ import Glibc
         #expect(waitUntil { ((try? String(contentsOfFile: output, encoding: .utf8)) ?? "").contains("answered") })
         #expect(Self.health(socket, within: 5) == "Status: 200 OK")
     }
+
+    /// A hang-up (the terminal of a start by hand closing) stops the supervisor and its workers as
+    /// SIGTERM does, status 0; it killed them outright, without writing what they counted. Under
+    /// `nohup` (SIGHUP ignored) it changes nothing.
+    @Test func aHangUpStopsGracefullyUnlessIgnored() throws {
+        let dir = try Self.scratch()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let socket = dir.appendingPathComponent("w.sock").path
+        let app = try ChildProcess("\(binDirectory)/weather-fcgi", ["--listen", socket, "--workers", "2"], environment: Self.environment(dir))
+        defer { app.stop() }
+        #expect(waitUntil { Self.health(socket) == "Status: 200 OK" && workerPids(app.pid).count == 2 })
+        let workers = workerPids(app.pid)
+        kill(app.pid, SIGHUP)
+        #expect(waitUntil(timeout: 5) { !app.isRunning })
+        #expect(app.terminationStatus == 0)
+        #expect(workers.allSatisfy { kill($0, 0) != 0 }, "no worker outlives the supervisor")
+
+        let ignoring = "import os, signal, sys\nsignal.signal(signal.SIGHUP, signal.SIG_IGN)\nos.execv(sys.argv[1], sys.argv[1:])"
+        let other = dir.appendingPathComponent("n.sock").path
+        let nohup = try ChildProcess("/usr/bin/python3", ["-c", ignoring, "\(binDirectory)/weather-fcgi", "--listen", other, "--workers", "2"],
+                                     environment: Self.environment(dir))
+        defer { nohup.stop() }
+        #expect(waitUntil { Self.health(other) == "Status: 200 OK" })
+        kill(nohup.pid, SIGHUP)
+        #expect(Self.health(other) == "Status: 200 OK")
+        #expect(nohup.isRunning)
+    }
 }
