@@ -31,15 +31,48 @@ public enum FastCGIServer {
     public static func listen(_ address: String, mode: mode_t = 0o660, backlog: Int32 = 128) throws -> Int32 {
         let spec = address.hasPrefix("/") ? address : address.contains(":") ? address : ":" + address
         let bound = spec.hasPrefix(":") ? "127.0.0.1" + spec : spec
-        if bound.hasPrefix("/") { try removeStaleSocket(bound) }
-        let fd = FCGX_OpenSocket(bound, backlog)
-        guard fd >= 0 else { throw FastCGIError("cannot listen on \(address)") }
-        if bound.hasPrefix("/") {
-            chmod(bound, mode)
-            var info = stat()
-            if lstat(bound, &info) == 0 { boundSocket = (info.st_dev, info.st_ino) }
+        guard bound.hasPrefix("/") else {
+            let fd = FCGX_OpenSocket(bound, backlog)
+            guard fd >= 0 else { throw FastCGIError("cannot listen on \(address)") }
+            return fd
+        }
+        try removeStaleSocket(bound)
+        let fd = try bindUnixSocket(bound, backlog: backlog)
+        chmod(bound, mode)
+        var info = stat()
+        if lstat(bound, &info) == 0 { boundSocket = (info.st_dev, info.st_ino) }
+        return fd
+    }
+
+    /// A listening Unix socket at `path`, which must not exist: bound here, not by libfcgi's
+    /// `FCGX_OpenSocket`, which unlinks the path first (two starts overlapping would each remove
+    /// the other's live socket). Created 0600 (the umask for the moment of `bind`), so it is
+    /// never open to more than `mode` allows.
+    static func bindUnixSocket(_ path: String, backlog: Int32) throws -> Int32 {
+        guard var address = unixAddress(path) else { throw FastCGIError("cannot listen on \(path): the path is too long for a socket") }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw FastCGIError("cannot listen on \(path): \(String(cString: strerror(errno)))") }
+        let previous = umask(0o177)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        umask(previous)
+        guard bound == 0, Glibc.listen(fd, backlog) == 0 else {
+            let reason = errno == EADDRINUSE ? "another process made that socket meanwhile" : String(cString: strerror(errno))
+            close(fd)
+            throw FastCGIError("cannot listen on \(path): \(reason)")
         }
         return fd
+    }
+
+    /// The `sockaddr_un` of `path`; nil when the path does not fit.
+    static func unixAddress(_ path: String) -> sockaddr_un? {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return nil }
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: bytes) }
+        return address
     }
 
     /// The socket file `listen` made (device, inode), so that only that file is removed again.
@@ -68,16 +101,10 @@ public enum FastCGIServer {
 
     /// True when a connection to the Unix socket at `path` succeeds.
     static func acceptsConnections(_ path: String) -> Bool {
+        guard var address = unixAddress(path) else { return false }
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return false }
         defer { close(fd) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return false }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: bytes)
-        }
         return withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         } == 0
@@ -92,7 +119,7 @@ public enum FastCGIServer {
     /// time a sibling on the same socket wants, so deferred work of a worker that has gone quiet
     /// still gets done; it must do nothing that is not yet due. The wait costs nothing per
     /// request: the listening socket gets a receive timeout (`SO_RCVTIMEO`), which Linux applies
-    /// to `accept`, and libfcgi then returns `-EAGAIN` instead of blocking on.
+    /// to `accept`, which then fails with `EAGAIN` instead of blocking on.
     ///
     /// `bodySeconds` (0: no limit) bounds each wait for the next piece of a request, its head
     /// (the FastCGI records before the body) and its body: a peer that stops sending in the
@@ -101,10 +128,11 @@ public enum FastCGIServer {
     ///
     /// Connections are accepted here, not by libfcgi, so each gets that receive timeout before
     /// libfcgi reads its head (libfcgi reads it inside `FCGX_Accept_r`, where a head that stopped
-    /// half-way held the worker for as long as the peer kept the connection open), and each is
-    /// closed here with a bounded wait for the peer's end (libfcgi's close read until the peer
-    /// stopped sending, 2 s a read). A web server that asks to keep the connection
-    /// (`FCGI_KEEP_CONN`) keeps it, as libfcgi did.
+    /// half-way held the worker for as long as the peer kept the connection open). An answered
+    /// connection is closed here with a bounded wait for the peer's end, one libfcgi closes (a
+    /// failed head, a write error) at once: libfcgi's own close read until the peer stopped
+    /// sending, 2 s a read. A web server that asks to keep the connection (`FCGI_KEEP_CONN`)
+    /// keeps it, as libfcgi did, until it sits idle for `bodySeconds`.
     public static func serve(
         listenFD: Int32 = 0, maxRequests: Int = 0, parameterNames: [String]? = nil, idleSeconds: Int = 0,
         bodySeconds: Int = 0, handler: Handler, idle: () -> Void = {}, after: () -> Void
@@ -167,8 +195,12 @@ public enum FastCGIServer {
                 _ = setReceiveTimeout(connection, seconds: bodySeconds)
                 request.ipcFd = connection
             }
-            // So that the finish `FCGX_Accept_r` starts with leaves the connection handed to it open.
+            // So that the finish `FCGX_Accept_r` starts with leaves the connection handed to it open;
+            // and a connection libfcgi closes itself (a head that failed; a write error at the
+            // finish) is closed without its unbounded drain, which a peer that kept sending a
+            // byte now and then could stretch without end (`FCGX_Free` resets it after a close).
             request.keepConnection = 1
+            request.detached = 1
             // The head: libfcgi's own accept never runs (the connection is there), so an error is
             // a head that did not come (timed out, cut off, not FastCGI); libfcgi closed it.
             guard FCGX_Accept_r(&request) >= 0 else { continue }
@@ -179,6 +211,7 @@ public enum FastCGIServer {
             put(response.cgiHead(), to: request.out)
             if params["REQUEST_METHOD"] != "HEAD" { put(response.body, to: request.out) }
             request.keepConnection = 1  // closed below, in bounded time (libfcgi closes it on a write error)
+            request.detached = 1
             FCGX_Finish_r(&request)
             if !webServerKeepsConnection && request.ipcFd >= 0 {
                 closeConnection(request.ipcFd, waitingAtMostMilliseconds: 1000)

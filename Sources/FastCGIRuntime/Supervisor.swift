@@ -10,14 +10,15 @@ import Glibc
 /// them all gracefully. spawn-fcgi starts workers but never restarts them; this does.
 public enum Supervisor {
     /// How long workers have to finish after SIGTERM before they are killed. Below the systemd
-    /// unit's `TimeoutStopSec` (15 s), so the supervisor ends them itself; a worker can miss a
-    /// SIGTERM that lands while libfcgi waits for a new connection's first bytes, and would
-    /// otherwise wait for its next request or idle wake-up.
+    /// unit's `TimeoutStopSec` (15 s), so the supervisor ends them itself; a SIGTERM that lands
+    /// between a worker's check of its flag and its blocking `accept` is only seen at its next
+    /// connection or idle wake-up (none with `WEATHER_FLUSH_INTERVAL=0`).
     static let stopGraceSeconds: Int64 = 12
 
     /// Forks `workers` children that each call `child()` and exit with its status. Exits when all
-    /// children are gone after SIGTERM/SIGINT (0), or when not one worker could be started (71).
-    public static func run(workers: Int, child: () -> Int32) -> Never {
+    /// children are gone after SIGTERM/SIGINT (0), or when not one worker could be started (71,
+    /// after `givingUp`, which removes what the start made: the socket file).
+    public static func run(workers: Int, givingUp: () -> Void = {}, child: () -> Int32) -> Never {
         FastCGIServer.installSignalHandlers()
         // Inherited as ignored (some wrappers do), SIGCHLD would make the kernel reap the workers
         // itself: waitpid would never see one die, and none would be replaced.
@@ -56,6 +57,7 @@ public enum Supervisor {
         for _ in 0..<workers where shutdownRequested == 0 { spawn() }
         guard !children.isEmpty || shutdownRequested != 0 else {
             StandardErrorLog().write("weather-fcgi: no worker could be started")
+            givingUp()
             exit(71)
         }
 

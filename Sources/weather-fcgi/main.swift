@@ -140,7 +140,9 @@ if workers > 1 {
     // No worker serves the socket yet: an idle interval left on it by the previous start (a
     // systemd socket outlives the service) gives way to this start's setting.
     FastCGIServer.clearIdleInterval(listenFD)
-    Supervisor.run(workers: workers) { serve(listenFD: listenFD) }
+    Supervisor.run(workers: workers, givingUp: {
+        if let listenAddress, listenAddress.hasPrefix("/") { FastCGIServer.removeBoundSocket(listenAddress) }
+    }) { serve(listenFD: listenFD) }
 }
 let status = serve(listenFD: listenFD)
 if status == 78 { exitBeforeServing(status) }

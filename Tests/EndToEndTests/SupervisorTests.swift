@@ -139,6 +139,7 @@ import Glibc
         #expect(waitUntil { !none.isRunning })
         #expect(none.terminationStatus == 71, "\(text("none.log"))")
         #expect(text("none.log").contains("no worker could be started"))
+        #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent("w1.sock").path), "the socket file is not left behind")
 
         // Room for one: it serves, and the rest are said to be missing.
         let some = try start(2, "some.log")
@@ -150,8 +151,9 @@ import Glibc
     }
 
     /// A peer on the socket that speaks FastCGI by hand: `head` sends a BEGIN_REQUEST and 3 bytes
-    /// of a PARAMS header, then nothing; `trickle` sends a whole health request, reads the answer
-    /// to its end, then one byte every 0.3 s. Each keeps its connection open until stopped.
+    /// of a PARAMS header, then nothing; `head-then-trickle` does the same, then after 1.5 s one
+    /// byte every 0.3 s; `trickle` sends a whole health request, reads the answer to its end, then
+    /// one byte every 0.3 s. Each keeps its connection open until stopped.
     static let peer = #"""
     import socket, struct, sys, time
     def record(kind, body):
@@ -160,6 +162,15 @@ import Glibc
     begin = record(1, struct.pack(">HB5x", 1, 0))
     if sys.argv[1] == "head":
         s.sendall(begin + b"\x01\x04\x00")
+    elif sys.argv[1] == "head-then-trickle":
+        s.sendall(begin + b"\x01\x04\x00")
+        time.sleep(1.5)  # past the head timeout: the worker closes; then bytes keep coming
+        while True:
+            try:
+                s.send(b"x")
+            except OSError:
+                break
+            time.sleep(0.3)
     else:
         pairs = b"".join(bytes([len(k), len(v)]) + k + v for k, v in [(b"REQUEST_METHOD", b"GET"), (b"REQUEST_URI", b"/v1/health"), (b"REMOTE_ADDR", b"127.0.0.1")])
         s.sendall(begin + record(4, pairs) + record(4, b"") + record(5, b""))
@@ -197,6 +208,24 @@ import Glibc
         usleep(200_000)  // the worker is reading the peer's head
         #expect(Self.health(socket, within: 5) == "Status: 200 OK")
         #expect(peer.isRunning, "the peer still holds its connection open")
+    }
+
+    /// A peer whose head timed out, and which then keeps sending a byte now and then, is closed on
+    /// at once: libfcgi closed such a connection itself, reading until the peer stopped (2 s a
+    /// read), which held the worker for good.
+    @Test func aPeerWhoseHeadTimedOutAndThenTricklesIsClosedOnAtOnce() throws {
+        let dir = try Self.scratch()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let socket = dir.appendingPathComponent("w.sock").path
+        var env = Self.environment(dir)
+        env["WEATHER_BODY_TIMEOUT"] = "1"
+        let app = try ChildProcess("\(binDirectory)/weather-fcgi", ["--listen", socket], environment: env)
+        defer { app.stop() }
+        #expect(waitUntil { Self.health(socket) == "Status: 200 OK" })
+        let peer = try ChildProcess("/usr/bin/python3", ["-c", Self.peer, "head-then-trickle", socket], environment: [:])
+        defer { peer.stop() }
+        usleep(200_000)  // the worker is reading the peer's head
+        #expect(Self.health(socket, within: 6) == "Status: 200 OK")
     }
 
     /// A peer that keeps sending after its answer is closed on within a second: libfcgi's close

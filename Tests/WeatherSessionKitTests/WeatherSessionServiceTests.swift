@@ -513,6 +513,31 @@ struct WeatherSessionServiceTests {
         #expect(gateway.outcomes.isEmpty)
     }
 
+    /// A caller waiting for a revocation before it can renew is released at once when cancelled.
+    @Test func aCancelledCallerWaitingForARevocationStopsWaiting() async throws {
+        let h = Harness()
+        let first = try await h.service.accessToken()
+        let gate = Gate()
+        h.gateway.hold(.revoke, until: gate)
+        let service = h.service, gateway = h.gateway
+        let revoking = Task { try await service.revoke() }
+        while gateway.count(.revoke) == 0 { await Task.yield() }
+        let finished = Counter()
+        let waiting = Task { () -> (any Error)? in
+            defer { _ = finished.next() }
+            do { _ = try await service.refreshAccessToken(rejecting: first); return nil } catch { return error }
+        }
+        for _ in 0..<100 { await Task.yield() }
+        waiting.cancel()
+        // Bounded: without the fix this caller waits for the gate, which opens only below.
+        for _ in 0..<2_000 where finished.value == 0 { try await Task.sleep(nanoseconds: 1_000_000) }
+        #expect(finished.value == 1, "the cancelled caller was still waiting for the revocation")
+        gate.open()
+        #expect(await waiting.value is CancellationError)
+        try await revoking.value
+        #expect(gateway.count(.createSession) == 1 && gateway.count(.refresh) == 0)
+    }
+
     /// A web server in front that gave up on a busy gateway answers 502/503/504 while the gateway
     /// rotates the tokens anyway: the kit repeats the refresh and gets the pair, where taking the
     /// 5xx as final made its next refresh a replay that revoked the session.

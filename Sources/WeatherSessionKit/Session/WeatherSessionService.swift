@@ -260,7 +260,8 @@ public actor WeatherSessionService {
     ///
     /// It identifies this install to the gateway's operators (for example to revoke its
     /// sessions on a privacy request) and is never derived from the hardware or the advertising
-    /// id. It survives session loss and ``revoke()``.
+    /// id. It survives session loss and ``revoke(resettingInstallationID:)`` unless that is
+    /// asked to replace it.
     public func installationID() throws -> UUID {
         if let cachedInstallationID { return cachedInstallationID }
         let id: UUID
@@ -284,8 +285,9 @@ public actor WeatherSessionService {
         var current = current
         while let revocation {
             // A renewal now would spend the refresh token the revocation is presenting. After
-            // it, the session is gone (revoked) or unchanged (the gateway was not reached).
-            _ = await revocation.result
+            // it, the session is gone (revoked) or unchanged (the gateway was not reached). Its
+            // own outcome is the revoking caller's; a cancelled caller stops waiting here too.
+            do { try await Self.value(of: revocation) } catch { try Task.checkCancellation() }
             current = session
         }
         if let renewal {
@@ -560,9 +562,24 @@ private final class OneAnswer<T: Sendable>: @unchecked Sendable {
 /// ```swift
 /// struct BackgroundTime: WeatherRenewalActivity {
 ///     func run<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) async throws -> T {
-///         let id = await UIApplication.shared.beginBackgroundTask(withName: "weather-session")
-///         defer { Task { @MainActor in UIApplication.shared.endBackgroundTask(id) } }
+///         let task = await MainActor.run { BackgroundTask(name: "weather-session") }
+///         defer { Task { @MainActor in task.end() } }
 ///         return try await work()
+///     }
+/// }
+///
+/// /// One `beginBackgroundTask`, ended once: when the work is done, or when iOS says the time
+/// /// is up (a task not ended then gets the app terminated; a renewal with its repeats can
+/// /// outlast the time iOS gives).
+/// @MainActor final class BackgroundTask {
+///     private var id = UIBackgroundTaskIdentifier.invalid
+///     init(name: String) {
+///         id = UIApplication.shared.beginBackgroundTask(withName: name) { [weak self] in self?.end() }
+///     }
+///     func end() {
+///         guard id != .invalid else { return }
+///         UIApplication.shared.endBackgroundTask(id)
+///         id = .invalid
 ///     }
 /// }
 /// ```
