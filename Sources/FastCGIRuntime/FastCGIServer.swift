@@ -154,6 +154,8 @@ public enum FastCGIServer {
         // it did not ask for only makes it wait again (below).
         makeBlocking(listenFD)
         let timed = idleSeconds > 0 && shortenReceiveTimeout(listenFD, to: idleSeconds)
+        let tcp = isTCP(listenFD)
+        let allowedPeers = tcp ? webServerAddresses() : nil
         var served = 0
         var acceptFailureLoggedAt = Int64.min / 2
         while shutdownRequested == 0 {
@@ -176,7 +178,9 @@ public enum FastCGIServer {
                     // signal, SIGSTOP/SIGCONT, a cgroup freeze or a debugger attaching included:
                     // only a stop signal (which sets the flag) ends the loop. A connection that went
                     // away before it was taken: go on.
-                    if [EINTR, ECONNABORTED, EPROTO, EPERM].contains(error) { continue }
+                    // (Linux passes a new connection's pending network errors on through accept.)
+                    if [EINTR, ECONNABORTED, EPROTO, EPERM, ECONNRESET, ETIMEDOUT, ENETDOWN, ENETUNREACH, EHOSTDOWN,
+                        EHOSTUNREACH, ENONET, ENOPROTOOPT, EOPNOTSUPP].contains(error) { continue }
                     // Out of descriptors or memory (a burst, a leak elsewhere): wait and go on, where
                     // ending with status 0 left nothing to restart the worker under spawn-fcgi or
                     // --workers 1. Anything else is this socket's end: said, and an error status.
@@ -191,7 +195,24 @@ public enum FastCGIServer {
                     usleep(100_000)
                     continue
                 }
-                // Set on every connection: a TCP one inherits the listener's (idle) timeout.
+                if tcp {
+                    // What libfcgi's accept did for TCP: only the addresses in
+                    // FCGI_WEB_SERVER_ADDRS, if set; and no Nagle delay, which held the last small
+                    // write of a response on a kept connection for a delayed ACK (~40 ms).
+                    if let allowedPeers, !allowedPeers.contains(peerIPv4(connection) ?? "") {
+                        close(connection)
+                        continue
+                    }
+                    var on: Int32 = 1
+                    setsockopt(connection, Int32(IPPROTO_TCP), TCP_NODELAY, &on, socklen_t(MemoryLayout<Int32>.size))
+                }
+                // Nothing within 2 s: dropped, as libfcgi dropped a silent Unix connection (the
+                // web servers send the head at once). Then the timeout for each further wait (a
+                // TCP connection inherits the listener's idle one).
+                guard readable(connection, until: MonotonicTime.milliseconds() + 2000) else {
+                    close(connection)
+                    continue
+                }
                 _ = setReceiveTimeout(connection, seconds: bodySeconds)
                 request.ipcFd = connection
             }
@@ -277,6 +298,37 @@ public enum FastCGIServer {
         let set = current.tv_sec > 0 || current.tv_usec > 0
         if set && (current.tv_sec < seconds || current.tv_sec == seconds && current.tv_usec == 0) { return true }
         return setReceiveTimeout(fd, seconds: seconds)
+    }
+
+    /// True when `fd` is an IPv4 or IPv6 socket.
+    static func isTCP(_ fd: Int32) -> Bool {
+        var address = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let named = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        return named == 0 && (Int32(address.ss_family) == AF_INET || Int32(address.ss_family) == AF_INET6)
+    }
+
+    /// libfcgi's `FCGI_WEB_SERVER_ADDRS`: the IPv4 addresses (comma-separated) a TCP listener
+    /// takes connections from; nil when unset (everyone). When it is set an IPv6 peer is refused
+    /// (libfcgi, which knows IPv4 only, let one through unchecked).
+    static func webServerAddresses() -> Set<String>? {
+        guard let raw = getenv("FCGI_WEB_SERVER_ADDRS") else { return nil }
+        return Set(String(cString: raw).split(separator: ",").map { String($0.filter { $0 != " " }) }.filter { !$0.isEmpty })
+    }
+
+    /// The dotted IPv4 address of the peer of `fd`; nil for another family.
+    static func peerIPv4(_ fd: Int32) -> String? {
+        var address = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let named = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(fd, $0, &length) }
+        }
+        guard named == 0, Int32(address.sin_family) == AF_INET else { return nil }
+        var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
+        guard inet_ntop(AF_INET, &address.sin_addr, &text, socklen_t(text.count)) != nil else { return nil }
+        return String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     static func put(_ bytes: [UInt8], to stream: UnsafeMutablePointer<FCGX_Stream>?) {

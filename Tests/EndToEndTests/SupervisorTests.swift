@@ -150,19 +150,37 @@ import Glibc
         #expect(some.isRunning)
     }
 
-    /// A peer on the socket that speaks FastCGI by hand: `head` sends a BEGIN_REQUEST and 3 bytes
-    /// of a PARAMS header, then nothing; `head-then-trickle` does the same, then after 1.5 s one
-    /// byte every 0.3 s; `trickle` sends a whole health request, reads the answer to its end, then
-    /// one byte every 0.3 s. Each keeps its connection open until stopped.
+    /// A peer on the socket that speaks FastCGI by hand: `silent` connects and sends nothing;
+    /// `head` sends a BEGIN_REQUEST and 3 bytes of a PARAMS header, then nothing;
+    /// `head-then-trickle` does the same, then after 1.5 s one byte every 0.3 s; `trickle` sends a
+    /// whole health request, reads the answer to its end, then one byte every 0.3 s. Each keeps
+    /// its connection open until stopped. `keep PORT` times requests on one kept TCP connection.
     static let peer = #"""
     import socket, struct, sys, time
     def record(kind, body):
         return struct.pack(">BBHHBB", 1, kind, 1, len(body), 0, 0) + body
-    s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[2])
+    def params(uri):
+        return b"".join(bytes([len(k), len(v)]) + k + v for k, v in [(b"REQUEST_METHOD", b"GET"), (b"REQUEST_URI", uri), (b"REMOTE_ADDR", b"127.0.0.1")])
+    mode, target = sys.argv[1], sys.argv[2]
+    if mode == "keep":
+        # Five requests for /openapi.json on one kept connection (FCGI_KEEP_CONN) over TCP;
+        # prints the median time of the last four, in milliseconds.
+        s = socket.create_connection(("127.0.0.1", int(target)))
+        times = []
+        for _ in range(5):
+            started = time.monotonic()
+            s.sendall(record(1, struct.pack(">HB5x", 1, 1)) + record(4, params(b"/openapi.json")) + record(4, b"") + record(5, b""))
+            got = b""
+            while b"\x01\x03\x00\x01\x00\x08" not in got:  # FCGI_END_REQUEST, 8-byte body
+                got += s.recv(65536)
+            times.append((time.monotonic() - started) * 1000)
+        print(sorted(times[1:])[2], flush=True)
+        sys.exit(0)
+    s = socket.socket(socket.AF_UNIX); s.connect(target)
     begin = record(1, struct.pack(">HB5x", 1, 0))
-    if sys.argv[1] == "head":
+    if mode == "head":
         s.sendall(begin + b"\x01\x04\x00")
-    elif sys.argv[1] == "head-then-trickle":
+    elif mode == "head-then-trickle":
         s.sendall(begin + b"\x01\x04\x00")
         time.sleep(1.5)  # past the head timeout: the worker closes; then bytes keep coming
         while True:
@@ -171,16 +189,15 @@ import Glibc
             except OSError:
                 break
             time.sleep(0.3)
-    else:
-        pairs = b"".join(bytes([len(k), len(v)]) + k + v for k, v in [(b"REQUEST_METHOD", b"GET"), (b"REQUEST_URI", b"/v1/health"), (b"REMOTE_ADDR", b"127.0.0.1")])
-        s.sendall(begin + record(4, pairs) + record(4, b"") + record(5, b""))
+    elif mode == "trickle":
+        s.sendall(begin + record(4, params(b"/v1/health")) + record(4, b"") + record(5, b""))
         got = b""
         while b"\x01\x03\x00\x01" not in got:  # FCGI_END_REQUEST
             got += s.recv(65536)
         print("answered", flush=True)
         while True:
             s.send(b"x"); time.sleep(0.3)
-    time.sleep(60)
+    time.sleep(60)  # "silent" too: connected, nothing sent
     """#
 
     /// `GET /v1/health` with a bound: "" when no answer came within `seconds`.
@@ -270,5 +287,61 @@ import Glibc
         kill(nohup.pid, SIGHUP)
         #expect(Self.health(other) == "Status: 200 OK")
         #expect(nohup.isRunning)
+    }
+
+    /// A connection that sends nothing costs a worker 2 s, as libfcgi's own accept allowed on a
+    /// Unix socket, not the head timeout (10 s by default).
+    @Test func aSilentConnectionIsDroppedAfterTwoSeconds() throws {
+        let dir = try Self.scratch()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let socket = dir.appendingPathComponent("w.sock").path
+        let app = try ChildProcess("\(binDirectory)/weather-fcgi", ["--listen", socket], environment: Self.environment(dir))
+        defer { app.stop() }
+        #expect(waitUntil { Self.health(socket) == "Status: 200 OK" })
+        let peer = try ChildProcess("/usr/bin/python3", ["-c", Self.peer, "silent", socket], environment: [:])
+        defer { peer.stop() }
+        usleep(200_000)  // the worker has taken the silent connection
+        #expect(Self.health(socket, within: 5) == "Status: 200 OK")
+    }
+
+    /// Over TCP, what libfcgi's accept did: no Nagle delay (the last small write of a response on
+    /// a kept connection waited ~40 ms for a delayed ACK), and `FCGI_WEB_SERVER_ADDRS` decides
+    /// who may connect.
+    @Test func tcpConnectionsAreSentWithoutDelayAndFromAllowedAddressesOnly() throws {
+        let dir = try Self.scratch()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let port = freePort()
+        let app = try ChildProcess("\(binDirectory)/weather-fcgi", ["--listen", "127.0.0.1:\(port)"], environment: Self.environment(dir))
+        defer { app.stop() }
+        #expect(waitUntil { Self.health("127.0.0.1:\(port)") == "Status: 200 OK" })
+        let output = dir.appendingPathComponent("keep.out").path
+        let peer = try ChildProcess("/usr/bin/python3", ["-c", Self.peer, "keep", "\(port)"], environment: [:], stdout: output)
+        defer { peer.stop() }
+        #expect(waitUntil { !peer.isRunning })
+        let median = Double(((try? String(contentsOfFile: output, encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines))
+        #expect(median.map { $0 < 20 } == true, "median \(median.map { "\($0) ms" } ?? "missing") for a kept connection's /openapi.json (~40 ms with Nagle)")
+
+        var only = Self.environment(dir)
+        only["FCGI_WEB_SERVER_ADDRS"] = "192.0.2.7, 127.0.0.1"
+        let otherPort = freePort()
+        let allowed = try ChildProcess("\(binDirectory)/weather-fcgi", ["--listen", "127.0.0.1:\(otherPort)"], environment: only)
+        defer { allowed.stop() }
+        #expect(waitUntil { Self.health("127.0.0.1:\(otherPort)") == "Status: 200 OK" })
+        only["FCGI_WEB_SERVER_ADDRS"] = "192.0.2.7"
+        let thirdPort = freePort()
+        let refused = try ChildProcess("\(binDirectory)/weather-fcgi", ["--listen", "127.0.0.1:\(thirdPort)"], environment: only)
+        defer { refused.stop() }
+        #expect(waitUntil { Self.portListens(thirdPort) })
+        #expect(Self.health("127.0.0.1:\(thirdPort)", within: 3) == "", "a peer not in FCGI_WEB_SERVER_ADDRS is answered")
+        #expect(refused.isRunning)
+    }
+
+    /// Whether something listens on 127.0.0.1:`port` (/proc/net/tcp).
+    static func portListens(_ port: Int) -> Bool {
+        let hex = String(format: "%04X", port)
+        return ((try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8)) ?? "").split(separator: "\n").contains { line in
+            let fields = line.split(separator: " ")
+            return fields.count > 3 && fields[1] == "0100007F:\(hex)" && fields[3] == "0A"
+        }
     }
 }
