@@ -231,8 +231,9 @@ public enum FastCGIServer {
             let response = handler(params) { count in readStream(input, count) }
             put(response.cgiHead(), to: request.out)
             if params["REQUEST_METHOD"] != "HEAD" { put(response.body, to: request.out) }
-            request.keepConnection = 1  // closed below, in bounded time (libfcgi closes it on a write error)
-            request.detached = 1
+            // Closed below, in bounded time; libfcgi closes it on a write error, without its drain
+            // (`detached` stays set: nothing but a close resets it).
+            request.keepConnection = 1
             FCGX_Finish_r(&request)
             if !webServerKeepsConnection && request.ipcFd >= 0 {
                 closeConnection(request.ipcFd, waitingAtMostMilliseconds: 1000)

@@ -522,16 +522,8 @@ struct WeatherSessionServiceTests {
         let service = h.service, gateway = h.gateway
         let revoking = Task { try await service.revoke() }
         while gateway.count(.revoke) == 0 { await Task.yield() }
-        let finished = Counter()
-        let waiting = Task { () -> (any Error)? in
-            defer { _ = finished.next() }
-            do { _ = try await service.refreshAccessToken(rejecting: first); return nil } catch { return error }
-        }
-        for _ in 0..<100 { await Task.yield() }
-        waiting.cancel()
-        // Bounded: without the fix this caller waits for the gate, which opens only below.
-        for _ in 0..<2_000 where finished.value == 0 { try await Task.sleep(nanoseconds: 1_000_000) }
-        #expect(finished.value == 1, "the cancelled caller was still waiting for the revocation")
+        let (released, waiting) = try await cancelWhileItWaits { _ = try await service.refreshAccessToken(rejecting: first) }
+        #expect(released, "the cancelled caller was still waiting for the revocation")
         gate.open()
         #expect(await waiting.value is CancellationError)
         try await revoking.value
@@ -641,22 +633,29 @@ struct WeatherSessionServiceTests {
         let service = h.service, gateway = h.gateway
         let holder = Task { try await service.accessToken() }
         while gateway.count(.refresh) == 0 { await Task.yield() }
-        let finished = Counter()
-        let cancelled = Task { () -> (any Error)? in
-            defer { _ = finished.next() }
-            do { _ = try await service.accessToken(); return nil } catch { return error }
-        }
-        for _ in 0..<100 { await Task.yield() }
-        cancelled.cancel()
-        // Bounded: without the fix this caller waits for the gate, which opens only below.
-        for _ in 0..<2_000 where finished.value == 0 { try await Task.sleep(nanoseconds: 1_000_000) }
-        #expect(finished.value == 1, "the cancelled caller was still waiting for the renewal")
+        let (released, cancelled) = try await cancelWhileItWaits { _ = try await service.accessToken() }
+        #expect(released, "the cancelled caller was still waiting for the renewal")
         gate.open()
         #expect(await cancelled.value is CancellationError)
         let token = try await holder.value
         #expect(token != first)
         #expect(try h.store.loadSession()?.accessToken == token)
         #expect(gateway.count(.refresh) == 1)
+    }
+
+    /// Starts `call`, cancels it once it has had time to start waiting, and tells whether it ended
+    /// within 2 s (bounded: a caller that ignores cancellation waits for a gate the test opens
+    /// only afterwards); the task gives what `call` threw.
+    func cancelWhileItWaits(_ call: @escaping @Sendable () async throws -> Void) async throws -> (released: Bool, task: Task<(any Error)?, Never>) {
+        let finished = Counter()
+        let task = Task { () -> (any Error)? in
+            defer { _ = finished.next() }
+            do { try await call(); return nil } catch { return error }
+        }
+        for _ in 0..<100 { await Task.yield() }
+        task.cancel()
+        for _ in 0..<2_000 where finished.value == 0 { try await Task.sleep(nanoseconds: 1_000_000) }
+        return (finished.value == 1, task)
     }
 
     @Test func damagedStoredSessionIsReplacedByNewSession() async throws {

@@ -36,8 +36,7 @@ import WeatherCore
     }
 
     @Test func theWALStartsOverPastTheLimitWhileAnotherWorkerKeepsReading() throws {
-        let dir = scratchDirectory("cw-ckpt")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let dir = try scratchDirectory("cw-ckpt")
         let path = dir.appendingPathComponent("w.sqlite3").path
         let writer = try SQLiteGatewayStore(path: path)
         writer.db.queueWritersAndDeferCheckpoints()
@@ -73,8 +72,7 @@ import WeatherCore
     /// The worker only asks for a checkpoint: the checkpointer's thread and connection copy the
     /// WAL back. Closing the worker's connection ends that thread and closes its connection.
     @Test func theCheckpointRunsOnTheCheckpointersThread() throws {
-        let dir = scratchDirectory("cw-ckpt")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let dir = try scratchDirectory("cw-ckpt")
         let path = dir.appendingPathComponent("w.sqlite3").path
         let store = try SQLiteGatewayStore(path: path)
         store.db.checkpointPages = 100

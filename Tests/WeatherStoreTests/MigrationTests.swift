@@ -4,10 +4,8 @@ import WeatherCore
 @testable import WeatherStore
 
 @Suite struct MigrationTests {
-    func tempDB() throws -> (Database, URL) {
-        let dir = scratchDirectory("cw-store")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        return (try Database(path: dir.appendingPathComponent("w.sqlite3").path), dir)
+    func tempDB() throws -> Database {
+        try Database(path: try scratchDirectory("cw-store").appendingPathComponent("w.sqlite3").path)
     }
 
     @Test func embeddedMigrationsEqualTheFilesOnDisk() throws {
@@ -23,8 +21,7 @@ import WeatherCore
     }
 
     @Test func sharedTablesMatchTheContractColumnForColumn() throws {
-        let (db, dir) = try tempDB()
-        defer { try? FileManager.default.removeItem(at: dir) }
+        let db = try tempDB()
         try Migrator.apply(to: db)
         func columns(_ table: String) throws -> [String] {
             try db.statement("SELECT name || ' ' || type || ' ' || \"notnull\" || ' ' || pk FROM pragma_table_info('\(table)') ORDER BY cid").rows { $0.text(0)! }
@@ -41,8 +38,7 @@ import WeatherCore
     }
 
     @Test func applyingTwiceRecordsEachFileOnce() throws {
-        let (db, dir) = try tempDB()
-        defer { try? FileManager.default.removeItem(at: dir) }
+        let db = try tempDB()
         #expect(try Migrator.apply(to: db) == embeddedMigrations.map(\.name))
         #expect(try Migrator.apply(to: db) == [])
         #expect(try db.scalarInt("SELECT count(*) FROM d1_migrations") == Int64(embeddedMigrations.count))
@@ -50,16 +46,14 @@ import WeatherCore
     }
 
     @Test func connectionUsesWALAndForeignKeys() throws {
-        let (db, dir) = try tempDB()
-        defer { try? FileManager.default.removeItem(at: dir) }
+        let db = try tempDB()
         #expect(try db.scalarText("PRAGMA journal_mode") == "wal")
         #expect(try db.scalarInt("PRAGMA synchronous") == 1)
         #expect(try db.scalarInt("PRAGMA foreign_keys") == 1)
     }
 
     @Test func failingTransactionRollsBack() throws {
-        let (db, dir) = try tempDB()
-        defer { try? FileManager.default.removeItem(at: dir) }
+        let db = try tempDB()
         try db.execute("CREATE TABLE t(x INTEGER)")
         struct Boom: Error {}
         #expect(throws: Boom.self) {
@@ -72,8 +66,7 @@ import WeatherCore
     }
 
     @Test func foreignKeyRefusesTokenOfUnknownSession() throws {
-        let (db, dir) = try tempDB()
-        defer { try? FileManager.default.removeItem(at: dir) }
+        let db = try tempDB()
         try Migrator.apply(to: db)
         #expect(throws: DatabaseError.self) {
             try db.run("INSERT INTO weather_session_tokens VALUES ('wst_1', 'aws_missing', 'h', 'access', 'x', 'y', NULL)")
@@ -83,9 +76,7 @@ import WeatherCore
 
 @Suite struct LimitStoreTests {
     @Test func consumeIsAllOrNothing() throws {
-        let dir = scratchDirectory("cw-lim")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
+        let dir = try scratchDirectory("cw-lim")
         let store = try SQLiteGatewayStore(path: dir.appendingPathComponent("w.sqlite3").path)
         let a = LimitBucket(key: "a:1", quota: Quota(limit: 5, window: 3600))
         let b = LimitBucket(key: "b:1", quota: Quota(limit: 1, window: 3600))
@@ -97,9 +88,7 @@ import WeatherCore
     }
 
     @Test func distinctCellsRollingWindow() throws {
-        let dir = scratchDirectory("cw-cell")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
+        let dir = try scratchDirectory("cw-cell")
         let store = try SQLiteGatewayStore(path: dir.appendingPathComponent("w.sqlite3").path)
         let q = Quota(limit: 2, window: 86_400)
         #expect(try store.admitCell("1,1", sessionId: "s", quota: q, nowMs: 0).verdict == .allowed)
@@ -115,9 +104,7 @@ import WeatherCore
     /// A database moved (or deleted) under a running worker is reported unhealthy: a worker
     /// started afterwards would create a new, empty one at the path and split the service.
     @Test func aDatabaseMovedAwayFromItsPathIsUnhealthy() throws {
-        let dir = scratchDirectory("cw-health")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
+        let dir = try scratchDirectory("cw-health")
         let path = dir.appendingPathComponent("w.sqlite3").path
         let store = try SQLiteGatewayStore(path: path)
         #expect(store.isHealthy())

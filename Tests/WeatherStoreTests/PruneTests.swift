@@ -11,8 +11,7 @@ import WeatherCore
     /// Nine sessions, created in turn 70 days ago (abandoned: every token long expired), 2 days
     /// ago (the access token expired past the grace day, the refresh token live) and now.
     func store() throws -> SQLiteGatewayStore {
-        let dir = scratchDirectory("cw-prune")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let dir = try scratchDirectory("cw-prune")
         let store = try SQLiteGatewayStore(path: dir.appendingPathComponent("w.sqlite3").path)
         for i in 0..<9 {
             let created = now.adding(seconds: [-70 * 86_400, -2 * 86_400, 0][i % 3])
@@ -31,9 +30,7 @@ import WeatherCore
     /// A failing prune names SQLite's error, not the statement: weatherctl prints the message and
     /// under the prune timer it reaches the journal (API.md: no SQL in any log line).
     @Test func aFailedPruneSaysWhyWithoutTheStatement() throws {
-        let dir = scratchDirectory("cw-prune")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
+        let dir = try scratchDirectory("cw-prune")
         let path = dir.appendingPathComponent("w.sqlite3").path
         let store = try SQLiteGatewayStore(path: path)
         let created = now.adding(seconds: -70 * 86_400)
@@ -80,8 +77,7 @@ import WeatherCore
     /// refresh token's lifetime), a revoked one until 30 days after its revocation. Both went on
     /// the second run before (no token left, last seen more than 30 days ago).
     @Test func sessionsOutliveTheirPrunedTokensAsTheRulesSay() throws {
-        let dir = scratchDirectory("cw-prune")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let dir = try scratchDirectory("cw-prune")
         let store = try SQLiteGatewayStore(path: dir.appendingPathComponent("w.sqlite3").path)
         let created = now.adding(seconds: -33 * 86_400)  // the refresh tokens expired 3 days ago
         for i in 0..<2 {
@@ -114,8 +110,7 @@ import WeatherCore
     }
 
     @Test func anEmptyDatabasePrunesNothing() throws {
-        let dir = scratchDirectory("cw-prune")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let dir = try scratchDirectory("cw-prune")
         let store = try SQLiteGatewayStore(path: dir.appendingPathComponent("w.sqlite3").path)
         let run = try store.prune(now: now, policy: PrunePolicy(), dryRun: false)
         #expect(run.tables.allSatisfy { $0.rows == 0 })

@@ -17,9 +17,8 @@ import CSQLite
 
     /// Each URI opens the file at its path, whatever characters the path holds.
     @Test func theURIOpensTheFileItNames() throws {
-        let dir = scratchDirectory("cw-uri").appendingPathComponent("odd #1?% dir")
+        let dir = try scratchDirectory("cw-uri").appendingPathComponent("odd #1?% dir")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir.deletingLastPathComponent()) }
         let path = dir.appendingPathComponent("w?#%.sqlite3").path
         let writer = try Database(path: path)
         try writer.execute("CREATE TABLE t(x); INSERT INTO t VALUES (42); PRAGMA wal_checkpoint(TRUNCATE)")
@@ -36,9 +35,7 @@ import CSQLite
     /// A copy read `immutable` is reported changed once a worker writes it or opens it (a `-wal`
     /// or `-shm` appears), so `weatherctl` does not present what it read as the truth.
     @Test func aCopyReadImmutableIsReportedChangedWhenAWorkerOpensIt() throws {
-        let dir = scratchDirectory("cw-imm")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
+        let dir = try scratchDirectory("cw-imm")
         let path = dir.appendingPathComponent("weather.sqlite3").path
         let first = try Database(path: path)
         try first.execute("CREATE TABLE t(x)")

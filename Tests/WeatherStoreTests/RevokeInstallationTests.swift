@@ -10,8 +10,7 @@ import WeatherCore
 
     /// Five active sessions of one installation (created a second apart) and one of another.
     func store() throws -> (SQLiteGatewayStore, path: String) {
-        let dir = scratchDirectory("cw-revoke")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let dir = try scratchDirectory("cw-revoke")
         let path = dir.appendingPathComponent("w.sqlite3").path
         let store = try SQLiteGatewayStore(path: path)
         for i in 0..<6 {

@@ -16,8 +16,7 @@ import WeatherCore
 
     /// Two workers' stores on one new database, the session created with pair 0.
     func twoWorkers() throws -> (SQLiteGatewayStore, SQLiteGatewayStore) {
-        let dir = scratchDirectory("cw-rotate")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let dir = try scratchDirectory("cw-rotate")
         let path = dir.appendingPathComponent("w.sqlite3").path
         let a = try SQLiteGatewayStore(path: path)
         let b = try SQLiteGatewayStore(path: path)

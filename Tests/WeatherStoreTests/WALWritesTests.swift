@@ -7,8 +7,7 @@ import Testing
 /// database sound.
 @Suite struct WALWritesTests {
     func freshPath() throws -> String {
-        let dir = scratchDirectory("cw-walw")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let dir = try scratchDirectory("cw-walw")
         return dir.appendingPathComponent("w.sqlite3").path
     }
 

@@ -7,8 +7,7 @@ import WeatherCore
 /// set up afresh after a reboot.
 @Suite struct WriterLockTests {
     func lockFile() throws -> String {
-        let dir = scratchDirectory("cw-lock")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let dir = try scratchDirectory("cw-lock")
         return dir.appendingPathComponent("w.sqlite3-writer").path
     }
 
@@ -98,8 +97,7 @@ import WeatherCore
     }
 
     @Test func aStoreQueuesItsWritesBesideTheDatabase() throws {
-        let dir = scratchDirectory("cw-lock")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let dir = try scratchDirectory("cw-lock")
         let store = try SQLiteGatewayStore(path: dir.appendingPathComponent("w.sqlite3").path)
         #expect(try store.consume([LimitBucket(key: "k", quota: Quota(limit: 2, window: 60))], nowMs: 0) == .allowed)
         #expect(FileManager.default.fileExists(atPath: dir.appendingPathComponent("w.sqlite3-writer").path))
@@ -112,8 +110,7 @@ import WeatherCore
     }
 
     @Test func checkpointsWaitForAfterResponse() throws {
-        let dir = scratchDirectory("cw-ckpt")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let dir = try scratchDirectory("cw-ckpt")
         let path = dir.appendingPathComponent("w.sqlite3").path
         let store = try SQLiteGatewayStore(path: path)
         func fileSize() throws -> Int { try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int ?? 0 }
@@ -140,8 +137,7 @@ import WeatherCore
     /// Two workers share the checkpoint mark: each stretch of the WAL is copied back by one of
     /// them, not by both (with a mark per connection, the second one checkpointed too).
     @Test func oneWorkerCheckpointsEachStretchOfTheWAL() throws {
-        let dir = scratchDirectory("cw-ckpt")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let dir = try scratchDirectory("cw-ckpt")
         let path = dir.appendingPathComponent("w.sqlite3").path
         let a = try SQLiteGatewayStore(path: path), b = try SQLiteGatewayStore(path: path)
         var i = 0
@@ -176,8 +172,7 @@ import WeatherCore
     /// Provider pauses live on the page: what one worker records the other reads, one atomic
     /// word per provider; a ninth provider finds no room; another boot's pauses are forgotten.
     @Test func workersShareProviderPausesOnThePage() throws {
-        let dir = scratchDirectory("cw-pause")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let dir = try scratchDirectory("cw-pause")
         let path = dir.appendingPathComponent("w.sqlite3").path
         let a = try #require(try SQLiteGatewayStore(path: path).providerPauses)
         let b = try #require(try SQLiteGatewayStore(path: path).providerPauses)
