@@ -9,6 +9,13 @@ import Glibc
 /// all a signal handler may touch.
 nonisolated(unsafe) var shutdownRequested: sig_atomic_t = 0
 
+/// The descriptor `serve` accepts on, and a socket that listens on nothing, for the stop handler
+/// to put in its place (-1: not serving). A stop that lands after the loop's check of the flag and
+/// before it enters `accept` would otherwise wait for the next connection or idle wake-up (with
+/// `WEATHER_FLUSH_INTERVAL=0`, for ever); on the stand-in, `accept` fails at once.
+nonisolated(unsafe) var listenFDForStop: Int32 = -1
+nonisolated(unsafe) var stopStandIn: Int32 = -1
+
 /// The FastCGI side of the worker, on libfcgi's reentrant `FCGX_*` API.
 ///
 /// Serves the listening socket inherited on fd 0 (spawn-fcgi, mod_fcgid, systemd socket
@@ -158,11 +165,27 @@ public enum FastCGIServer {
         let allowedPeers = tcp ? webServerAddresses() : nil
         var served = 0
         var acceptFailureLoggedAt = Int64.min / 2
+        // Set before the first check of the flag: a stop before this is seen by the check, one
+        // after it replaces `listenFD` (the stop handler). This process never serves the socket
+        // again after a stop; its siblings and the supervisor keep their own descriptors of it.
+        if stopStandIn < 0 { stopStandIn = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) }
+        if stopStandIn >= 0 { listenFDForStop = listenFD }
+        defer { listenFDForStop = -1 }
+        #if DEBUG
+        // Tests: a stop that lands between the check of the flag and `accept` after a request,
+        // which no test could otherwise time.
+        let stopBeforeAccept = getenv("CW_TEST_STOP_BEFORE_ACCEPT") != nil
+        #endif
         while shutdownRequested == 0 {
             if request.ipcFd < 0 {
+                #if DEBUG
+                if stopBeforeAccept && served > 0 { raise(SIGTERM) }
+                #endif
                 let connection = accept(listenFD, nil, nil)
                 if connection < 0 {
                     let error = errno
+                    // Stopped: `listenFD` may be the stand-in now (EINVAL), or the wait was cut short.
+                    if shutdownRequested != 0 { break }
                     // No request for the timeout: ours, or a shorter one another worker on the
                     // same socket set (workers started with different settings share it).
                     if error == EAGAIN || error == EWOULDBLOCK {
@@ -426,7 +449,15 @@ public enum FastCGIServer {
     /// it half-way. Idempotent.
     public static func installSignalHandlers() {
         var action = sigaction()
-        action.__sigaction_handler.sa_handler = { _ in shutdownRequested = 1 }
+        action.__sigaction_handler.sa_handler = { _ in
+            shutdownRequested = 1
+            // dup2 is async-signal-safe; errno is kept for the code this interrupted.
+            if listenFDForStop >= 0 {
+                let saved = errno
+                dup2(stopStandIn, listenFDForStop)
+                errno = saved
+            }
+        }
         sigemptyset(&action.sa_mask)
         action.sa_flags = 0  // no SA_RESTART: accept() must return EINTR so the loop can end
         sigaction(SIGTERM, &action, nil)

@@ -10,9 +10,9 @@ import Glibc
 /// them all gracefully. spawn-fcgi starts workers but never restarts them; this does.
 public enum Supervisor {
     /// How long workers have to finish after SIGTERM before they are killed. Below the systemd
-    /// unit's `TimeoutStopSec` (15 s), so the supervisor ends them itself; a SIGTERM that lands
-    /// between a worker's check of its flag and its blocking `accept` is only seen at its next
-    /// connection or idle wake-up (none with `WEATHER_FLUSH_INTERVAL=0`).
+    /// unit's `TimeoutStopSec` (15 s), so the supervisor ends them itself: a worker finishing a
+    /// request that hangs on a web server which stopped reading, or one waiting on a kept
+    /// connection (`FCGI_KEEP_CONN`) when the stop landed just before its read.
     static let stopGraceSeconds: Int64 = 12
 
     /// Forks `workers` children that each call `child()` and exit with its status. Exits when all

@@ -80,6 +80,20 @@ import Glibc
         #expect(Self.health(socket) == "Status: 200 OK")
     }
 
+    /// A stop that lands after the accept loop's check of its flag and before it enters `accept`
+    /// (raised there, after one request, by a debug-build hook) ends the worker at once. It
+    /// waited for the next connection or idle wake-up, and with `WEATHER_FLUSH_INTERVAL=0` (no
+    /// wake-up) for ever: nothing kills a worker under `--workers 1` or spawn-fcgi.
+    @Test func aStopJustBeforeAcceptEndsTheWorkerAtOnce() throws {
+        let dir = try Self.scratch()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (app, socket) = try Self.worker(in: dir, env: ["WEATHER_FLUSH_INTERVAL": "0", "CW_TEST_STOP_BEFORE_ACCEPT": "1"])
+        defer { app.stop() }
+        #expect(waitUntil(timeout: 5) { !app.isRunning }, "the worker still waits in accept")
+        #expect(app.terminationStatus == 0)
+        #expect(Self.health(socket, within: 2) == "", "a stopped worker answered")
+    }
+
     /// `--listen PORT` listens on 127.0.0.1 only (libfcgi took every interface, where anyone who
     /// reached the port could send any `REMOTE_ADDR`); `0.0.0.0:PORT` still asks for all.
     @Test func aBarePortListensOnLoopbackOnly() throws {
