@@ -52,7 +52,7 @@ statuses=$( (grep -oh "status_[0-9]*=[0-9]*" "$OUT"/econ.*.done || true) | sed '
   | awk -F= '{ a[$1] += $2 } END { for (k in a) printf "%s%s x%d", (n++ ? ", " : ""), k, a[k] }')
 cat "$OUT"/econ.*.keys >"$OUT/keys.txt"
 pairs=$(sort -u "$OUT/keys.txt" | wc -l)
-weather_cells=$(grep '|forecast:' "$OUT/keys.txt" | cut -d'|' -f1 | sort -u | wc -l)
+weather_cells=$(grep '|forecast' "$OUT/keys.txt" | cut -d'|' -f1 | sort -u | wc -l)
 trip_pairs=$(grep '|trip:' "$OUT/keys.txt" | sort -u | wc -l)
 trip_cells=$(grep '|trip:' "$OUT/keys.txt" | cut -d'|' -f1 | sort -u | wc -l)
 all_cells=$(cut -d'|' -f1 "$OUT/keys.txt" | sort -u | wc -l)

@@ -238,6 +238,67 @@ import WeatherProviders
     }
 }
 
+/// A forecast of any `days`, and a trip within the next days, are cut from one outlook per cell
+/// (one provider call, one record at Visual Crossing); before, `days=3` and `days=7` for one
+/// cell were two calls, and every trip another.
+@Suite struct OutlookTests {
+    func dates(_ a: TestGateway.Answer) -> [String]? { (a.json["daily"] as? [[String: Any]])?.compactMap { $0["date"] as? String } }
+    func days(from start: String, _ count: Int) -> [String] {
+        (0..<count).map { LocalDate(start)!.adding(days: $0).description }
+    }
+
+    @Test func everyDaysOfOneCellIsOneProviderCall() throws {
+        let t = try TestGateway()  // 2026-11-30T02:00Z
+        let token = t.createSession()["weatherAccessToken"] as? String
+        let three = t.weather(token: token, query: "lat=31.2304&lon=121.4737&days=3")
+        #expect(three.json["cache"] as? String == "miss" && dates(three) == days(from: "2026-11-30", 3))
+        #expect(t.source.lastQuery == .outlook)
+        for n in [7, 15, 1] {
+            let a = t.weather(token: token, query: "lat=31.2304&lon=121.4737&days=\(n)")
+            #expect(a.status == 200 && a.json["cache"] as? String == "hit" && dates(a) == days(from: "2026-11-30", n))
+            #expect(a.json["current"] is [String: Any])
+        }
+        #expect(t.source.calls == 1)
+        // Past the TTL with the provider failing: the stale outlook, cut as well.
+        t.clock.advance(601)
+        t.source.failure = .providerError
+        let stale = t.weather(token: token, query: "lat=31.2304&lon=121.4737&days=2")
+        #expect(stale.json["cache"] as? String == "stale" && dates(stale) == days(from: "2026-11-30", 2))
+    }
+
+    @Test func aTripWithinTheOutlookIsCutFromItWithoutCurrent() throws {
+        let t = try TestGateway()
+        let token = t.createSession()["weatherAccessToken"] as? String
+        let trip = t.weather(token: token, query: "lat=1&lon=2&start=2026-12-02&end=2026-12-05", path: "/v1/weather/trip")
+        #expect(trip.status == 200 && trip.json["cache"] as? String == "miss" && trip.json["current"] == nil)
+        #expect(dates(trip) == days(from: "2026-12-02", 4))
+        #expect(t.source.lastQuery == .outlook)
+        // The forecast of that cell and another trip within it: no call.
+        #expect(t.weather(token: token, query: "lat=1&lon=2").json["cache"] as? String == "hit")
+        let last = t.weather(token: token, query: "lat=1&lon=2&start=2026-12-10&end=2026-12-14", path: "/v1/weather/trip")
+        #expect(last.json["cache"] as? String == "hit" && dates(last) == days(from: "2026-12-10", 5))
+        #expect(t.source.calls == 1)
+    }
+
+    @Test func whatTheOutlookDoesNotHoldIsFetchedAsAsked() throws {
+        let t = try TestGateway()
+        t.source.outlookDays = 7  // a provider that sends fewer days than asked
+        let token = t.createSession()["weatherAccessToken"] as? String
+        #expect(dates(t.weather(token: token, query: "lat=1&lon=2&days=7")) == days(from: "2026-11-30", 7))
+        #expect(t.source.calls == 1)
+        let eight = t.weather(token: token, query: "lat=1&lon=2&days=8")
+        #expect(eight.json["cache"] as? String == "miss" && dates(eight) == days(from: "2026-11-30", 8))
+        #expect(t.source.lastQuery == .forecast(days: 8) && t.source.calls == 2)
+        // A trip from (UTC) yesterday, which the outlook starting today does not hold.
+        let trip = t.weather(token: token, query: "lat=1&lon=2&start=2026-11-29&end=2026-12-01", path: "/v1/weather/trip")
+        #expect(trip.status == 200 && dates(trip) == days(from: "2026-11-29", 3))
+        #expect(t.source.lastQuery == .trip(start: LocalDate("2026-11-29")!, end: LocalDate("2026-12-01")!) && t.source.calls == 3)
+        // Each is cached as asked.
+        #expect(t.weather(token: token, query: "lat=1&lon=2&days=8").json["cache"] as? String == "hit")
+        #expect(t.source.calls == 3)
+    }
+}
+
 @Suite struct WeatherCounterTests {
     @Test func cacheAndProviderCountersArePerHourAndBatched() throws {
         let t = try TestGateway { $0.flushInterval = 60 }
@@ -264,7 +325,7 @@ import WeatherProviders
         #expect(t.weather(token: token).json["cache"] as? String == "miss")
         t.clock.advance(601)  // past the TTL, within the stale window
         let point = GridPoint.snapping(lat: 31.2304, lon: 121.4737, degrees: t.config.gridDegrees)
-        let key = "\(point.key)|\(WeatherQuery.forecast(days: 7).cacheKind)"
+        let key = "\(point.key)|\(WeatherQuery.outlook.cacheKind)"
         #expect(try t.store.acquireFetchLock(key: key, owner: "another-worker", now: t.clock.now(), until: t.clock.now().adding(seconds: 60)))
         let refreshing = t.weather(token: token)
         #expect(refreshing.status == 200 && refreshing.json["cache"] as? String == "stale")
@@ -482,7 +543,8 @@ extension WeatherCounterTests {
             calls += 1
             during?()
             if let failure { throw failure }
-            return WeatherReport(provider: name, location: point, timezone: "UTC", current: nil, daily: [], fetchedAt: now.iso8601)
+            return WeatherReport(provider: name, location: point, timezone: "UTC", current: nil,
+                                 daily: FakeWeatherSource.days(for: query, now: now), fetchedAt: now.iso8601)
         }
     }
 
@@ -537,7 +599,7 @@ extension WeatherCounterTests {
         #expect(t.weather(token: token).status == 502)  // the pause begins
 
         // Another worker holds the fetch lock of a new cell for the next minute.
-        let key = "\(GridPoint.snapping(lat: 40, lon: 116, degrees: t.config.gridDegrees).key)|\(WeatherQuery.forecast(days: 7).cacheKind)"
+        let key = "\(GridPoint.snapping(lat: 40, lon: 116, degrees: t.config.gridDegrees).key)|\(WeatherQuery.outlook.cacheKind)"
         #expect(try t.store.acquireFetchLock(key: key, owner: "another-worker", now: t.clock.now(), until: t.clock.now().adding(seconds: 60)))
         let started = Date()
         let answer = t.weather(token: token, query: "lat=40&lon=116")
@@ -601,7 +663,7 @@ extension WeatherCounterTests {
         let (p1, p2, t1, t2, source1, token) = try twoWorkers()
         p1.failure = .timeout
         let point = GridPoint.snapping(lat: 40, lon: 116, degrees: t1.config.gridDegrees)
-        let key = "\(point.key)|\(WeatherQuery.forecast(days: 7).cacheKind)"
+        let key = "\(point.key)|\(WeatherQuery.outlook.cacheKind)"
         #expect(try t1.store.acquireFetchLock(key: key, owner: "pid-1", now: t1.clock.now(), until: t1.clock.now().adding(seconds: 60)))
         // The first worker's fetch, failing while the second worker waits, then its lock
         // released, as `weatherBody` does.
@@ -609,7 +671,7 @@ extension WeatherCounterTests {
         nonisolated(unsafe) let otherWorker = (source: source1, store: t1.store)  // that thread's only, until it ends
         let fetching = Thread {
             usleep(100_000)
-            _ = otherWorker.source.fetch(.forecast(days: 7), at: point, now: now)
+            _ = otherWorker.source.fetch(.outlook, at: point, now: now)
             try? otherWorker.store.releaseFetchLock(key: key, owner: "pid-1")
         }
         fetching.start()
@@ -630,7 +692,7 @@ extension WeatherCounterTests {
         let (provider, t, token) = try paused(cooldown: 30)
         provider.failure = nil
         let point = GridPoint.snapping(lat: 40, lon: 116, degrees: t.config.gridDegrees)
-        let key = "\(point.key)|\(WeatherQuery.forecast(days: 7).cacheKind)"
+        let key = "\(point.key)|\(WeatherQuery.outlook.cacheKind)"
         let store = t.store, clock = t.clock
         provider.during = {
             clock.advance(3600)  // this worker's claim has run out

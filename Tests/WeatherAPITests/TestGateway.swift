@@ -21,23 +21,33 @@ final class FakeWeatherSource: WeatherSource {
 
     /// The query of the latest call.
     var lastQuery: WeatherQuery?
+    /// Days in an outlook's answer (providers send 15).
+    var outlookDays = 15
 
     func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) -> WeatherFetch {
         calls += 1
         lastQuery = query
         if let failure { return WeatherFetch(result: .failure(failure), attempts: [("caiyun", true)]) }
-        // Three days from today for a forecast, as a provider answers; a trip's own days.
-        let dates: [LocalDate] = switch query {
-        case .forecast: (0..<3).map { now.utcDate.adding(days: $0) }
-        case .trip(let start, let end): Array(sequence(first: start) { $0 < end ? $0.adding(days: 1) : nil })
-        }
-        let days = dates.map {
-            DailyWeather(date: $0.description, temperatureMinC: 1, temperatureMaxC: nil, condition: .clear, precipitationProbability: 0.1)
-        }
-        let current: CurrentWeather? = if case .forecast = query {
+        let days = Self.days(for: query, now: now, outlookDays: outlookDays)
+        let current: CurrentWeather? = if query.includesCurrent {
             CurrentWeather(observedAt: now.iso8601, temperatureC: 12.5, apparentTemperatureC: nil, humidity: 0.5, windSpeedKph: 3, precipitationMmPerHour: 0, condition: .cloudy)
         } else { nil }
         return WeatherFetch(result: .success(WeatherReport(provider: "caiyun", location: point, timezone: "Asia/Shanghai", current: current, daily: days, fetchedAt: now.iso8601)), attempts: [("caiyun", false)])
+    }
+}
+
+extension FakeWeatherSource {
+    /// The days a provider answers `query` with: `outlookDays` from today for an outlook (real
+    /// providers send 15), the days asked for a forecast, a trip's own days.
+    static func days(for query: WeatherQuery, now: Timestamp, outlookDays: Int = 15) -> [DailyWeather] {
+        let dates: [LocalDate] = switch query {
+        case .outlook: (0..<outlookDays).map { now.utcDate.adding(days: $0) }
+        case .forecast(let days): (0..<days).map { now.utcDate.adding(days: $0) }
+        case .trip(let start, let end): Array(sequence(first: start) { $0 < end ? $0.adding(days: 1) : nil })
+        }
+        return dates.map {
+            DailyWeather(date: $0.description, temperatureMinC: 1, temperatureMaxC: nil, condition: .clear, precipitationProbability: 0.1)
+        }
     }
 }
 

@@ -138,3 +138,56 @@ import Testing
         #expect(try JSONSerialization.jsonObject(with: Data(r.json)) is [String: Any])
     }
 }
+
+/// `ReportSlice` cuts a stored outlook into each answer byte for byte as `WeatherReport.json`
+/// would have written that answer.
+@Suite struct ReportSliceTests {
+    func outlook(days: Int, timezone: String = "Asia/Shanghai") -> WeatherReport {
+        let start = LocalDate("2026-11-30")!
+        let daily = (0..<days).map { i in
+            DailyWeather(date: start.adding(days: i).description, temperatureMinC: Double(i) - 0.5, temperatureMaxC: i % 3 == 0 ? nil : 1e-7,
+                         condition: WeatherCondition.allCases[i % WeatherCondition.allCases.count], precipitationProbability: 0.1)
+        }
+        let current = CurrentWeather(observedAt: nil, temperatureC: 12.3, apparentTemperatureC: nil, humidity: 0.62,
+                                     windSpeedKph: 9.4, precipitationMmPerHour: 0, condition: .cloudy)
+        return WeatherReport(provider: "caiyun", location: GridPoint(lat: 31.25, lon: -121.45), timezone: timezone,
+                             current: current, daily: daily, fetchedAt: "2026-11-30T02:03:11Z")
+    }
+
+    @Test(arguments: ["Asia/Shanghai", #"x","daily":[{"date":"2026-11-30"}],"y":"\"#, "雨 ☂︎"])
+    func aForecastIsTheOutlooksFirstDays(timezone: String) throws {
+        let full = outlook(days: 15, timezone: timezone)
+        for n in 1...15 {
+            var expected = full
+            expected.daily = Array(full.daily.prefix(n))
+            #expect(ReportSlice.forecast(full.json, days: n) == expected.json, "days=\(n)")
+        }
+        #expect(ReportSlice.forecast(full.json, days: 16) == nil)
+        #expect(ReportSlice.forecast(full.json, days: 0) == nil)
+    }
+
+    @Test func aTripIsItsDatesWithoutCurrent() throws {
+        let full = outlook(days: 15)
+        let first = LocalDate("2026-11-30")!
+        for (from, count) in [(0, 1), (0, 15), (3, 4), (14, 1), (10, 5)] {
+            var expected = full
+            expected.current = nil
+            expected.daily = Array(full.daily[from..<(from + count)])
+            let cut = ReportSlice.trip(full.json, start: first.adding(days: from), end: first.adding(days: from + count - 1))
+            #expect(cut == expected.json, "\(from)+\(count)")
+        }
+        // Dates the outlook does not hold, at either end.
+        #expect(ReportSlice.trip(full.json, start: first.adding(days: -1), end: first) == nil)
+        #expect(ReportSlice.trip(full.json, start: first.adding(days: 14), end: first.adding(days: 15)) == nil)
+        // A gap in the outlook's dates.
+        var gap = full
+        gap.daily.remove(at: 5)
+        #expect(ReportSlice.trip(gap.json, start: first.adding(days: 4), end: first.adding(days: 6)) == nil)
+    }
+
+    @Test(arguments: ["", "[]", "{}", #"{"daily":[{"date":"2026-11-30"}]"#, #"{"daily":{}}"#, "{\"daily\":[]} x"])
+    func whatIsNotAStoredReportIsNotCut(_ text: String) {
+        #expect(ReportSlice.forecast(Array(text.utf8), days: 1) == nil)
+        #expect(ReportSlice.trip(Array(text.utf8), start: LocalDate("2026-11-30")!, end: LocalDate("2026-11-30")!) == nil)
+    }
+}

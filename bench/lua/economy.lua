@@ -97,7 +97,7 @@ function next_request()
   local path
   if e.kind == "weather" then
     path = string.format("/v1/weather?lat=%.4f&lon=%.4f", e.lat, e.lon)
-    keys[#keys + 1] = cell(e.lat, e.lon) .. "|forecast:7"
+    keys[#keys + 1] = cell(e.lat, e.lon) .. "|forecast"
   else
     path = string.format("/v1/weather/trip?lat=%.4f&lon=%.4f&start=%s&end=%s", e.lat, e.lon, e.s, e.e)
     keys[#keys + 1] = cell(e.lat, e.lon) .. "|trip:" .. e.s .. ":" .. e.e

@@ -58,7 +58,7 @@ final class WeatherHandler {
             try limiter.check([limiter.legacy(ip: context.clientIP), limiter.weather(ip: context.clientIP)], context: context)
         }
 
-        let (body, state) = try weatherBody(point: point, query: query, context: &context)
+        let (body, state) = try answerBody(point: point, query: query, context: &context)
         // The stale copy served while another worker refreshes the cell is `stale` to the client
         // (it is older than the TTL), but no provider failed: counted apart, so `weatherctl stats`
         // shows failures in its stale column.
@@ -71,29 +71,70 @@ final class WeatherHandler {
     /// `weatherBody`'s state for a stale copy answered while another worker fetches the cell.
     static let staleWhileRefreshing = "stale_refreshing"
 
-    /// The stored report body and its cache state. Fresh copy: `hit`. Otherwise one worker fetches
-    /// while the others serve the stale copy (`staleWhileRefreshing`) or wait for the fresh one;
-    /// `stale` when no provider answered (failed, paused or none configured) and a copy is kept.
-    func weatherBody(point: GridPoint, query: WeatherQuery, context: inout Context) throws(HTTPError) -> ([UInt8], String) {
+    /// The answer's report body and its cache state. A forecast, whatever its `days`, is cut
+    /// from the cell's outlook (`WeatherQuery.outlook`: one provider call per cell and TTL, which
+    /// providers count as one record), and so is a trip whose dates the outlook holds; the worker
+    /// keeps each cut while the outlook is fresh, so a cached request costs what it did. What the
+    /// outlook cannot give (more days than the provider sent; a trip's dates outside it) is
+    /// fetched and cached as asked. An outlook that fails is the answer's failure: the same
+    /// providers would be asked again.
+    func answerBody(point: GridPoint, query: WeatherQuery, context: inout Context) throws(HTTPError) -> ([UInt8], String) {
+        let key = "\(point.key)|\(query.cacheKind)"
+        if let kept = fresh.body(for: key, now: context.now) { return (kept.body, "hit") }
+        if Self.mayBeInOutlook(query, today: context.now.utcDate) {
+            let outlook = try weatherBody(point: point, query: .outlook, context: &context)
+            let cut: [UInt8]? = switch query {
+            case .forecast(let days): ReportSlice.forecast(outlook.body, days: days)
+            case .trip(let start, let end): ReportSlice.trip(outlook.body, start: start, end: end)
+            case .outlook: outlook.body
+            }
+            if let cut {
+                if let until = outlook.freshUntil { fresh.keep(cut, for: key, until: until, now: context.now) }
+                return (cut, outlook.state)
+            }
+        }
+        let answer = try weatherBody(point: point, query: query, context: &context)
+        return (answer.body, answer.state)
+    }
+
+    /// Whether the outlook may hold `query`'s days: every forecast; a trip within the days an
+    /// outlook can cover anywhere, the place's today (UTC's date ±1) through 14 days later.
+    static func mayBeInOutlook(_ query: WeatherQuery, today: LocalDate) -> Bool {
+        guard case .trip(let start, let end) = query else { return true }
+        return start >= today.adding(days: -1) && end <= today.adding(days: WeatherQuery.maxDays)
+    }
+
+    /// A stored report body, its cache state, and until when it is fresh (nil: not known fresh).
+    struct CellBody {
+        var body: [UInt8]
+        var state: String
+        var freshUntil: Timestamp?
+    }
+
+    /// The stored report body for `query` and its cache state. Fresh copy: `hit`. Otherwise one
+    /// worker fetches while the others serve the stale copy (`staleWhileRefreshing`) or wait for
+    /// the fresh one; `stale` when no provider answered (failed, paused or none configured) and a
+    /// copy is kept.
+    func weatherBody(point: GridPoint, query: WeatherQuery, context: inout Context) throws(HTTPError) -> CellBody {
         let now = context.now
         let key = "\(point.key)|\(query.cacheKind)"
-        if let body = fresh.body(for: key, now: now) { return (body, "hit") }
+        if let kept = fresh.body(for: key, now: now) { return CellBody(body: kept.body, state: "hit", freshUntil: kept.until) }
         let cached: CachedWeather?
         do { cached = try store.cachedWeather(key: key, now: now) } catch { throw .storageUnavailable }
         if let cached, now < cached.freshUntil {
             fresh.keep(cached.body, for: key, until: cached.freshUntil, now: now)
-            return (cached.body, "hit")
+            return CellBody(body: cached.body, state: "hit", freshUntil: cached.freshUntil)
         }
 
         guard let source, source.isConfigured else {
-            if let cached { return (cached.body, "stale") }
+            if let cached { return CellBody(body: cached.body, state: "stale") }
             throw HTTPError(status: 503, code: "provider_not_configured", message: "no weather provider is configured on this gateway")
         }
         // Every provider in a pause after failing: the answer a fetch would give, at once, without
         // the fetch lock's two writes or waiting for another worker's fetch.
         if let paused = source.pausedFetch(query, now: now) {
             context.providers = paused.trail
-            if let cached { return (cached.body, "stale") }
+            if let cached { return CellBody(body: cached.body, state: "stale") }
             throw Self.failure(of: paused)
         }
         let budget = source.worstCaseSeconds + 1
@@ -105,7 +146,7 @@ final class WeatherHandler {
 
         guard acquired else {
             // Another worker is calling the provider for this cell right now.
-            if let cached { return (cached.body, Self.staleWhileRefreshing) }
+            if let cached { return CellBody(body: cached.body, state: Self.staleWhileRefreshing) }
             return try awaitOtherWorker(key: key, query: query, source: source, budget: budget, claimSeconds: claimSeconds, context: &context)
         }
         let fetched = source.fetch(query, at: point, now: now)
@@ -118,16 +159,18 @@ final class WeatherHandler {
         switch fetched.result {
         case .success(let report):
             let body = report.json
+            let until = now.adding(seconds: config.cacheTTL)
             do {
-                try store.storeWeather(key: key, body: body, fetchedAt: now, freshUntil: now.adding(seconds: config.cacheTTL),
+                try store.storeWeather(key: key, body: body, fetchedAt: now, freshUntil: until,
                                        staleUntil: now.adding(seconds: config.cacheTTL + config.cacheStaleTTL))
-                fresh.keep(body, for: key, until: now.adding(seconds: config.cacheTTL), now: now)
+                fresh.keep(body, for: key, until: until, now: now)
             } catch {
                 // The answer is good even if it could not be cached.
+                return CellBody(body: body, state: "miss")
             }
-            return (body, "miss")
+            return CellBody(body: body, state: "miss", freshUntil: until)
         case .failure:
-            if let cached { return (cached.body, "stale") }
+            if let cached { return CellBody(body: cached.body, state: "stale") }
             throw Self.failure(of: fetched)
         }
     }
@@ -146,7 +189,7 @@ final class WeatherHandler {
     /// is released), the answer is that failure with its `Retry-After`.
     private func awaitOtherWorker(
         key: String, query: WeatherQuery, source: any WeatherSource, budget: Double, claimSeconds: Int64, context: inout Context
-    ) throws(HTTPError) -> ([UInt8], String) {
+    ) throws(HTTPError) -> CellBody {
         let started = MonotonicTime.now(), requestTime = context.now
         let deadline = started + UInt64(budget * 1_000_000_000)
         let store = self.store
@@ -169,7 +212,8 @@ final class WeatherHandler {
                 trail = paused.trail
                 return Self.failure(of: paused)
             })
-        return (body, "hit")
+        // Fresh, but until when is the fetching worker's: this one keeps no copy or cut of it.
+        return CellBody(body: body, state: "hit")
     }
 
     /// The waiting loop of `awaitOtherWorker`: a fresh body; when the other worker's fetch ended
@@ -232,9 +276,9 @@ struct FreshBodies {
 
     init(capacity: Int = 128) { self.capacity = capacity }
 
-    func body(for key: String, now: Timestamp) -> [UInt8]? {
+    func body(for key: String, now: Timestamp) -> (body: [UInt8], until: Timestamp)? {
         guard let e = entries[key], now < e.until else { return nil }
-        return e.body
+        return e
     }
 
     mutating func keep(_ body: [UInt8], for key: String, until: Timestamp, now: Timestamp) {

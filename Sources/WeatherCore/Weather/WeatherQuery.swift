@@ -4,13 +4,28 @@ public enum WeatherQuery: Sendable, Hashable {
     case forecast(days: Int)
     /// The local days `start...end` inclusive, no current conditions.
     case trip(start: LocalDate, end: LocalDate)
+    /// Now and as many of the next `maxDays` local days as the provider has, at least one: what
+    /// a cell's forecast is fetched and cached as, once for every `days` and for the trips it
+    /// holds (`ReportSlice` cuts each answer from it). Providers send 15 days for one record.
+    case outlook
 
-    /// The cache's name for this request kind at one cell, e.g. `forecast:7` or `trip:2026-12-20:2026-12-24`.
+    /// The most days a forecast or a trip may ask for (API.md).
+    public static let maxDays = 15
+
+    /// The cache's name for this request kind at one cell, e.g. `forecast` (the outlook),
+    /// `forecast:7` or `trip:2026-12-20:2026-12-24`.
     public var cacheKind: String {
         switch self {
         case .forecast(let days): return "forecast:\(days)"
         case .trip(let start, let end): return "trip:\(start):\(end)"
+        case .outlook: return "forecast"
         }
+    }
+
+    /// Whether the answer has `current` (a trip's has not).
+    public var includesCurrent: Bool {
+        if case .trip = self { return false }
+        return true
     }
 }
 

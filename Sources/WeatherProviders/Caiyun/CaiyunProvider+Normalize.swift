@@ -23,7 +23,7 @@ extension CaiyunProvider {
 
         let days = try dailyWeather(daily)
         var current: CurrentWeather?
-        if case .forecast = query {
+        if query.includesCurrent {
             guard let realtime = result.realtime else { throw .unparseable }
             if let status = realtime.status, status != "ok" { throw .providerError }
             current = currentWeather(realtime, serverTime: payload.serverTime, now: now)

@@ -38,6 +38,8 @@ public struct CaiyunProvider: WeatherProvider {
         switch query {
         case .forecast(let days):
             return days <= Self.maxDailySteps
+        case .outlook:
+            return true
         case .trip(let start, let end):
             let today = now.utcDate
             return end <= today.adding(days: 13) && start >= today.adding(days: -1)
@@ -67,7 +69,7 @@ public struct CaiyunProvider: WeatherProvider {
         let steps: Int
         switch query {
         case .forecast(let days): steps = days
-        case .trip: steps = Self.maxDailySteps
+        case .trip, .outlook: steps = Self.maxDailySteps
         }
         return "\(baseURL)/v2.6/\(ProviderURL.encode(token))/"
             + "\(ProviderURL.coordinate(point.lon)),\(ProviderURL.coordinate(point.lat))"

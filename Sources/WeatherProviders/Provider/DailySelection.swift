@@ -5,9 +5,10 @@ import WeatherCore
 enum DailySelection {
     /// - Parameter days: the provider's days keyed by local date (first occurrence of a date wins).
     /// - Returns: `.forecast(n)`: the first `n` days in date order (providers start at local today);
-    ///   `.trip(start, end)`: every date of `start...end` in order.
-    /// - Throws: `.notCovered` when the provider returned fewer days than asked, so the chain can
-    ///   try the next provider instead of answering with a short list.
+    ///   `.trip(start, end)`: every date of `start...end` in order; `.outlook`: the first
+    ///   `WeatherQuery.maxDays` days in date order, or all there are.
+    /// - Throws: `.notCovered` when the provider returned fewer days than asked (for an outlook,
+    ///   none), so the chain can try the next provider instead of answering with a short list.
     static func pick(_ days: [LocalDate: DailyWeather], for query: WeatherQuery) throws(ProviderFailure) -> [DailyWeather] {
         switch query {
         case .forecast(let count):
@@ -15,6 +16,9 @@ enum DailySelection {
             let sorted = days.keys.sorted()
             guard sorted.count >= count else { throw .notCovered }
             return sorted.prefix(count).map { days[$0]! }
+        case .outlook:
+            guard !days.isEmpty else { throw .notCovered }
+            return days.keys.sorted().prefix(WeatherQuery.maxDays).map { days[$0]! }
         case .trip(let start, let end):
             precondition(start <= end, "trip start must not be after its end")
             var picked: [DailyWeather] = []

@@ -20,7 +20,7 @@ extension VisualCrossingProvider {
         guard let timezone = payload.timezone else { throw .unparseable }
 
         var current: CurrentWeather?
-        if case .forecast = query {
+        if query.includesCurrent {
             // A forecast answer always includes today, so its absence means a broken answer.
             guard let conditions = payload.currentConditions else { throw .unparseable }
             current = currentWeather(conditions, now: now)
