@@ -120,6 +120,38 @@ import Glibc
         #expect((near.json["daily"] as? [Any])?.count == 3)
     }
 
+    /// A gateway with Caiyun alone answers the trips its outlook holds, all from one call, and
+    /// says plainly when no provider covers a trip's days (it was 502 "try again later", and
+    /// trips ending past UTC today+13 were refused without a call).
+    @Test func aCaiyunOnlyGatewayAnswersTripsFromTheOutlookAndSaysWhatItCannotCover() throws {
+        let fake = try FakeProviders()
+        let h = try GatewayHarness(workers: 2, env: fake.environment(providers: "caiyun"))
+        h.companions.append(fake)
+        let auth = try session(h)
+        func day(_ offset: Int) -> String {
+            let f = DateFormatter()
+            f.dateFormat = "yyyy-MM-dd"
+            f.timeZone = TimeZone(identifier: "Asia/Shanghai")  // the fake Caiyun's days
+            return f.string(from: Date().addingTimeInterval(Double(offset) * 86400))
+        }
+        for (from, to) in [(1, 3), (10, 14), (0, 0)] {
+            let trip = try h.request("GET", "/v1/weather/trip?lat=31.2304&lon=121.4737&start=\(day(from))&end=\(day(to))", headers: auth)
+            #expect(trip.status == 200, "\(trip.text)")
+            #expect((trip.json["daily"] as? [[String: Any]])?.compactMap { $0["date"] as? String } == (from...to).map(day))
+            #expect(trip.json["current"] == nil && trip.json["provider"] as? String == "caiyun")
+        }
+        #expect(try h.request("GET", "/v1/weather?lat=31.2304&lon=121.4737&days=15", headers: auth).json["cache"] as? String == "hit")
+        let calls = try fake.calls()
+        #expect(calls.count == 1, "\(calls)")
+        #expect((calls.first?["query"] as? [String: Any])?["dailysteps"] as? String == "15", "\(calls)")
+
+        let far = try h.request("GET", "/v1/weather/trip?lat=31.2304&lon=121.4737&start=\(day(40))&end=\(day(44))", headers: auth)
+        #expect(far.status == 502 && far.errorCode == "provider_error")
+        #expect((far.json["error"] as? [String: Any])?["message"] as? String == "the weather providers of this gateway do not cover the days asked")
+        #expect(far.headers["retry-after"] == nil)
+        #expect(try fake.calls().count == 1, "Caiyun was asked for days it does not have")
+    }
+
     @Test func notConfiguredIs503() throws {
         let h = try GatewayHarness(workers: 2)
         let r = try h.request("GET", "/v1/weather?lat=1&lon=1", headers: try session(h))

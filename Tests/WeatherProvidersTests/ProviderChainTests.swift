@@ -88,17 +88,23 @@ final class StubProvider: WeatherProvider, @unchecked Sendable {
         #expect(outcome.providerCalls == 1 && outcome.providerErrors == 0)
     }
 
-    @Test func nothingCoveredIsAProviderError() {
+    /// Not a provider error: no retry can help (a Caiyun-only gateway asked for a far trip).
+    @Test func nothingCoveredIsNotCovered() {
         let outcome = run([StubProvider("a", covers: false), StubProvider("b", covers: false)])
-        #expect(outcome.result == .failure(.providerError))
+        #expect(outcome.result == .failure(.notCovered))
         #expect(outcome.providerCalls == 0 && outcome.providerErrors == 0)
         #expect(outcome.attempts.count == 2)
     }
 
-    @Test func notCoveredAfterACallCountsAsAnError() {
+    /// An answer without the days asked is a call, not an error of the provider (its health in
+    /// `weatherctl stats`); with any other failure in the chain the answer is a provider error.
+    @Test func notCoveredAfterACallIsACallButNoError() {
         let outcome = run([StubProvider("a", .failure(.notCovered))])
-        #expect(outcome.result == .failure(.providerError))
-        #expect(outcome.providerCalls == 1 && outcome.providerErrors == 1)
+        #expect(outcome.result == .failure(.notCovered))
+        #expect(outcome.providerCalls == 1 && outcome.providerErrors == 0)
+        let mixed = run([StubProvider("a", .failure(.notCovered)), StubProvider("b", .failure(.httpStatus(500, retryAfter: nil)))])
+        #expect(mixed.result == .failure(.providerError))
+        #expect(mixed.providerCalls == 2 && mixed.providerErrors == 1)
     }
 
     @Test func emptyChainIsAProviderErrorWithNoAttempts() {

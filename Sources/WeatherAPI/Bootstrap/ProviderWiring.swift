@@ -55,11 +55,12 @@ final class ChainWeatherSource: WeatherSource {
 
     /// The chain's outcome in the handler's terms: calls for the counters, the log trail.
     static func weatherFetch(_ outcome: ChainOutcome) -> WeatherFetch {
-        let attempts = outcome.attempts.filter(\.calledProvider).map { (provider: $0.provider, failed: !$0.succeeded) }
+        let attempts = outcome.attempts.filter(\.calledProvider).map { (provider: $0.provider, failed: $0.calledAndFailed) }
         let trail = outcome.attempts.map { "\($0.provider):\($0.failure?.code ?? "ok")" }.joined(separator: ",")
         switch outcome.result {
         case .success(let report): return WeatherFetch(result: .success(report), attempts: attempts, trail: trail)
         case .failure(.timeout): return WeatherFetch(result: .failure(.timeout), attempts: attempts, retryAfter: outcome.retryAfter, trail: trail)
+        case .failure(.notCovered): return WeatherFetch(result: .failure(.notCovered), attempts: attempts, trail: trail)
         case .failure: return WeatherFetch(result: .failure(.providerError), attempts: attempts, retryAfter: outcome.retryAfter, trail: trail)
         }
     }

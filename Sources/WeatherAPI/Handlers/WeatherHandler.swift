@@ -176,9 +176,13 @@ final class WeatherHandler {
     }
 
     /// 504 `provider_timeout` or 502 `provider_error` for a failed fetch, with `Retry-After` while
-    /// a provider is in a pause.
+    /// a provider is in a pause; 502 `provider_error` saying so when no provider covers the days.
     static func failure(of fetched: WeatherFetch) -> HTTPError {
-        var error: HTTPError = if case .failure(.timeout) = fetched.result { .providerTimeout } else { .providerError }
+        var error: HTTPError = switch fetched.result {
+        case .failure(.timeout): .providerTimeout
+        case .failure(.notCovered): .daysNotCovered
+        default: .providerError
+        }
         if let retryAfter = fetched.retryAfter { error.headers["Retry-After"] = "\(retryAfter)" }
         return error
     }

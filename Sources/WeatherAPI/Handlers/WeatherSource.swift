@@ -22,6 +22,9 @@ public struct WeatherFetch {
     public enum Failure: Error, Equatable {
         case timeout
         case providerError
+        /// No provider covers the days asked (a trip further ahead than the configured providers
+        /// forecast): asking again cannot help.
+        case notCovered
     }
 
     public var result: Result<WeatherReport, Failure>

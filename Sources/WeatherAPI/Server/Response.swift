@@ -96,6 +96,9 @@ public struct HTTPError: Error, Sendable, Equatable {
     public static let storageUnavailable = HTTPError(status: 503, code: "storage_unavailable", message: "the database is not available right now; try again shortly")
     public static let internalError = HTTPError(status: 500, code: "internal_error", message: "something went wrong on our side")
     public static let providerError = HTTPError(status: 502, code: "provider_error", message: "the weather provider failed; try again later")
+    /// Every provider skipped the request for its dates or answered without them: a retry
+    /// cannot help, so the message does not suggest one (API.md names no code of its own).
+    public static let daysNotCovered = HTTPError(status: 502, code: "provider_error", message: "the weather providers of this gateway do not cover the days asked")
     public static let providerTimeout = HTTPError(status: 504, code: "provider_timeout", message: "the weather provider did not answer in time")
     public static func rateLimited(retryAfter: Int64) -> HTTPError {
         HTTPError(status: 429, code: "rate_limited", message: "too many requests; retry after \(retryAfter) seconds", headers: ["Retry-After": "\(retryAfter)"])

@@ -2,7 +2,7 @@ import WeatherCore
 
 /// The result of a chain fetch together with every attempt made on the way.
 public struct ChainOutcome: Sendable, Equatable {
-    /// The first report, or `.timeout` / `.providerError` (see `ProviderChain.fetch`).
+    /// The first report, or `.timeout` / `.notCovered` / `.providerError` (see `ProviderChain.fetch`).
     public var result: Result<WeatherReport, ProviderFailure>
     /// One entry per provider tried or skipped, in chain order.
     public var attempts: [ProviderAttempt]
@@ -20,6 +20,7 @@ public struct ChainOutcome: Sendable, Equatable {
     /// Provider calls made (skips excluded): what the `stats` provider-call counter adds.
     public var providerCalls: Int { attempts.count(where: \.calledProvider) }
 
-    /// Provider calls that failed: what the `stats` provider-error counter adds.
-    public var providerErrors: Int { attempts.count(where: { $0.calledProvider && $0.failure != nil }) }
+    /// Provider calls that failed: what the `stats` provider-error counter adds. An answer
+    /// without the dates asked (`.notCovered`) is not one: the provider did what it offers.
+    public var providerErrors: Int { attempts.count(where: \.calledAndFailed) }
 }

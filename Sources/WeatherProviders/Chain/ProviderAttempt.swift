@@ -17,4 +17,9 @@ public struct ProviderAttempt: Sendable, Equatable {
 
     /// True when this attempt produced the report.
     public var succeeded: Bool { failure == nil }
+
+    /// A call that failed, for the error counters: not one whose answer lacked the dates asked
+    /// (a trip near the end of Caiyun's days, which a place's time zone decides), which says
+    /// nothing about the provider's health.
+    public var calledAndFailed: Bool { calledProvider && failure != nil && failure != .notCovered }
 }

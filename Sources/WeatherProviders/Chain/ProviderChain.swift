@@ -17,9 +17,10 @@ public struct ProviderChain: Sendable {
     ///
     /// Providers whose `canCover` is false are skipped without a call. When none succeeds, the
     /// failure is `.timeout` if the last provider actually called timed out (API: 504; with pauses,
-    /// also when the last provider is paused after a timeout), and
-    /// `.providerError` otherwise (API: 502), including when every provider was skipped or the
-    /// chain is empty. The details of each failure stay in `attempts` for the log line.
+    /// also when the last provider is paused after a timeout), `.notCovered` when every provider
+    /// was skipped for the dates or answered without them (API: 502, but no retry can help), and
+    /// `.providerError` otherwise (API: 502), including when the chain is empty. The details of
+    /// each failure stay in `attempts` for the log line.
     /// Every failure fails over, 429 included: the next provider has its own quota.
     public func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) -> ChainOutcome {
         var none = ProviderCooldowns(longest: 0)
@@ -78,7 +79,11 @@ public struct ProviderChain: Sendable {
                 lastFailure = error
             }
         }
-        let failure: ProviderFailure = lastFailure == .timeout ? .timeout : .providerError
+        let failure: ProviderFailure = if !attempts.isEmpty && attempts.allSatisfy({ $0.failure == .notCovered }) {
+            .notCovered
+        } else {
+            lastFailure == .timeout ? .timeout : .providerError
+        }
         let ended = recordPauses()
         let resumes = tried.compactMap { cooldowns.pause(of: $0, now: ended)?.until.seconds }.min()
         return ChainOutcome(result: .failure(failure), attempts: attempts, retryAfter: resumes.map { max(1, $0 - ended.seconds) })
