@@ -220,8 +220,19 @@ final class StubProvider: WeatherProvider, @unchecked Sendable {
         #expect((1...8).map { cooldowns.seconds(afterFailures: $0, retryAfter: nil) } == [1, 2, 4, 8, 16, 30, 30, 30])
         #expect(cooldowns.seconds(afterFailures: 1_000, retryAfter: nil) == 30)
         #expect(cooldowns.seconds(afterFailures: 1, retryAfter: 20) == 20)
-        #expect(cooldowns.seconds(afterFailures: 1, retryAfter: 3_600) == 30)
         #expect(cooldowns.seconds(afterFailures: 5, retryAfter: 3) == 16)
+        // A provider's own Retry-After is kept beyond the setting, up to an hour (it was cut to
+        // 30 s: a provider whose quota was spent got a call every 30 s).
+        #expect(cooldowns.seconds(afterFailures: 1, retryAfter: 600) == 600)
+        #expect(cooldowns.seconds(afterFailures: 1, retryAfter: 86_400) == 3_600)
+        #expect(ProviderCooldowns(longest: 7_200).seconds(afterFailures: 1, retryAfter: 86_400) == 7_200)
+
+        let quota = StubProvider("q", .failure(.httpStatus(429, retryAfter: 900)))
+        var spent = PausingChain([quota])
+        #expect(spent.fetch(at: 0).retryAfter == 900)
+        #expect(spent.fetch(at: 899).providerCalls == 0)
+        _ = spent.fetch(at: 900)
+        #expect(quota.calls == 2)
 
         let a = StubProvider("a", .failure(.httpStatus(429, retryAfter: 20)))
         var chain = PausingChain([a])
@@ -365,14 +376,22 @@ final class StubProvider: WeatherProvider, @unchecked Sendable {
         #expect(board.records.isEmpty)
     }
 
-    /// A clock set back (NTP, `date`) must not make a pause outlast the setting.
+    /// A clock set back (NTP, `date`) must not make a pause outlast the setting; after an HTTP
+    /// status, which may carry a `Retry-After` of up to an hour, not that hour.
     @Test func aPauseNeverOutlastsTheLongestWhenTheClockGoesBack() {
         var cooldowns = ProviderCooldowns(longest: 30)
-        cooldowns.failed("a", .httpStatus(429, retryAfter: 30), now: fixtureNow)
-        #expect(cooldowns.pause(of: "a", now: fixtureNow.adding(seconds: 29)) != nil)
-        #expect(cooldowns.pause(of: "a", now: fixtureNow) != nil)
+        // Failures in a row, each when the pause before it ended: the last pause is 30 s.
+        let start = fixtureNow.adding(seconds: -31)
+        for at in [0, 1, 3, 7, 15, 31] as [Int64] { cooldowns.failed("a", .transport, now: start.adding(seconds: at)) }
+        cooldowns.failed("b", .httpStatus(429, retryAfter: 30), now: fixtureNow)
+        for p in ["a", "b"] {
+            #expect(cooldowns.pause(of: p, now: fixtureNow.adding(seconds: 29)) != nil)
+            #expect(cooldowns.pause(of: p, now: fixtureNow) != nil)
+        }
         #expect(cooldowns.pause(of: "a", now: fixtureNow.adding(seconds: -1)) == nil)
         #expect(cooldowns.pause(of: "a", now: fixtureNow.adding(seconds: -600)) == nil)
+        #expect(cooldowns.pause(of: "b", now: fixtureNow.adding(seconds: -600)) != nil)
+        #expect(cooldowns.pause(of: "b", now: fixtureNow.adding(seconds: -3_571)) == nil)
     }
 
     /// Whether a later provider is still paused is decided when the chain reaches it, after the

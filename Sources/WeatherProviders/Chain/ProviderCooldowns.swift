@@ -8,7 +8,8 @@ import WeatherCore
 ///
 /// The pause doubles with each failure in a row, 1, 2, 4, ... seconds, up to `longest`
 /// (`WEATHER_PROVIDER_COOLDOWN`); a `Retry-After` on the provider's answer (a 429, or a 5xx that
-/// sends one) lengthens it, up to `longest` as well. One success forgets the failures. Times are
+/// sends one) lengthens it, up to `longestRetryAfter` (an hour) or `longest` if that is longer.
+/// One success forgets the failures. Times are
 /// the clock's whole seconds, so a pause of 1 s ends when the next second begins. When a pause
 /// ends, the next uncached request calls the provider again (in each worker that has one at that
 /// moment): that call decides whether the pause starts over, longer, or ends.
@@ -36,23 +37,41 @@ public struct ProviderCooldowns: Sendable {
         public var failure: ProviderFailure
     }
 
+    /// The longest pause a provider's own `Retry-After` asks for that is kept: an hour. A
+    /// provider whose quota is spent may say minutes or hours; calling it again every `longest`
+    /// seconds (30 by default) is the loop Visual Crossing's terms forbid, and every refused call
+    /// costs a round trip and, with the cell uncached, a failover to the other provider's quota.
+    /// An hour bounds what a wrong header (a proxy's, say) can cost: a provider's hour, not its day.
+    public static let longestRetryAfter: Int64 = 3600
+
+    /// The furthest from now a pause after `failure` may end: `longest`, or for an HTTP status
+    /// (which may carry a `Retry-After`) up to `longestRetryAfter`. A pause said to end later has
+    /// met a clock that went back. (A board keeps no `Retry-After`, only the pause's end: a clock
+    /// set back can make a pause after a 429 or a 5xx last up to an hour, and no other.)
+    public func ceiling(after failure: ProviderFailure) -> Int64 {
+        guard longest > 0 else { return 0 }
+        if case .httpStatus = failure { return max(longest, Self.longestRetryAfter) }
+        return longest
+    }
+
     public init(longest: Int64, board: (any ProviderPauseBoard)? = nil) {
         self.longest = max(0, longest)
         self.board = board
     }
 
     /// The provider's pause when one is running at `now`. A pause that would end more than
-    /// `longest` seconds after `now` has ended: the clock went back (an NTP step, an operator's
-    /// `date`), and a pause must never outlast the setting.
+    /// `ceiling(after:)` seconds after `now` has ended: the clock went back (an NTP step, an
+    /// operator's `date`), and a pause must never outlast the setting or a kept `Retry-After`.
     public func pause(of provider: String, now: Timestamp) -> Entry? {
-        guard let entry = entries[provider] ?? board?.pause(of: provider).map(Entry.init(shared:)), now < entry.until, entry.until.seconds - now.seconds <= longest else { return nil }
+        guard let entry = entries[provider] ?? board?.pause(of: provider).map(Entry.init(shared:)), now < entry.until,
+              entry.until.seconds - now.seconds <= ceiling(after: entry.failure) else { return nil }
         return entry
     }
 
     /// Seconds a pause lasts after `failures` failures in a row, lengthened by a `Retry-After`.
     public func seconds(afterFailures failures: Int, retryAfter: Int?) -> Int64 {
         let doubled: Int64 = failures >= 32 ? longest : min(longest, Int64(1) << Int64(max(0, failures - 1)))
-        return max(doubled, min(longest, Int64(max(0, retryAfter ?? 0))))
+        return max(doubled, min(max(longest, Self.longestRetryAfter), Int64(max(0, retryAfter ?? 0))))
     }
 
     /// Records a failed call at `now`.
@@ -69,8 +88,8 @@ public struct ProviderCooldowns: Sendable {
     /// The record after a failure at `now`, given the one before it.
     ///
     /// - No record, one that ended more than `longest` seconds ago (a new outage, however many
-    ///   failures the last one had), or one ending more than `longest` from now (the clock went
-    ///   back): the first failure, a pause of 1 s (or the `Retry-After`).
+    ///   failures the last one had), or one ending more than `ceiling(after:)` from now (the
+    ///   clock went back): the first failure, a pause of 1 s (or the `Retry-After`).
     /// - A pause still running: a call that was already on its way when another worker's failure
     ///   began it. The same outage, not one more failure in a row: the count stays, and the pause
     ///   ends at the later of its end and this failure's, so a 429's `Retry-After` is never cut
@@ -78,7 +97,8 @@ public struct ProviderCooldowns: Sendable {
     /// - Otherwise (the pause is over and the next call failed): one more failure in a row.
     func record(after previous: Entry?, failure: ProviderFailure, retryAfter: Int?, now: Timestamp) -> Entry {
         func pause(_ failures: Int) -> Timestamp { now.adding(seconds: seconds(afterFailures: failures, retryAfter: retryAfter)) }
-        guard let previous, now.seconds - previous.until.seconds <= longest, previous.until.seconds - now.seconds <= longest else {
+        guard let previous, now.seconds - previous.until.seconds <= longest,
+              previous.until.seconds - now.seconds <= ceiling(after: previous.failure) else {
             return Entry(failures: 1, until: pause(1), failure: failure)
         }
         if now < previous.until {
