@@ -72,7 +72,7 @@ import WeatherProviders
         let report = try Self.visualCrossing(transport).fetch(.forecast(days: 7), at: newYork, now: fixtureNow)
         #expect(transport.urls == [
             "https://weather.visualcrossing.com/VisualCrossingWebServices/rest/services/timeline/40.7,-74"
-                + "?unitGroup=metric&include=current,days&key=secret-key&contentType=json",
+                + "?unitGroup=metric&include=current,days&key=secret-key&contentType=json&iconSet=icons2",
         ])
         #expect(report.location == newYork)
         #expect(report.provider == "visualcrossing")
@@ -84,7 +84,7 @@ import WeatherProviders
         let report = try Self.visualCrossing(transport, key: "a b&c=d/e?#é").fetch(trip, at: newYork, now: fixtureNow)
         #expect(transport.urls == [
             "https://weather.visualcrossing.com/VisualCrossingWebServices/rest/services/timeline/40.7,-74/2026-12-20/2026-12-24"
-                + "?unitGroup=metric&include=current,days&key=a%20b%26c%3Dd%2Fe%3F%23%C3%A9&contentType=json",
+                + "?unitGroup=metric&include=current,days&key=a%20b%26c%3Dd%2Fe%3F%23%C3%A9&contentType=json&iconSet=icons2",
         ])
         #expect(report.daily.count == 5)
         #expect(VisualCrossingProvider(baseURL: "x", apiKey: "k", transport: transport, timeoutSeconds: 1)

@@ -32,18 +32,20 @@ public struct VisualCrossingProvider: WeatherProvider {
         return try Self.report(from: response, for: query, at: point, now: now)
     }
 
-    /// `.../timeline/{lat},{lon}[/{start}/{end}]?unitGroup=metric&include=current,days&key=K&contentType=json`.
+    /// `.../timeline/{lat},{lon}[/{start}/{end}]?unitGroup=metric&include=current,days&key=K&contentType=json&iconSet=icons2`.
     ///
     /// A forecast sends no dates: the default answer is 15 days from the location's local today,
     /// which is what "today" means to the client, whereas any date the gateway picked would be UTC.
-    /// `unitGroup=metric` is explicit because the default is `us` (Fahrenheit).
+    /// `unitGroup=metric` is explicit because the default is `us` (Fahrenheit). `iconSet=icons2`
+    /// (after API.md's parameters) asks for the richer icons: the default set has no thunder,
+    /// sleet, showers or hail, so `thunderstorm` and `sleet` could never come from Visual Crossing.
     func requestURL(for query: WeatherQuery, at point: GridPoint) -> String {
         var url = "\(baseURL)/VisualCrossingWebServices/rest/services/timeline/"
             + "\(ProviderURL.coordinate(point.lat)),\(ProviderURL.coordinate(point.lon))"
         if case .trip(let start, let end) = query {
             url += "/\(start)/\(end)"
         }
-        return url + "?unitGroup=metric&include=current,days&key=\(ProviderURL.encode(apiKey))&contentType=json"
+        return url + "?unitGroup=metric&include=current,days&key=\(ProviderURL.encode(apiKey))&contentType=json&iconSet=icons2"
     }
 }
 
