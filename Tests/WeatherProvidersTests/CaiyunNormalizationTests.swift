@@ -158,7 +158,9 @@ let shanghai = GridPoint(lat: 31.3, lon: 121.5)
             result["realtime"] = nil
             o["result"] = result
         }
-        #expect(throws: ProviderFailure.unparseable) { try report(noRealtime) }
+        // A forecast without it keeps its days, with a current block of nulls (was a failure).
+        #expect(try report(noRealtime).current == .unknown)
+        #expect(try report(noRealtime).daily.count == 7)
         // A trip never uses realtime, so its absence does not matter there.
         let trip = WeatherQuery.trip(start: LocalDate("2026-12-01")!, end: LocalDate("2026-12-01")!)
         #expect(try report(noRealtime, trip).daily.count == 1)

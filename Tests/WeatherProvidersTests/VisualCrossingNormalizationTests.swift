@@ -65,8 +65,11 @@ let newYork = GridPoint(lat: 40.7, lon: -74)
         #expect(try report(Fixture.bytes(Fixture.vcTrip), inner).daily.map(\.date) == ["2026-12-21", "2026-12-22"])
     }
 
-    @Test func forecastWithoutCurrentConditionsIsUnparseable() throws {
-        #expect(throws: ProviderFailure.unparseable) { try report(Fixture.bytes(Fixture.vcTrip), .forecast(days: 5)) }
+    /// An answer without `currentConditions` read as a forecast keeps its days, with `current`
+    /// all null (it failed the whole answer: a 502 with only one provider).
+    @Test func forecastWithoutCurrentConditionsHasANullCurrent() throws {
+        let r = try report(Fixture.bytes(Fixture.vcTrip), .forecast(days: 5))
+        #expect(r.current == .unknown && r.daily.count == 5)
     }
 
     @Test func integersWhereTheFixtureHasDecimalsAreAccepted() throws {
@@ -137,6 +140,10 @@ let newYork = GridPoint(lat: 40.7, lon: -74)
         #expect(throws: ProviderFailure.unparseable) { try report(Array(#"{"errorCode": 5.5, "message": "x"}"#.utf8)) }
         #expect(throws: ProviderFailure.providerError) { try report(Array(#"{"errorCode": 5.0}"#.utf8)) }
         #expect(try report(day0 { $0["tempmax"] = NSNull() }).daily[0].temperatureMaxC == nil)
+        // A forecast without current conditions keeps its days, with a current block of nulls
+        // (it was a failure of the whole answer).
+        let noCurrent = try report(modified { $0["currentConditions"] = nil })
+        #expect(noCurrent.current == .unknown && noCurrent.daily.count == 7)
     }
 
     @Test func errorAnswersAreClassified() throws {

@@ -24,9 +24,14 @@ extension CaiyunProvider {
         let days = try dailyWeather(daily)
         var current: CurrentWeather?
         if query.includesCurrent {
-            guard let realtime = result.realtime else { throw .unparseable }
-            if let status = realtime.status, status != "ok" { throw .providerError }
-            current = currentWeather(realtime, serverTime: payload.serverTime, now: now)
+            // Without `realtime` the days are still good: a current block of nulls (a value the
+            // provider lacks is null, API.md), not a 502 for the whole forecast.
+            if let realtime = result.realtime {
+                if let status = realtime.status, status != "ok" { throw .providerError }
+                current = currentWeather(realtime, serverTime: payload.serverTime, now: now)
+            } else {
+                current = .unknown
+            }
         }
         return WeatherReport(
             provider: providerName, location: point, timezone: timezone, current: current,

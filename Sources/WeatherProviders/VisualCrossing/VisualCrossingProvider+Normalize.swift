@@ -21,9 +21,9 @@ extension VisualCrossingProvider {
 
         var current: CurrentWeather?
         if query.includesCurrent {
-            // A forecast answer always includes today, so its absence means a broken answer.
-            guard let conditions = payload.currentConditions else { throw .unparseable }
-            current = currentWeather(conditions, now: now)
+            // Without `currentConditions` the days are still good: a current block of nulls (a
+            // value the provider lacks is null, API.md), not a 502 for the whole forecast.
+            current = payload.currentConditions.map { currentWeather($0, now: now) } ?? .unknown
         }
         return WeatherReport(
             provider: providerName, location: point, timezone: timezone, current: current,
