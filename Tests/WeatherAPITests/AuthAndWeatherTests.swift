@@ -183,6 +183,9 @@ import WeatherProviders
         "lon=121.4", "lat=31.2", "lat=91&lon=1", "lat=-90.5&lon=1", "lat=1&lon=180.01", "lat=nan&lon=1", "lat=inf&lon=1",
         "lat=1e1&lon=1", "lat=0x1&lon=1", "lat=1&lon=", "lat=1&lon=2&days=0", "lat=1&lon=2&days=16", "lat=1&lon=2&days=3.5",
         "lat=1&lat=2&lon=3", "lat=%ZZ&lon=1", "lat=1.&lon=2", "lat=.5&lon=2",
+        // Beyond a bound by less than a Double can tell (they read as 90 and -180).
+        "lat=90.0000000000000000001&lon=1", "lat=-90.000000000000000001&lon=1", "lat=1&lon=-180.000000000000000001",
+        "lat=1&lon=180.00000000000000000100",
     ])
     func badWeatherParametersAre400(query: String) throws {
         let t = try TestGateway()
@@ -190,6 +193,15 @@ import WeatherProviders
         let a = t.weather(token: token, query: query)
         #expect(a.status == 400)
         #expect(a.errorCode == "invalid_request")
+    }
+
+    /// Text that rounds to a bound but is within it, or is the bound, stays accepted.
+    @Test(arguments: ["lat=89.99999999999999999999&lon=1", "lat=-90.00000000000000000000&lon=1", "lat=090&lon=-180.0",
+                      "lat=1&lon=179.999999999999999999", "lat=%2B90&lon=-000180.000"])
+    func coordinatesAtTheBoundsAreAccepted(query: String) throws {
+        let t = try TestGateway()
+        let token = t.createSession()["weatherAccessToken"] as? String
+        #expect(t.weather(token: token, query: query).status == 200)
     }
 
     @Test(arguments: [

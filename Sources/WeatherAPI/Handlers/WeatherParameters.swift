@@ -8,10 +8,31 @@ enum WeatherParameters {
 
     static func decimal(_ r: Request, _ name: String, _ range: ClosedRange<Double>) throws(HTTPError) -> Double {
         guard let text = try r.queryValue(name) else { throw .invalidRequest("parameter \(name) is required") }
-        guard let v = plainDecimal(text), range.contains(v) else {
+        guard let v = plainDecimal(text), range.contains(v), !(v.magnitude == range.upperBound && beyondBound(text, Int(range.upperBound))) else {
             throw .invalidRequest("parameter \(name) must be a decimal number in \(Int(range.lowerBound))...\(Int(range.upperBound))")
         }
         return v
+    }
+
+    /// Whether a plain decimal whose value rounded to the bound `bound` (90 or 180, either sign)
+    /// is beyond it: a `Double` has about 16 digits, so `90.0000000000000000001` reads as 90. Its
+    /// whole part equal to the bound and any digit but 0 after the dot say it is outside;
+    /// `89.99999999999999999999` (a whole part below the bound, rounded up) is inside.
+    static func beyondBound(_ text: String, _ bound: Int) -> Bool {
+        var whole = 0, inFraction = false
+        for c in text.utf8 {
+            switch c {
+            case UInt8(ascii: "."): inFraction = true
+            case UInt8(ascii: "0")...UInt8(ascii: "9"):
+                if !inFraction {
+                    whole = min(whole * 10 + Int(c - 48), bound + 1)
+                } else if c != UInt8(ascii: "0") {
+                    return whole >= bound
+                }
+            default: continue  // the sign
+            }
+        }
+        return whole > bound
     }
 
     /// `[+-]?[0-9]+(\.[0-9]+)?`, at most 24 bytes, as a `Double`; nil for anything else (`1e5`,
