@@ -6,7 +6,8 @@ public struct Timestamp: Sendable, Hashable, Comparable {
 
     /// Epoch seconds from a provider's answer, when they are a time the wire format can carry
     /// (1970 up to the end of 9999); `nil` otherwise (not finite, negative, past 9999, or beyond
-    /// `Int64`, which `Int64(_:)` would trap on), and the caller uses the fetch time instead.
+    /// `Int64`, which `Int64(_:)` would trap on), and the caller leaves the time out (`null`: the
+    /// fetch time would be an invented observation).
     public init?(epochSeconds value: Double) {
         guard value.isFinite, value >= 0, value < 253_402_300_800 else { return nil }
         self.init(seconds: Int64(value))

@@ -11,7 +11,10 @@ public struct GridPoint: Codable, Sendable, Hashable {
     /// Snaps raw coordinates to the nearest grid node of `degrees` spacing.
     ///
     /// The result is rounded to 6 decimals so that `31.25` prints as `31.25`, not `31.250000000000004`,
-    /// and longitude 180 folds onto -180 so both edges of the antimeridian share one cell.
+    /// and a node at longitude 180 folds onto -180, so with a spacing that divides 180 (the
+    /// default 0.05 does) both edges of the antimeridian share one cell. With one that does not
+    /// (0.07), the nodes nearest ±180 are two cells a little less than a spacing apart, and the
+    /// latitude clamped to ±90 is off the grid: harmless, the cells there are only smaller.
     public static func snapping(lat: Double, lon: Double, degrees: Double) -> GridPoint {
         precondition(degrees > 0 && degrees.isFinite, "grid spacing must be positive")
         func snap(_ v: Double) -> Double {
