@@ -429,7 +429,8 @@ final class StubProvider: WeatherProvider, @unchecked Sendable {
 
     @Test func onlyFailuresNoQueryCouldAvoidStartAPause() {
         let everyQuery: [ProviderFailure] = [.timeout, .transport, .httpStatus(401, retryAfter: nil), .httpStatus(403, retryAfter: nil),
-                                             .httpStatus(429, retryAfter: 5), .httpStatus(500, retryAfter: nil), .httpStatus(503, retryAfter: nil)]
+                                             .httpStatus(429, retryAfter: 5), .httpStatus(500, retryAfter: nil), .httpStatus(503, retryAfter: nil),
+                                             .httpStatus(301, retryAfter: nil), .httpStatus(308, retryAfter: nil)]
         let thisQuery: [ProviderFailure] = [.httpStatus(400, retryAfter: nil), .httpStatus(404, retryAfter: nil), .httpStatus(422, retryAfter: nil),
                                             .unparseable, .providerError, .notCovered]
         #expect(everyQuery.filter { !$0.failsEveryQuery }.isEmpty)

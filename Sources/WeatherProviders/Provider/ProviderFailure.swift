@@ -22,7 +22,9 @@ public enum ProviderFailure: Error, Equatable, Sendable {
 
     /// True when the failure says the provider cannot serve anyone right now, whatever was asked:
     /// no answer in time, no connection, the key refused (401, 403), the quota spent (429), a
-    /// server error (5xx). Such a failure pauses the provider (`ProviderCooldowns`). The others
+    /// server error (5xx), a redirect (3xx: the gateway follows none, and every query goes to the
+    /// same base URL, so a misconfigured one, `http://` answered by a move to `https://`, cost
+    /// a round trip on every uncached request). Such a failure pauses the provider (`ProviderCooldowns`). The others
     /// may depend on the query (400 for a date or place, 404, 422, an error or an answer the
     /// parser could not use for this place), and a client must not be able to make the gateway
     /// stop asking a provider for everyone by asking something that fails. A provider whose
@@ -30,7 +32,7 @@ public enum ProviderFailure: Error, Equatable, Sendable {
     public var failsEveryQuery: Bool {
         switch self {
         case .timeout, .transport, .tls: return true
-        case .httpStatus(let status, _): return status == 401 || status == 403 || status == 429 || status >= 500
+        case .httpStatus(let status, _): return (300...399).contains(status) || status == 401 || status == 403 || status == 429 || status >= 500
         case .providerError, .unparseable, .notCovered, .coolingDown: return false
         }
     }
