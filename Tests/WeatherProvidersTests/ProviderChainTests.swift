@@ -390,8 +390,25 @@ final class StubProvider: WeatherProvider, @unchecked Sendable {
         }
         #expect(cooldowns.pause(of: "a", now: fixtureNow.adding(seconds: -1)) == nil)
         #expect(cooldowns.pause(of: "a", now: fixtureNow.adding(seconds: -600)) == nil)
-        #expect(cooldowns.pause(of: "b", now: fixtureNow.adding(seconds: -600)) != nil)
-        #expect(cooldowns.pause(of: "b", now: fixtureNow.adding(seconds: -3_571)) == nil)
+        #expect(cooldowns.pause(of: "b", now: fixtureNow.adding(seconds: -1)) == nil, "a Retry-After within the setting")
+        // Only a pause a Retry-After made longer than the setting may end up to an hour away.
+        cooldowns.failed("c", .httpStatus(429, retryAfter: 600), now: fixtureNow)
+        cooldowns.failed("d", .httpStatus(500, retryAfter: nil), now: fixtureNow)
+        #expect(cooldowns.pause(of: "c", now: fixtureNow.adding(seconds: -600)) != nil)
+        #expect(cooldowns.pause(of: "c", now: fixtureNow.adding(seconds: -3_001)) == nil)
+        #expect(cooldowns.pause(of: "d", now: fixtureNow.adding(seconds: -600)) == nil)
+    }
+
+    /// A call on its way when a 429 began a long pause, failing otherwise (a timeout) after it,
+    /// leaves the 429's pause as it was: it replaced the failure, whose shorter bound then took
+    /// the pause for a clock gone back, and the provider was called again at once.
+    @Test func aShorterFailureDuringALongPauseKeepsIt() {
+        var cooldowns = ProviderCooldowns(longest: 30)
+        cooldowns.failed("vc", .httpStatus(429, retryAfter: 600), now: fixtureNow)
+        cooldowns.failed("vc", .timeout, now: fixtureNow.adding(seconds: 1))
+        let pause = cooldowns.pause(of: "vc", now: fixtureNow.adding(seconds: 2))
+        #expect(pause?.until == fixtureNow.adding(seconds: 600))
+        #expect(pause?.failure == .timeout && pause?.lengthened == true)
     }
 
     /// Whether a later provider is still paused is decided when the chain reaches it, after the

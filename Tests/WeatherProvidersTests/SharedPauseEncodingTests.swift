@@ -7,7 +7,9 @@ import WeatherCore
     @Test(arguments: [ProviderFailure.timeout, .transport, .tls, .httpStatus(503, retryAfter: nil), .httpStatus(429, retryAfter: nil),
                       .providerError, .unparseable, .notCovered, .coolingDown])
     func everyFailureSurvivesTheSharedPage(failure: ProviderFailure) {
-        let entry = ProviderCooldowns.Entry(failures: 2, until: Timestamp(seconds: 1_796_000_000), failure: failure)
-        #expect(ProviderCooldowns.Entry(shared: entry.shared) == entry)
+        for lengthened in [false, true] {
+            let entry = ProviderCooldowns.Entry(failures: 2, until: Timestamp(seconds: 1_796_000_000), failure: failure, lengthened: lengthened)
+            #expect(ProviderCooldowns.Entry(shared: entry.shared) == entry)
+        }
     }
 }

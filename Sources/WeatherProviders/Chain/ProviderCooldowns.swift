@@ -1,14 +1,16 @@
 import WeatherCore
 
 /// The memory of failing providers: after a call fails in a way no query could avoid
-/// (`WeatherProvider.failsEveryQuery`: timeout, no connection, key refused, 429, 5xx) the
+/// (`WeatherProvider.failsEveryQuery`: timeout, no connection, a refused certificate, key
+/// refused, 429, 5xx, a redirect) the
 /// provider is skipped for a pause, so an outage costs a few calls a minute instead of one per
 /// uncached request (and a provider answering 429 is not asked again before its
 /// `Retry-After`).
 ///
 /// The pause doubles with each failure in a row, 1, 2, 4, ... seconds, up to `longest`
-/// (`WEATHER_PROVIDER_COOLDOWN`); a `Retry-After` on the provider's answer (a 429, or a 5xx that
-/// sends one) lengthens it, up to `longestRetryAfter` (an hour) or `longest` if that is longer.
+/// (`WEATHER_PROVIDER_COOLDOWN`); a `Retry-After` on the answer that paused it (a 429, a 5xx or
+/// any other status that pauses) lengthens it, up to `longestRetryAfter` (an hour) or `longest`
+/// if that is longer.
 /// One success forgets the failures. Times are
 /// the clock's whole seconds, so a pause of 1 s ends when the next second begins. When a pause
 /// ends, the next uncached request calls the provider again (in each worker that has one at that
@@ -35,6 +37,8 @@ public struct ProviderCooldowns: Sendable {
         public var failures: Int
         public var until: Timestamp
         public var failure: ProviderFailure
+        /// A `Retry-After` made the pause longer than `longest` (see `ceiling(of:)`).
+        public var lengthened = false
     }
 
     /// The longest pause a provider's own `Retry-After` asks for that is kept: an hour. A
@@ -44,14 +48,11 @@ public struct ProviderCooldowns: Sendable {
     /// An hour bounds what a wrong header (a proxy's, say) can cost: a provider's hour, not its day.
     public static let longestRetryAfter: Int64 = 3600
 
-    /// The furthest from now a pause after `failure` may end: `longest`, or for an HTTP status
-    /// (which may carry a `Retry-After`) up to `longestRetryAfter`. A pause said to end later has
-    /// met a clock that went back. (A board keeps no `Retry-After`, only the pause's end: a clock
-    /// set back can make a pause after a 429 or a 5xx last up to an hour, and no other.)
-    public func ceiling(after failure: ProviderFailure) -> Int64 {
-        guard longest > 0 else { return 0 }
-        if case .httpStatus = failure { return max(longest, Self.longestRetryAfter) }
-        return longest
+    /// The furthest from now `entry`'s pause may end: `longest`, or up to `longestRetryAfter`
+    /// for one a `Retry-After` made longer than `longest`. A pause said to end later has met a
+    /// clock that went back (only such a lengthened pause can then last up to an hour).
+    public func ceiling(of entry: Entry) -> Int64 {
+        entry.lengthened ? max(longest, Self.longestRetryAfter) : longest
     }
 
     public init(longest: Int64, board: (any ProviderPauseBoard)? = nil) {
@@ -60,11 +61,11 @@ public struct ProviderCooldowns: Sendable {
     }
 
     /// The provider's pause when one is running at `now`. A pause that would end more than
-    /// `ceiling(after:)` seconds after `now` has ended: the clock went back (an NTP step, an
+    /// `ceiling(of:)` seconds after `now` has ended: the clock went back (an NTP step, an
     /// operator's `date`), and a pause must never outlast the setting or a kept `Retry-After`.
     public func pause(of provider: String, now: Timestamp) -> Entry? {
         guard let entry = entries[provider] ?? board?.pause(of: provider).map(Entry.init(shared:)), now < entry.until,
-              entry.until.seconds - now.seconds <= ceiling(after: entry.failure) else { return nil }
+              entry.until.seconds - now.seconds <= ceiling(of: entry) else { return nil }
         return entry
     }
 
@@ -88,24 +89,34 @@ public struct ProviderCooldowns: Sendable {
     /// The record after a failure at `now`, given the one before it.
     ///
     /// - No record, one that ended more than `longest` seconds ago (a new outage, however many
-    ///   failures the last one had), or one ending more than `ceiling(after:)` from now (the
+    ///   failures the last one had), or one ending more than `ceiling(of:)` from now (the
     ///   clock went back): the first failure, a pause of 1 s (or the `Retry-After`).
     /// - A pause still running: a call that was already on its way when another worker's failure
     ///   began it. The same outage, not one more failure in a row: the count stays, and the pause
-    ///   ends at the later of its end and this failure's, so a 429's `Retry-After` is never cut
-    ///   short by another call's shorter pause.
+    ///   ends at the later of its end and this failure's (and keeps whether a `Retry-After`
+    ///   lengthened it), so a 429's `Retry-After` is never cut short by another call's shorter
+    ///   pause; the newest failure stands for the provider.
     /// - Otherwise (the pause is over and the next call failed): one more failure in a row.
     func record(after previous: Entry?, failure: ProviderFailure, retryAfter: Int?, now: Timestamp) -> Entry {
-        func pause(_ failures: Int) -> Timestamp { now.adding(seconds: seconds(afterFailures: failures, retryAfter: retryAfter)) }
+        func entry(_ failures: Int) -> Entry {
+            let length = seconds(afterFailures: failures, retryAfter: retryAfter)
+            return Entry(failures: failures, until: now.adding(seconds: length), failure: failure, lengthened: length > longest)
+        }
         guard let previous, now.seconds - previous.until.seconds <= longest,
-              previous.until.seconds - now.seconds <= ceiling(after: previous.failure) else {
-            return Entry(failures: 1, until: pause(1), failure: failure)
+              previous.until.seconds - now.seconds <= ceiling(of: previous) else {
+            return entry(1)
         }
         if now < previous.until {
-            return Entry(failures: previous.failures, until: max(previous.until, pause(previous.failures)), failure: failure)
+            // The newest failure stands for the provider; the end and whether a Retry-After
+            // lengthened it come from whichever set the later end.
+            var next = entry(previous.failures)
+            if previous.until > next.until {
+                next.until = previous.until
+                next.lengthened = previous.lengthened
+            }
+            return next
         }
-        let count = min(previous.failures + 1, ProviderPause.mostFailures)
-        return Entry(failures: count, until: pause(count), failure: failure)
+        return entry(min(previous.failures + 1, ProviderPause.mostFailures))
     }
 
     /// Records a successful call: the provider's failures are forgotten.
@@ -117,25 +128,29 @@ public struct ProviderCooldowns: Sendable {
 
 extension ProviderCooldowns.Entry {
     /// The entry as a board keeps it, its failure in 24 bits: the case in the low 8, an HTTP
-    /// status in the 16 above (a `Retry-After` is not kept: it is in `until` already).
+    /// status in the 15 above, and at the top whether a `Retry-After` lengthened the pause (the
+    /// `Retry-After` itself is in `until` already).
     var shared: ProviderPause {
         let code: UInt32 = switch failure {
         case .timeout: 1
         case .transport: 2
-        case .httpStatus(let status, _): 3 | UInt32(min(max(status, 0), 0xFFFF)) << 8
+        case .httpStatus(let status, _): 3 | UInt32(min(max(status, 0), 0x7FFF)) << 8
         case .providerError: 4
         case .unparseable: 5
         case .notCovered: 6
         case .coolingDown: 7
         case .tls: 8
         }
-        return ProviderPause(failures: failures, until: until, failure: code)
+        return ProviderPause(failures: failures, until: until, failure: code | (lengthened ? Self.lengthenedBit : 0))
     }
+
+    /// The top of the 24 bits: the pause was lengthened by a `Retry-After`.
+    static let lengthenedBit: UInt32 = 1 << 23
 
     init(shared pause: ProviderPause) {
         let failure: ProviderFailure = switch pause.failure & 0xFF {
         case 1: .timeout
-        case 3: .httpStatus(Int(pause.failure >> 8 & 0xFFFF), retryAfter: nil)
+        case 3: .httpStatus(Int(pause.failure >> 8 & 0x7FFF), retryAfter: nil)
         case 4: .providerError
         case 5: .unparseable
         case 6: .notCovered
@@ -143,6 +158,6 @@ extension ProviderCooldowns.Entry {
         case 8: .tls
         default: .transport
         }
-        self.init(failures: pause.failures, until: pause.until, failure: failure)
+        self.init(failures: pause.failures, until: pause.until, failure: failure, lengthened: pause.failure & Self.lengthenedBit != 0)
     }
 }
