@@ -309,6 +309,52 @@ import WeatherProviders
         #expect(t.weather(token: token, query: "lat=1&lon=2&days=8").json["cache"] as? String == "hit")
         #expect(t.source.calls == 3)
     }
+
+    /// With the providers failing, a request the outlook cannot hold gets its own stale copy
+    /// after one round of calls (the outlook's), not two; and with no outlook at all (a row of
+    /// the release before, under `forecast:7`) its own copy rather than 502.
+    @Test func failingProvidersServeTheRequestsOwnCopyAfterOneRound() throws {
+        let t = try TestGateway()
+        t.source.outlookDays = 3
+        let token = t.createSession()["weatherAccessToken"] as? String
+        let query = "lat=1&lon=2&start=2026-12-05&end=2026-12-06"
+        #expect(t.weather(token: token, query: query, path: "/v1/weather/trip").json["cache"] as? String == "miss")
+        #expect(t.source.calls == 2)  // the outlook, then the trip as asked
+        t.clock.advance(601)
+        t.source.failure = .providerError
+        let stale = t.weather(token: token, query: query, path: "/v1/weather/trip")
+        #expect(stale.status == 200 && stale.json["cache"] as? String == "stale")
+        #expect(t.source.calls == 3, "asked the failing providers twice in one request")
+
+        let point = GridPoint.snapping(lat: 40, lon: 116, degrees: t.config.gridDegrees)
+        let old = WeatherReport(provider: "caiyun", location: point, timezone: "Asia/Shanghai", current: .unknown,
+                                daily: FakeWeatherSource.days(for: .forecast(days: 7), now: t.clock.now()), fetchedAt: t.clock.now().iso8601)
+        try t.store.storeWeather(key: "\(point.key)|forecast:7", body: old.json, fetchedAt: t.clock.now(),
+                                 freshUntil: t.clock.now(), staleUntil: t.clock.now().adding(seconds: 3600))
+        let upgraded = t.weather(token: token, query: "lat=40&lon=116")
+        #expect(upgraded.status == 200 && upgraded.json["cache"] as? String == "stale" && dates(upgraded)?.count == 7)
+    }
+
+    /// A trip from UTC's yesterday uses an outlook only if one is cached: on a cold cell it is
+    /// asked for as it is (an outlook would hold that date only west of UTC early in the day).
+    @Test func aTripFromYesterdayFetchesNoOutlook() throws {
+        let t = try TestGateway()
+        let token = t.createSession()["weatherAccessToken"] as? String
+        let trip = t.weather(token: token, query: "lat=1&lon=2&start=2026-11-29&end=2026-11-30", path: "/v1/weather/trip")
+        #expect(trip.status == 200 && dates(trip) == days(from: "2026-11-29", 2))
+        #expect(t.source.calls == 1 && t.source.lastQuery == .trip(start: LocalDate("2026-11-29")!, end: LocalDate("2026-11-30")!))
+    }
+
+    /// No provider covering the days: 502 saying so, without a call.
+    @Test func daysNoProviderCoversAreSaidWithoutACall() throws {
+        let t = try TestGateway()
+        t.source.covering = false
+        let token = t.createSession()["weatherAccessToken"] as? String
+        let far = t.weather(token: token, query: "lat=1&lon=2&start=2027-03-01&end=2027-03-02", path: "/v1/weather/trip")
+        #expect(far.status == 502 && far.errorCode == "provider_error" && far.headers["retry-after"] == nil)
+        #expect(String(decoding: far.body, as: UTF8.self).contains("do not cover the days asked"))
+        #expect(t.source.calls == 0)
+    }
 }
 
 @Suite struct WeatherCounterTests {

@@ -23,6 +23,10 @@ final class FakeWeatherSource: WeatherSource {
     var lastQuery: WeatherQuery?
     /// Days in an outlook's answer (providers send 15).
     var outlookDays = 15
+    /// What `covers` answers: false as for a far trip with no provider that forecasts that far.
+    var covering = true
+
+    func covers(_ query: WeatherQuery, now: Timestamp) -> Bool { covering }
 
     func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) -> WeatherFetch {
         calls += 1

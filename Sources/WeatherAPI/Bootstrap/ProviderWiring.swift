@@ -48,6 +48,10 @@ final class ChainWeatherSource: WeatherSource {
         Self.weatherFetch(chain.fetch(query, at: point, now: now, cooldowns: &cooldowns, clock: clock))
     }
 
+    func covers(_ query: WeatherQuery, now: Timestamp) -> Bool {
+        chain.providers.contains { $0.canCover(query, now: now) }
+    }
+
     func pausedFetch(_ query: WeatherQuery, now: Timestamp) -> WeatherFetch? {
         // The pauses were recorded on `clock`; the request's `now` may be some seconds older.
         chain.pausedOutcome(query, now: clock.now(), cooldowns: cooldowns).map(Self.weatherFetch)

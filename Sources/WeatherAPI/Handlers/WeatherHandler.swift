@@ -76,32 +76,69 @@ final class WeatherHandler {
     /// providers count as one record), and so is a trip whose dates the outlook holds; the worker
     /// keeps each cut while the outlook is fresh, so a cached request costs what it did. What the
     /// outlook cannot give (more days than the provider sent; a trip's dates outside it) is
-    /// fetched and cached as asked. An outlook that fails is the answer's failure: the same
-    /// providers would be asked again.
+    /// fetched and cached as asked, unless the providers just failed for the outlook: then the
+    /// request's own copy (fresh, or within its stale window) or that failure, not a second round
+    /// of calls in one request. An outlook that cannot be had at all gives way to the request's
+    /// own copy too, as API.md serves a stale copy rather than an error.
     func answerBody(point: GridPoint, query: WeatherQuery, context: inout Context) throws(HTTPError) -> ([UInt8], String) {
+        let now = context.now
         let key = "\(point.key)|\(query.cacheKind)"
-        if let kept = fresh.body(for: key, now: context.now) { return (kept.body, "hit") }
-        if Self.mayBeInOutlook(query, today: context.now.utcDate) {
-            let outlook = try weatherBody(point: point, query: .outlook, context: &context)
-            let cut: [UInt8]? = switch query {
-            case .forecast(let days): ReportSlice.forecast(outlook.body, days: days)
-            case .trip(let start, let end): ReportSlice.trip(outlook.body, start: start, end: end)
-            case .outlook: outlook.body
+        if let kept = fresh.body(for: key, now: now) { return (kept.body, "hit") }
+        let use = Self.outlookUse(for: query, today: now.utcDate)
+        if use != .none {
+            let outlook: CellBody?
+            do throws(HTTPError) {
+                outlook = use == .fetch
+                    ? try weatherBody(point: point, query: .outlook, context: &context)
+                    : try storedCopy(key: "\(point.key)|\(WeatherQuery.outlook.cacheKind)", now: now).flatMap { $0.state == "hit" ? $0 : nil }
+            } catch {
+                guard error.code != HTTPError.storageUnavailable.code, let own = try storedCopy(key: key, now: now) else { throw error }
+                return (own.body, own.state)
             }
-            if let cut {
-                if let until = outlook.freshUntil { fresh.keep(cut, for: key, until: until, now: context.now) }
-                return (cut, outlook.state)
+            if let outlook {
+                if let cut = Self.cut(outlook.body, for: query) {
+                    if let until = outlook.freshUntil { fresh.keep(cut, for: key, until: until, now: now) }
+                    return (cut, outlook.state)
+                }
+                if let failure = outlook.failure {
+                    guard let own = try storedCopy(key: key, now: now) else { throw failure }
+                    return (own.body, own.state)
+                }
             }
         }
         let answer = try weatherBody(point: point, query: query, context: &context)
         return (answer.body, answer.state)
     }
 
-    /// Whether the outlook may hold `query`'s days: every forecast; a trip within the days an
-    /// outlook can cover anywhere, the place's today (UTC's date ±1) through 14 days later.
-    static func mayBeInOutlook(_ query: WeatherQuery, today: LocalDate) -> Bool {
-        guard case .trip(let start, let end) = query else { return true }
-        return start >= today.adding(days: -1) && end <= today.adding(days: WeatherQuery.maxDays)
+    /// `query`'s answer cut from an outlook body; nil when the outlook does not hold its days.
+    static func cut(_ outlook: [UInt8], for query: WeatherQuery) -> [UInt8]? {
+        switch query {
+        case .forecast(let days): ReportSlice.forecast(outlook, days: days)
+        case .trip(let start, let end): ReportSlice.trip(outlook, start: start, end: end)
+        case .outlook: outlook
+        }
+    }
+
+    /// How a request uses the cell's outlook.
+    enum OutlookUse {
+        /// Not at all: a trip outside every outlook.
+        case none
+        /// Only one already fresh: a trip from UTC's yesterday, which an outlook holds only where
+        /// that date is still today (west of UTC, early in the UTC day); a cold cell is not
+        /// fetched for it, the trip is asked for as it is.
+        case ifCached
+        /// Fetched if need be: every forecast, and a trip from UTC's today on.
+        case fetch
+    }
+
+    /// The last day after UTC's today an outlook can hold: it covers its place's today through
+    /// 14 days later, and a place's today is at most a day ahead of UTC's.
+    static let outlookReach = 15
+
+    static func outlookUse(for query: WeatherQuery, today: LocalDate) -> OutlookUse {
+        guard case .trip(let start, let end) = query else { return .fetch }
+        guard end <= today.adding(days: outlookReach), start >= today.adding(days: -1) else { return .none }
+        return start >= today ? .fetch : .ifCached
     }
 
     /// A stored report body, its cache state, and until when it is fresh (nil: not known fresh).
@@ -109,33 +146,50 @@ final class WeatherHandler {
         var body: [UInt8]
         var state: String
         var freshUntil: Timestamp?
+        /// For a stale copy served because no provider answered (failed, paused, none configured,
+        /// none covering the days): the error the request would have had without it.
+        var failure: HTTPError?
+    }
+
+    /// The copy of `key` this worker or the store holds: fresh (`hit`; kept by this worker
+    /// until it is not), or stale within its window (`stale`); nil when there is none.
+    func storedCopy(key: String, now: Timestamp) throws(HTTPError) -> CellBody? {
+        if let kept = fresh.body(for: key, now: now) { return CellBody(body: kept.body, state: "hit", freshUntil: kept.until) }
+        let cached: CachedWeather?
+        do { cached = try store.cachedWeather(key: key, now: now) } catch { throw .storageUnavailable }
+        guard let cached else { return nil }
+        guard now < cached.freshUntil else { return CellBody(body: cached.body, state: "stale") }
+        fresh.keep(cached.body, for: key, until: cached.freshUntil, now: now)
+        return CellBody(body: cached.body, state: "hit", freshUntil: cached.freshUntil)
     }
 
     /// The stored report body for `query` and its cache state. Fresh copy: `hit`. Otherwise one
     /// worker fetches while the others serve the stale copy (`staleWhileRefreshing`) or wait for
-    /// the fresh one; `stale` when no provider answered (failed, paused or none configured) and a
-    /// copy is kept.
+    /// the fresh one; `stale` when no provider answered (failed, paused, none configured, none
+    /// covering the days) and a copy is kept.
     func weatherBody(point: GridPoint, query: WeatherQuery, context: inout Context) throws(HTTPError) -> CellBody {
         let now = context.now
         let key = "\(point.key)|\(query.cacheKind)"
-        if let kept = fresh.body(for: key, now: now) { return CellBody(body: kept.body, state: "hit", freshUntil: kept.until) }
-        let cached: CachedWeather?
-        do { cached = try store.cachedWeather(key: key, now: now) } catch { throw .storageUnavailable }
-        if let cached, now < cached.freshUntil {
-            fresh.keep(cached.body, for: key, until: cached.freshUntil, now: now)
-            return CellBody(body: cached.body, state: "hit", freshUntil: cached.freshUntil)
+        let copy = try storedCopy(key: key, now: now)
+        if let copy, copy.state == "hit" { return copy }
+        let cached = copy?.body
+        /// The stale copy standing in for `failure`, or that failure.
+        func staleOr(_ failure: HTTPError) throws(HTTPError) -> CellBody {
+            guard let cached else { throw failure }
+            return CellBody(body: cached, state: "stale", failure: failure)
         }
 
         guard let source, source.isConfigured else {
-            if let cached { return CellBody(body: cached.body, state: "stale") }
-            throw HTTPError(status: 503, code: "provider_not_configured", message: "no weather provider is configured on this gateway")
+            return try staleOr(HTTPError(status: 503, code: "provider_not_configured", message: "no weather provider is configured on this gateway"))
         }
+        // No provider covers the days (a far trip without Visual Crossing): said at once, without
+        // the fetch lock (a waiter for it could not tell why the fetch ended).
+        guard source.covers(query, now: now) else { return try staleOr(.daysNotCovered) }
         // Every provider in a pause after failing: the answer a fetch would give, at once, without
         // the fetch lock's two writes or waiting for another worker's fetch.
         if let paused = source.pausedFetch(query, now: now) {
             context.providers = paused.trail
-            if let cached { return CellBody(body: cached.body, state: "stale") }
-            throw Self.failure(of: paused)
+            return try staleOr(Self.failure(of: paused))
         }
         let budget = source.worstCaseSeconds + 1
         let claimSeconds = Int64(budget.rounded(.up)) + 1
@@ -146,7 +200,7 @@ final class WeatherHandler {
 
         guard acquired else {
             // Another worker is calling the provider for this cell right now.
-            if let cached { return CellBody(body: cached.body, state: Self.staleWhileRefreshing) }
+            if let cached { return CellBody(body: cached, state: Self.staleWhileRefreshing) }
             return try awaitOtherWorker(key: key, query: query, source: source, budget: budget, claimSeconds: claimSeconds, context: &context)
         }
         let fetched = source.fetch(query, at: point, now: now)
@@ -170,8 +224,7 @@ final class WeatherHandler {
             }
             return CellBody(body: body, state: "miss", freshUntil: until)
         case .failure:
-            if let cached { return CellBody(body: cached.body, state: "stale") }
-            throw Self.failure(of: fetched)
+            return try staleOr(Self.failure(of: fetched))
         }
     }
 
@@ -268,11 +321,12 @@ final class WeatherHandler {
 }
 
 
-/// A worker's own copies of cache rows while they are fresh, so a hit costs no SQLite read.
+/// A worker's own copies of cache rows while they are fresh, and of the answers cut from an
+/// outlook row under each answer's own key, so a hit costs no SQLite read.
 ///
 /// Safe without any cross-worker signal: a row is only ever replaced by a fetch, and a fetch only
 /// happens once the row is no longer fresh, so until `freshUntil` the shared row and this copy are
-/// the same bytes. Bounded: at most `capacity` entries; when full, expired ones go, and if none
+/// the same bytes, and a cut is kept no longer than the outlook it was cut from is fresh. Bounded: at most `capacity` entries; when full, expired ones go, and if none
 /// has expired the whole table is dropped (one SQLite read per cell refills it).
 struct FreshBodies {
     private var entries: [String: (body: [UInt8], until: Timestamp)] = [:]

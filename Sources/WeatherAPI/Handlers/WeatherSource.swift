@@ -10,11 +10,15 @@ public protocol WeatherSource {
     /// The failed fetch `fetch` would return without calling anyone, because every provider that
     /// could serve `query` is in a pause after failing; `nil` when a call would be made.
     func pausedFetch(_ query: WeatherQuery, now: Timestamp) -> WeatherFetch?
+    /// False when no provider could serve `query`'s days (each would skip it without a call).
+    func covers(_ query: WeatherQuery, now: Timestamp) -> Bool
 }
 
 extension WeatherSource {
     /// Sources without pauses always call.
     public func pausedFetch(_ query: WeatherQuery, now: Timestamp) -> WeatherFetch? { nil }
+    /// Sources that cannot tell cover everything; their fetch says otherwise.
+    public func covers(_ query: WeatherQuery, now: Timestamp) -> Bool { true }
 }
 
 /// The outcome of asking the providers, with every call made, for the counters.
