@@ -81,14 +81,14 @@ import Glibc
         _ = try h.createSession()
         let ok = try ctl(["check"], h)
         #expect(ok.status == 0, "\(ok.stdout)\(ok.stderr)")
-        for name in ["configuration", "hash key", "database", "integrity", "journal mode", "migrations"] {
+        for name in ["configuration", "providers", "hash key", "database", "integrity", "journal mode", "migrations"] {
             #expect(ok.stdout.contains(name))
         }
         #expect(!ok.stdout.contains("FAIL"))
         let json = try ctl(["check", "--json"], h)
         #expect(json.status == 0)
         #expect(try json.json()["ok"] as? Bool == true)
-        #expect((try json.json()["checks"] as? [[String: Any]])?.count == 6)
+        #expect((try json.json()["checks"] as? [[String: Any]])?.count == 7)
 
         #expect(chmod(keyFile(h), 0o644) == 0)
         defer { chmod(keyFile(h), 0o600) }
@@ -116,6 +116,14 @@ import Glibc
         let fresh = try ctl(["check"], env)
         #expect(fresh.status == 0, "\(fresh.stdout)")
         #expect(fresh.stdout.contains("not created yet"))
+        // Which providers the workers will call: said, never a failure.
+        #expect(fresh.stdout.contains("providers") && fresh.stdout.contains("none configured"))
+        let caiyunOnly = try ctl(["check"], env.merging(["CAIYUN_API_TOKEN": "t"]) { $1 })
+        #expect(caiyunOnly.status == 0 && caiyunOnly.stdout.contains("caiyun only: trips ending more than about 14 days ahead answer 502"))
+        let keys = ["CAIYUN_API_TOKEN": "caiyun-secret-1234", "VISUAL_CROSSING_API_KEY": "vc-secret-5678"]
+        let both = try ctl(["check"], env.merging(keys.merging(["WEATHER_PROVIDERS": "visualcrossing,caiyun"]) { $1 }) { $1 })
+        #expect(both.stdout.contains("visualcrossing, caiyun (in this order)"))
+        #expect(!both.stdout.contains("secret") && !both.stderr.contains("secret"))
         #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent("hash.key").path))  // check creates nothing
 
         // A folder the service user cannot write: the worker could not create the key either.

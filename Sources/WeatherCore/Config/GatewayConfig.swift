@@ -10,6 +10,11 @@ public struct GatewayConfig: Sendable, Equatable {
     public var visualCrossingBaseURL: String = "https://weather.visualcrossing.com"
     /// Order of preference; only configured providers are used.
     public var providers: [String] = ["caiyun", "visualcrossing"]
+
+    /// The providers the workers will call, in order: those of `providers` with a key.
+    public var configuredProviders: [String] {
+        providers.filter { ($0 == "caiyun" && caiyunToken != nil) || ($0 == "visualcrossing" && visualCrossingKey != nil) }
+    }
     public var providerTimeout: Double = 4
     /// Longest pause in seconds before a failing provider is called again (`ProviderCooldowns`); 0 = off.
     public var providerCooldown: Int64 = 30

@@ -11,7 +11,9 @@ enum CheckCommand {
         name: "check",
         summary: "check configuration, hash key, database integrity, WAL and migrations",
         details: """
-            Checks, in order: the configuration loads; the hash key is set (WEATHER_HASH_KEY) or its
+            Checks, in order: the configuration loads; which weather providers the workers will call
+            (never a failure: none means the weather routes answer 503, Caiyun alone that trips
+            further ahead than its 15 days answer 502); the hash key is set (WEATHER_HASH_KEY) or its
             file beside the database exists, is readable, long enough and mode 0600 (not readable
             by group or others), or does not exist yet in a folder this user can write (the first
             worker creates it); the database exists and opens; PRAGMA integrity_check is ok;
@@ -50,6 +52,7 @@ enum CheckCommand {
         } catch {
             return [Result(name: "configuration", ok: false, detail: error.message)]
         }
+        results.append(providers(config))
         results.append(hashKey(config))
 
         let store: any OperatorStore
@@ -87,6 +90,18 @@ enum CheckCommand {
                 : (false, "\(pending.count) pending: \(pending.joined(separator: ", ")); run weatherctl migrate")
         }
         return results
+    }
+
+    /// The providers the workers will call, and what the choice cannot serve. Informational:
+    /// sessions and the legacy token work without any.
+    static func providers(_ config: GatewayConfig) -> Result {
+        let names = config.configuredProviders
+        let detail = switch names {
+        case []: "none configured: the weather routes answer 503 provider_not_configured (set CAIYUN_API_TOKEN and/or VISUAL_CROSSING_API_KEY)"
+        case ["caiyun"]: "caiyun only: trips ending more than about 14 days ahead answer 502 (VISUAL_CROSSING_API_KEY serves them)"
+        default: names.joined(separator: ", ") + (names.count > 1 ? " (in this order)" : "")
+        }
+        return Result(name: "providers", ok: true, detail: detail)
     }
 
     /// The key workers hash installation ids with: set in the configuration, or a private file.
