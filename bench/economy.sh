@@ -5,7 +5,7 @@
 # The binary has no accelerated clock, so the whole day is compressed into one window shorter
 # than WEATHER_CACHE_TTL (600 s): then "at most one provider call per grid cell and request kind
 # per cache TTL" means provider calls (the fake's GET /_calls) <= distinct (0.05 cell, kind)
-# pairs asked for. Limits are on but raised to 10,000,000 (every session comes from 127.0.0.1).
+# pairs asked for, a forecast of any `days` being one kind (the cell's outlook, since session 16). Limits are on but raised to 10,000,000 (every session comes from 127.0.0.1).
 #
 # usage: bench/economy.sh [--label TEXT]
 # Environment: USERS (10000), ECON_THREADS (4 threads, one connection each), WORKERS (2),
@@ -67,7 +67,7 @@ in_ttl=$(awk -v e="$elapsed" -v t="$ttl" 'BEGIN { print (e < t) ? 1 : 0 }')
 
 {
   results_header "bench/economy.sh${label:+ ($label)}" "USERS=$users ECON_THREADS=$threads WORKERS=$WORKERS WEATHER_CACHE_TTL=$ttl bench/economy.sh $args"
-  echo "$users simulated users within 30 km of 31.23,121.47 (session, 3-5 weather requests at their own point, one trip to one of 10 cities), compressed into $elapsed s (cache TTL $ttl s), $threads connections, $WORKERS workers, limits on at 10,000,000, fake providers."
+  echo "$users simulated users within 30 km of 31.23,121.47 (session, 3-5 weather requests at their own point with days 1, 3, 7 or 15, one trip to one of 10 cities 7-60 days ahead), compressed into $elapsed s (cache TTL $ttl s), $threads connections, $WORKERS workers, limits on at 10,000,000, fake providers."
   echo
   echo "| users | requests | errors | distinct cells | distinct (cell, kind) | provider calls (Caiyun + VC) | cache rows | hit / miss / stale |"
   echo "|---:|---:|---:|---:|---:|---:|---:|---|"
@@ -75,6 +75,7 @@ in_ttl=$(awk -v e="$elapsed" -v t="$ttl" 'BEGIN { print (e < t) ? 1 : 0 }')
   echo
   echo "- sessions created $creates, weather answers $weather, trip answers $trips; error statuses: ${statuses:-none}; requests wrk dropped unsent and the script sent again: $resent"
   echo "- provider calls per request: $(ratio "$calls" "$requests"); calls <= distinct (cell, kind) pairs: $([ "$ok" = 1 ] && echo yes || echo NO); whole run within one cache TTL: $([ "$in_ttl" = 1 ] && echo yes || echo NO)"
+  echo "- Caiyun (first in the order; asked only for cells' outlooks, trips past its 15 days go to Visual Crossing) calls per distinct cell: $caiyun for $all_cells cells ($([ "$caiyun" -le "$all_cells" ] && echo "at most one each" || echo "MORE than one each"))"
 } >"$OUT/section.md"
 cat "$OUT/section.md" >>"$RESULTS"
 cat "$OUT/section.md"

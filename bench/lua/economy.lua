@@ -3,13 +3,15 @@
 -- other, so every response belongs to the request just sent.
 -- User u (thread u mod BENCH_THREADS) lives at a random point within ECON_RADIUS_KM (30) of
 -- 31.23,121.47; first every user of the thread creates a session, then the users' 3-5 weather
--- requests for their own point (a few metres of GPS jitter each time) and one trip request
+-- requests for their own point (a few metres of GPS jitter each time; `days` 1, 3, 7 or 15, as
+-- an app's today, three-day, week and fortnight screens ask) and one trip request
 -- (one of ten cities, 2-6 days starting 7-60 days ahead) are sent in a shuffled order.
 -- Each thread writes, when done, ECON_OUT.<id>.keys (one "cell|kind" line per request, cell as
 -- grid indices on the 0.05 grid) and ECON_OUT.<id>.done (its counts), then stops.
 dofile((os.getenv("BENCH_LUA") or "bench/lua") .. "/common.lua")
 
 local GRID = 0.05
+local DAYS = { 1, 3, 7, 15 }
 local CITIES = {
   {39.9042, 116.4074}, {30.2741, 120.1551}, {31.2990, 120.5853}, {32.0603, 118.7969}, {24.4798, 118.0894},
   {18.2528, 109.5120}, {30.5728, 104.0668}, {35.6762, 139.6503}, {22.3193, 114.1694}, {36.0671, 120.3826},
@@ -38,7 +40,7 @@ function init(args)
     users[#users + 1] = u
     for _ = 1, math.random(3, 5) do
       events[#events + 1] = { u = u, kind = "weather", lat = coord(lat + (math.random() - 0.5) * 0.0004),
-                              lon = coord(lon + (math.random() - 0.5) * 0.0004) }
+                              lon = coord(lon + (math.random() - 0.5) * 0.0004), days = DAYS[math.random(#DAYS)] }
     end
     local c = CITIES[math.random(#CITIES)]
     local start = os.time() + 86400 * math.random(7, 60)
@@ -96,7 +98,7 @@ function next_request()
   pending = e
   local path
   if e.kind == "weather" then
-    path = string.format("/v1/weather?lat=%.4f&lon=%.4f", e.lat, e.lon)
+    path = string.format("/v1/weather?lat=%.4f&lon=%.4f&days=%d", e.lat, e.lon, e.days)
     keys[#keys + 1] = cell(e.lat, e.lon) .. "|forecast"
   else
     path = string.format("/v1/weather/trip?lat=%.4f&lon=%.4f&start=%s&end=%s", e.lat, e.lon, e.s, e.e)
