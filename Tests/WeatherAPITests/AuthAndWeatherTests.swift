@@ -345,6 +345,22 @@ import WeatherProviders
         #expect(t.source.calls == 1 && t.source.lastQuery == .trip(start: LocalDate("2026-11-29")!, end: LocalDate("2026-11-30")!))
     }
 
+    /// A trip from UTC's yesterday while the providers fail: a stale outlook that holds its
+    /// dates (fetched when that date was still today there) answers it, as it answers the cell's
+    /// forecast (it was 502 with the outlook used only when fresh).
+    @Test func aTripFromYesterdayGetsTheStaleOutlookWhenTheProvidersFail() throws {
+        let t = try TestGateway()
+        t.clock.current = Timestamp(iso8601: "2026-11-29T23:55:00Z")!
+        let token = t.createSession()["weatherAccessToken"] as? String
+        #expect(t.weather(token: token, query: "lat=1&lon=2").json["cache"] as? String == "miss")  // outlook from 11-29
+        t.clock.advance(601)  // 2026-11-30T00:05Z: the outlook is stale, 11-29 is UTC's yesterday
+        t.source.failure = .providerError
+        let trip = t.weather(token: token, query: "lat=1&lon=2&start=2026-11-29&end=2026-11-30", path: "/v1/weather/trip")
+        #expect(trip.status == 200 && trip.json["cache"] as? String == "stale" && dates(trip) == days(from: "2026-11-29", 2))
+        #expect(trip.json["current"] == nil)
+        #expect(t.source.calls == 2 && t.source.lastQuery == .trip(start: LocalDate("2026-11-29")!, end: LocalDate("2026-11-30")!))
+    }
+
     /// No provider covering the days: 502 saying so, without a call.
     @Test func daysNoProviderCoversAreSaidWithoutACall() throws {
         let t = try TestGateway()
@@ -354,6 +370,7 @@ import WeatherProviders
         #expect(far.status == 502 && far.errorCode == "provider_error" && far.headers["retry-after"] == nil)
         #expect(String(decoding: far.body, as: UTF8.self).contains("do not cover the days asked"))
         #expect(t.source.calls == 0)
+        #expect(t.log.lines.last?.contains(" providers=caiyun:not_covered") == true, "\(t.log.lines.last ?? "")")
     }
 }
 

@@ -23,10 +23,12 @@ final class FakeWeatherSource: WeatherSource {
     var lastQuery: WeatherQuery?
     /// Days in an outlook's answer (providers send 15).
     var outlookDays = 15
-    /// What `covers` answers: false as for a far trip with no provider that forecasts that far.
+    /// False as for a far trip with no provider that forecasts that far (`uncoveredFetch`).
     var covering = true
 
-    func covers(_ query: WeatherQuery, now: Timestamp) -> Bool { covering }
+    func uncoveredFetch(_ query: WeatherQuery, now: Timestamp) -> WeatherFetch? {
+        covering ? nil : WeatherFetch(result: .failure(.notCovered), attempts: [], trail: "caiyun:not_covered")
+    }
 
     func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) -> WeatherFetch {
         calls += 1

@@ -48,8 +48,10 @@ final class ChainWeatherSource: WeatherSource {
         Self.weatherFetch(chain.fetch(query, at: point, now: now, cooldowns: &cooldowns, clock: clock))
     }
 
-    func covers(_ query: WeatherQuery, now: Timestamp) -> Bool {
-        chain.providers.contains { $0.canCover(query, now: now) }
+    func uncoveredFetch(_ query: WeatherQuery, now: Timestamp) -> WeatherFetch? {
+        guard !chain.providers.contains(where: { $0.canCover(query, now: now) }) else { return nil }
+        return WeatherFetch(result: .failure(.notCovered), attempts: [],
+                            trail: chain.providers.map { "\($0.name):\(ProviderFailure.notCovered.code)" }.joined(separator: ","))
     }
 
     func pausedFetch(_ query: WeatherQuery, now: Timestamp) -> WeatherFetch? {

@@ -79,31 +79,44 @@ final class WeatherHandler {
     /// fetched and cached as asked, unless the providers just failed for the outlook: then the
     /// request's own copy (fresh, or within its stale window) or that failure, not a second round
     /// of calls in one request. An outlook that cannot be had at all gives way to the request's
-    /// own copy too, as API.md serves a stale copy rather than an error.
+    /// own copy too, as API.md serves a stale copy rather than an error. A trip from UTC's
+    /// yesterday takes a fresh outlook if one is there, else is asked for as it is, and only when
+    /// that fails is a stale outlook cut for it.
     func answerBody(point: GridPoint, query: WeatherQuery, context: inout Context) throws(HTTPError) -> ([UInt8], String) {
         let now = context.now
         let key = "\(point.key)|\(query.cacheKind)"
         if let kept = fresh.body(for: key, now: now) { return (kept.body, "hit") }
         let use = Self.outlookUse(for: query, today: now.utcDate)
-        if use != .none {
-            let outlook: CellBody?
+        let outlookKey = "\(point.key)|\(WeatherQuery.outlook.cacheKind)"
+        if use == .ifCached {
+            if let outlook = try storedCopy(key: outlookKey, now: now), outlook.state == "hit", let cut = Self.cut(outlook.body, for: query) {
+                if let until = outlook.freshUntil { fresh.keep(cut, for: key, until: until, now: now) }
+                return (cut, "hit")
+            }
             do throws(HTTPError) {
-                outlook = use == .fetch
-                    ? try weatherBody(point: point, query: .outlook, context: &context)
-                    : try storedCopy(key: "\(point.key)|\(WeatherQuery.outlook.cacheKind)", now: now).flatMap { $0.state == "hit" ? $0 : nil }
+                let answer = try weatherBody(point: point, query: query, context: &context)
+                return (answer.body, answer.state)
+            } catch {
+                guard error.code != HTTPError.storageUnavailable.code, let outlook = try storedCopy(key: outlookKey, now: now),
+                      let cut = Self.cut(outlook.body, for: query) else { throw error }
+                return (cut, outlook.state)
+            }
+        }
+        if use == .fetch {
+            let outlook: CellBody
+            do throws(HTTPError) {
+                outlook = try weatherBody(point: point, query: .outlook, context: &context)
             } catch {
                 guard error.code != HTTPError.storageUnavailable.code, let own = try storedCopy(key: key, now: now) else { throw error }
                 return (own.body, own.state)
             }
-            if let outlook {
-                if let cut = Self.cut(outlook.body, for: query) {
-                    if let until = outlook.freshUntil { fresh.keep(cut, for: key, until: until, now: now) }
-                    return (cut, outlook.state)
-                }
-                if let failure = outlook.failure {
-                    guard let own = try storedCopy(key: key, now: now) else { throw failure }
-                    return (own.body, own.state)
-                }
+            if let cut = Self.cut(outlook.body, for: query) {
+                if let until = outlook.freshUntil { fresh.keep(cut, for: key, until: until, now: now) }
+                return (cut, outlook.state)
+            }
+            if let failure = outlook.failure {
+                guard let own = try storedCopy(key: key, now: now) else { throw failure }
+                return (own.body, own.state)
             }
         }
         let answer = try weatherBody(point: point, query: query, context: &context)
@@ -123,9 +136,10 @@ final class WeatherHandler {
     enum OutlookUse {
         /// Not at all: a trip outside every outlook.
         case none
-        /// Only one already fresh: a trip from UTC's yesterday, which an outlook holds only where
-        /// that date is still today (west of UTC, early in the UTC day); a cold cell is not
-        /// fetched for it, the trip is asked for as it is.
+        /// One already fresh, or a stale one if asking for the trip fails: a trip from UTC's
+        /// yesterday, which an outlook holds only where that date is still today (west of UTC,
+        /// for as many hours of the UTC day as the place is behind: the Americas' evenings); a
+        /// cold cell is not fetched for it, the trip is asked for as it is.
         case ifCached
         /// Fetched if need be: every forecast, and a trip from UTC's today on.
         case fetch
@@ -184,7 +198,10 @@ final class WeatherHandler {
         }
         // No provider covers the days (a far trip without Visual Crossing): said at once, without
         // the fetch lock (a waiter for it could not tell why the fetch ended).
-        guard source.covers(query, now: now) else { return try staleOr(.daysNotCovered) }
+        if let uncovered = source.uncoveredFetch(query, now: now) {
+            context.providers = uncovered.trail
+            return try staleOr(Self.failure(of: uncovered))
+        }
         // Every provider in a pause after failing: the answer a fetch would give, at once, without
         // the fetch lock's two writes or waiting for another worker's fetch.
         if let paused = source.pausedFetch(query, now: now) {

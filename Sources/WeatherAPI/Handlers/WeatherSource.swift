@@ -10,15 +10,16 @@ public protocol WeatherSource {
     /// The failed fetch `fetch` would return without calling anyone, because every provider that
     /// could serve `query` is in a pause after failing; `nil` when a call would be made.
     func pausedFetch(_ query: WeatherQuery, now: Timestamp) -> WeatherFetch?
-    /// False when no provider could serve `query`'s days (each would skip it without a call).
-    func covers(_ query: WeatherQuery, now: Timestamp) -> Bool
+    /// The failed fetch `fetch` would return without calling anyone because no provider could
+    /// serve `query`'s days (each would skip it); `nil` when one could.
+    func uncoveredFetch(_ query: WeatherQuery, now: Timestamp) -> WeatherFetch?
 }
 
 extension WeatherSource {
     /// Sources without pauses always call.
     public func pausedFetch(_ query: WeatherQuery, now: Timestamp) -> WeatherFetch? { nil }
     /// Sources that cannot tell cover everything; their fetch says otherwise.
-    public func covers(_ query: WeatherQuery, now: Timestamp) -> Bool { true }
+    public func uncoveredFetch(_ query: WeatherQuery, now: Timestamp) -> WeatherFetch? { nil }
 }
 
 /// The outcome of asking the providers, with every call made, for the counters.
