@@ -540,7 +540,7 @@ let openAPIDocument = ##"""
         "name": "days",
         "in": "query",
         "required": false,
-        "description": "How many local days, today included: a whole number 1..15 written with at most two digits.",
+        "description": "How many local days, today included: a whole number 1..15 written with at most two digits. Every value costs the same: the gateway fetches a grid cell's 15 days once per cache TTL and cuts each answer from them (a trip within the next two weeks too).",
         "schema": {
           "type": "integer",
           "minimum": 1,
