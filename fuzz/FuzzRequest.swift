@@ -20,8 +20,10 @@
 //   - a parsed request has an A-Z method, a path without NUL or U+FFFD, a body exactly
 //     CONTENT_LENGTH long and at most 4096 bytes; readBody is never asked for more than 4096;
 //   - the session bodies only ever fail with 400 invalid_request or 415 unsupported_media_type;
-//   - validated weather parameters are finite and in range; days in 1...15; trips ordered and
-//     at most 15 days long.
+//   - validated weather parameters are finite and in range, the range checked on the text too
+//     (Decimal: a value a Double rounds onto a bound must not be beyond it); days in 1...15;
+//     trips ordered and at most 15 days long;
+//   - ReportSlice never traps on any body, and what it cuts is JSON.
 
 // Foundation, not only FoundationEssentials: JSONSerialization is the second JSON oracle.
 import Foundation
@@ -178,10 +180,21 @@ func fuzzOne(_ input: [UInt8]) {
         fuzzCheck(theirs.map { sameJSON(tree, $0) } ?? false, "JSONValue read \(tree), JSONDecoder: \(String(describing: theirs))")
     }
 
+    // Cutting a stored report: any bytes, never a trap; a cut is JSON.
+    for cut in [ReportSlice.forecast(request.body, days: 2),
+                ReportSlice.trip(request.body, start: LocalDate(year: 2026, month: 11, day: 30)!, end: LocalDate(year: 2026, month: 12, day: 1)!)] {
+        if let cut { fuzzCheck((try? JSONValue.parse(cut)) != nil, "ReportSlice cut something that is not JSON") }
+    }
+
     // The weather parameters.
     do {
         let (lat, lon) = try WeatherParameters.coordinates(request)
         fuzzCheck(lat.isFinite && lon.isFinite && (-90...90).contains(lat) && (-180...180).contains(lon), "coordinates \(lat),\(lon)")
+        for (name, bound) in [("lat", Decimal(90)), ("lon", Decimal(180))] {
+            if let text = try? request.queryValue(name), let exact = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) {
+                fuzzCheck(exact.magnitude <= bound, "\(name)=\(text) accepted beyond \(bound)")
+            }
+        }
     } catch {
         checkError(error, allowed: [400], "coordinates")
     }
