@@ -343,8 +343,9 @@ final class WeatherHandler {
 ///
 /// Safe without any cross-worker signal: a row is only ever replaced by a fetch, and a fetch only
 /// happens once the row is no longer fresh, so until `freshUntil` the shared row and this copy are
-/// the same bytes, and a cut is kept no longer than the outlook it was cut from is fresh. Bounded: at most `capacity` entries; when full, expired ones go, and if none
-/// has expired the whole table is dropped (one SQLite read per cell refills it).
+/// the same bytes, and a cut is kept no longer than the outlook it was cut from is fresh.
+/// Bounded: at most `capacity` entries; when full, expired ones go, and if none has expired the
+/// whole table is dropped (one SQLite read per cell refills it).
 struct FreshBodies {
     private var entries: [String: (body: [UInt8], until: Timestamp)] = [:]
     let capacity: Int
