@@ -399,6 +399,16 @@ final class StubProvider: WeatherProvider, @unchecked Sendable {
         #expect(cooldowns.pause(of: "d", now: fixtureNow.adding(seconds: -600)) == nil)
     }
 
+    /// A worker with pauses off skips no provider, even one another worker (pauses on) paused
+    /// for a long `Retry-After` on the shared page.
+    @Test func pausesOffIgnoreASharedLongPause() {
+        let board = MemoryBoard()
+        var on = ProviderCooldowns(longest: 30, board: board)
+        on.failed("vc", .httpStatus(429, retryAfter: 600), now: fixtureNow)
+        #expect(on.pause(of: "vc", now: fixtureNow.adding(seconds: 1)) != nil)
+        #expect(ProviderCooldowns(longest: 0, board: board).pause(of: "vc", now: fixtureNow.adding(seconds: 1)) == nil)
+    }
+
     /// A call on its way when a 429 began a long pause, failing otherwise (a timeout) after it,
     /// leaves the 429's pause as it was: it replaced the failure, whose shorter bound then took
     /// the pause for a clock gone back, and the provider was called again at once.

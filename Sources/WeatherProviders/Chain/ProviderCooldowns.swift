@@ -51,8 +51,10 @@ public struct ProviderCooldowns: Sendable {
     /// The furthest from now `entry`'s pause may end: `longest`, or up to `longestRetryAfter`
     /// for one a `Retry-After` made longer than `longest`. A pause said to end later has met a
     /// clock that went back (only such a lengthened pause can then last up to an hour).
+    /// With pauses off (`longest == 0`) none is running, whatever another worker wrote.
     public func ceiling(of entry: Entry) -> Int64 {
-        entry.lengthened ? max(longest, Self.longestRetryAfter) : longest
+        guard longest > 0 else { return 0 }
+        return entry.lengthened ? max(longest, Self.longestRetryAfter) : longest
     }
 
     public init(longest: Int64, board: (any ProviderPauseBoard)? = nil) {
