@@ -457,6 +457,35 @@ import Glibc
         #expect(human.contains("paused now: caiyun until ") && human.contains("(1 failure in a row; last: provider answered HTTP 429)"), "\(human)")
     }
 
+    /// `resume` ends a provider's pause for every worker at once: after it, the next uncached
+    /// request calls the provider again instead of answering from the pause.
+    @Test func resumeEndsAPauseForEveryWorker() throws {
+        let fake = try FakeProviders()
+        let legacy = "legacy-token-0123456789"
+        let h = try GatewayHarness(workers: 2, env: fake.environment(providers: "caiyun").merging(["CLOSET_WEATHER_PROXY_TOKEN": legacy]) { $1 })
+        h.companions.append(fake)
+        let none = try ctl(["resume"], h)
+        #expect(none.status == 0 && none.stdout == "no provider was paused\n", "\(none.stdout)\(none.stderr)")
+
+        try fake.setMode("caiyun", "rate_limited")  // 429 with Retry-After: 30
+        let auth = ["X-Weather-Token": legacy]
+        #expect(try h.request("GET", "/v1/weather?lat=1&lon=1", headers: auth).status == 502)
+        try fake.setMode("caiyun", "ok")
+        let paused = try h.request("GET", "/v1/weather?lat=2&lon=2", headers: auth)
+        #expect(paused.status == 502 && paused.headers["retry-after"] != nil, "answered from the pause")
+        #expect(try fake.calls().count == 1)
+
+        #expect(try ctl(["resume", "darksky"], h).status == 64)
+        let resumed = try ctl(["resume", "caiyun", "--json"], h)
+        let list = try #require(try resumed.json()["resumed"] as? [[String: Any]])
+        #expect(resumed.status == 0 && list.compactMap { $0["provider"] as? String } == ["caiyun"], "\(resumed.stdout)")
+        #expect(!(try ctl(["stats"], h).stdout.contains("paused now")))
+        for cell in ["lat=3&lon=3", "lat=4&lon=4"] {  // whichever worker answers
+            #expect(try h.request("GET", "/v1/weather?\(cell)", headers: auth).status == 200)
+        }
+        #expect(try fake.calls().count == 3)
+    }
+
     @Test func statsSplitsRequestsByAuthModeAndCountsRefusals() throws {
         let h = try GatewayHarness(workers: 2, env: ["CLOSET_WEATHER_PROXY_TOKEN": "legacy-token-0123456789"])
         let s = try h.createSession()
