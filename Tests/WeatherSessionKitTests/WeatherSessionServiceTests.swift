@@ -493,10 +493,7 @@ struct WeatherSessionServiceTests {
     /// A renewal asked for while a revocation is in flight waits for it: it does not spend the
     /// refresh token being revoked, and afterwards starts a new session.
     @Test func aRenewalDuringARevocationWaitsForIt() async throws {
-        let h = Harness()
-        let first = try await h.service.accessToken()
-        let gate = Gate()
-        h.gateway.hold(.revoke, until: gate)
+        let (h, first, gate) = try await sessionWithHeldRevocation()
         let service = h.service, gateway = h.gateway
         async let revoked: Void = service.revoke()
         while gateway.count(.revoke) == 0 { await Task.yield() }
@@ -515,10 +512,7 @@ struct WeatherSessionServiceTests {
 
     /// A caller waiting for a revocation before it can renew is released at once when cancelled.
     @Test func aCancelledCallerWaitingForARevocationStopsWaiting() async throws {
-        let h = Harness()
-        let first = try await h.service.accessToken()
-        let gate = Gate()
-        h.gateway.hold(.revoke, until: gate)
+        let (h, first, gate) = try await sessionWithHeldRevocation()
         let service = h.service, gateway = h.gateway
         let revoking = Task { try await service.revoke() }
         while gateway.count(.revoke) == 0 { await Task.yield() }
@@ -641,6 +635,16 @@ struct WeatherSessionServiceTests {
         #expect(token != first)
         #expect(try h.store.loadSession()?.accessToken == token)
         #expect(gateway.count(.refresh) == 1)
+    }
+
+    /// A harness with a session (its access token) whose revocation the gateway holds until
+    /// `gate` opens.
+    func sessionWithHeldRevocation() async throws -> (Harness, String, Gate) {
+        let h = Harness()
+        let first = try await h.service.accessToken()
+        let gate = Gate()
+        h.gateway.hold(.revoke, until: gate)
+        return (h, first, gate)
     }
 
     /// Starts `call`, cancels it once it has had time to start waiting, and tells whether it ended

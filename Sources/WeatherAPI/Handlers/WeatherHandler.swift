@@ -86,11 +86,13 @@ final class WeatherHandler {
         let now = context.now
         let key = "\(point.key)|\(query.cacheKind)"
         if let kept = fresh.body(for: key, now: now) { return (kept.body, "hit") }
-        let use = Self.outlookUse(for: query, today: now.utcDate)
         let outlookKey = "\(point.key)|\(WeatherQuery.outlook.cacheKind)"
-        if use == .ifCached {
-            if let outlook = try storedCopy(key: outlookKey, now: now), outlook.state == "hit", let cut = Self.cut(outlook.body, for: query) {
-                if let until = outlook.freshUntil { fresh.keep(cut, for: key, until: until, now: now) }
+        switch Self.outlookUse(for: query, today: now.utcDate) {
+        case .none:
+            break
+        case .ifCached:
+            if let outlook = try storedCopy(key: outlookKey, now: now), outlook.state == "hit",
+               let cut = keptCut(of: outlook, for: query, key: key, now: now) {
                 return (cut, "hit")
             }
             do throws(HTTPError) {
@@ -101,26 +103,33 @@ final class WeatherHandler {
                       let cut = Self.cut(outlook.body, for: query) else { throw error }
                 return (cut, outlook.state)
             }
-        }
-        if use == .fetch {
+        case .fetch:
             let outlook: CellBody
             do throws(HTTPError) {
                 outlook = try weatherBody(point: point, query: .outlook, context: &context)
             } catch {
-                guard error.code != HTTPError.storageUnavailable.code, let own = try storedCopy(key: key, now: now) else { throw error }
-                return (own.body, own.state)
+                return try ownCopy(key: key, insteadOf: error, now: now)
             }
-            if let cut = Self.cut(outlook.body, for: query) {
-                if let until = outlook.freshUntil { fresh.keep(cut, for: key, until: until, now: now) }
-                return (cut, outlook.state)
-            }
-            if let failure = outlook.failure {
-                guard let own = try storedCopy(key: key, now: now) else { throw failure }
-                return (own.body, own.state)
-            }
+            if let cut = keptCut(of: outlook, for: query, key: key, now: now) { return (cut, outlook.state) }
+            if let failure = outlook.failure { return try ownCopy(key: key, insteadOf: failure, now: now) }
         }
         let answer = try weatherBody(point: point, query: query, context: &context)
         return (answer.body, answer.state)
+    }
+
+    /// `query`'s answer cut from `outlook`, kept under `key` while the outlook is fresh; nil when
+    /// the outlook does not hold its days.
+    func keptCut(of outlook: CellBody, for query: WeatherQuery, key: String, now: Timestamp) -> [UInt8]? {
+        guard let cut = Self.cut(outlook.body, for: query) else { return nil }
+        if let until = outlook.freshUntil { fresh.keep(cut, for: key, until: until, now: now) }
+        return cut
+    }
+
+    /// The request's own copy (fresh or stale) standing in for `error`, which it is without one
+    /// and for a storage failure.
+    func ownCopy(key: String, insteadOf error: HTTPError, now: Timestamp) throws(HTTPError) -> ([UInt8], String) {
+        guard error.code != HTTPError.storageUnavailable.code, let own = try storedCopy(key: key, now: now) else { throw error }
+        return (own.body, own.state)
     }
 
     /// `query`'s answer cut from an outlook body; nil when the outlook does not hold its days.

@@ -134,7 +134,7 @@ public enum ConfigLoader {
         if let u = try url("CAIYUN_BASE_URL") { c.caiyunBaseURL = u }
         if let u = try url("VISUAL_CROSSING_BASE_URL") { c.visualCrossingBaseURL = u }
         if let p = list("WEATHER_PROVIDERS") {
-            for name in p where name != "caiyun" && name != "visualcrossing" {
+            for name in p where !GatewayConfig.knownProviders.contains(name) {
                 let shown = shownItem(name, max: 20, allowed: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_")
                 throw ConfigError(variable: "WEATHER_PROVIDERS", problem: "names an unknown provider \(shown) (caiyun, visualcrossing)")
             }

@@ -8,8 +8,10 @@ public struct GatewayConfig: Sendable, Equatable {
     public var caiyunBaseURL: String = "https://api.caiyunapp.com"
     public var visualCrossingKey: String?
     public var visualCrossingBaseURL: String = "https://weather.visualcrossing.com"
+    /// The providers the gateway has adapters for.
+    public static let knownProviders = ["caiyun", "visualcrossing"]
     /// Order of preference; only configured providers are used.
-    public var providers: [String] = ["caiyun", "visualcrossing"]
+    public var providers: [String] = GatewayConfig.knownProviders
 
     /// The providers the workers will call, in order: those of `providers` with a key.
     public var configuredProviders: [String] {

@@ -54,8 +54,11 @@ public struct ProviderCooldowns: Sendable {
     /// With pauses off (`longest == 0`) none is running, whatever another worker wrote.
     public func ceiling(of entry: Entry) -> Int64 {
         guard longest > 0 else { return 0 }
-        return entry.lengthened ? max(longest, Self.longestRetryAfter) : longest
+        return entry.lengthened ? longestLengthened : longest
     }
+
+    /// The longest a `Retry-After` may make a pause.
+    private var longestLengthened: Int64 { max(longest, Self.longestRetryAfter) }
 
     public init(longest: Int64, board: (any ProviderPauseBoard)? = nil) {
         self.longest = max(0, longest)
@@ -74,7 +77,7 @@ public struct ProviderCooldowns: Sendable {
     /// Seconds a pause lasts after `failures` failures in a row, lengthened by a `Retry-After`.
     public func seconds(afterFailures failures: Int, retryAfter: Int?) -> Int64 {
         let doubled: Int64 = failures >= 32 ? longest : min(longest, Int64(1) << Int64(max(0, failures - 1)))
-        return max(doubled, min(max(longest, Self.longestRetryAfter), Int64(max(0, retryAfter ?? 0))))
+        return max(doubled, min(longestLengthened, Int64(max(0, retryAfter ?? 0))))
     }
 
     /// Records a failed call at `now`.

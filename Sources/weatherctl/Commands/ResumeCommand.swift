@@ -26,10 +26,10 @@ enum ResumeCommand {
 
     static func run(_ args: ParsedArguments, _ context: Context) throws(CLIError) -> Int32 {
         let config = try context.config()
-        let known = ["caiyun", "visualcrossing"]
+        let known = GatewayConfig.knownProviders
         let names: [String]
         if let name = args.positionals.first {
-            guard known.contains(name) else { throw .usage("unknown provider \(name) (caiyun or visualcrossing)") }
+            guard known.contains(name) else { throw .usage("unknown provider \(name) (\(known.joined(separator: " or ")))") }
             names = [name]
         } else {
             names = known
