@@ -208,6 +208,49 @@ import Glibc
         #expect(waitUntil(timeout: 3) { ChildProcessOutput.run("/usr/bin/pgrep", ["-f", h.socketPath]).isEmpty }, "a worker outlived the supervisor")
     }
 
+    /// A worker killed while it fetches a cell does not hold the cell up: the request waiting for
+    /// that fetch on the other worker calls the provider itself as soon as the fetcher is gone.
+    /// The dead worker's claim stood until it ran out (the provider budget) and the waiter
+    /// answered 504 without any provider called (found by a black-box operator audit).
+    @Test func aWorkerKilledMidFetchDoesNotHoldItsCell() throws {
+        let fake = try FakeProviders()
+        let h = try GatewayHarness(workers: 2, env: Self.baseEnv.merging(fake.environment(providers: "caiyun", timeout: "4")) { $1 })
+        h.companions.append(fake)
+        let app = try #require(h.app)
+        #expect(waitUntil { workerPids(app.pid).count == 2 })
+        let auth = ["X-Weather-Token": Self.legacy]
+        try fake.setMode("caiyun", "slow", delay: 3)
+        let killed = Collector<HTTPResponse>(), waited = Collector<HTTPResponse>()
+        let done = DispatchGroup()
+        let port = h.port
+        func send(into answers: Collector<HTTPResponse>) {
+            done.enter()
+            Thread {
+                if let r = try? HTTPClient.send(port: port, "GET", Self.weatherPath, headers: auth, timeout: 20) { answers.append(r) }
+                done.leave()
+            }.start()
+        }
+        send(into: killed)
+        var owner = ""
+        #expect(waitUntil(timeout: 5) { owner = h.sql("SELECT owner FROM weather_fetch_locks"); return !owner.isEmpty })
+        let parts = owner.split(separator: "-")
+        let fetcher = try #require(parts.count == 3 ? Int32(parts[1]) : nil, "owner \(owner)")
+        #expect(workerPids(app.pid).contains(fetcher))
+        send(into: waited)      // reaches the other worker: the fetcher is busy
+        usleep(300_000)         // let it start waiting (arriving later, it takes the claim over itself)
+        try fake.reset()        // the provider answers at once from now on
+        kill(fetcher, SIGKILL)
+        let killedAt = Date()
+        #expect(done.wait(timeout: .now() + 20) == .success)
+        let took = Date().timeIntervalSince(killedAt)
+        let answer = try #require(waited.items.first)
+        #expect(answer.status == 200, "\(answer.status) \(answer.text)")
+        #expect(answer.json["cache"] as? String == "miss")
+        #expect(took < 2.5, "the waiter took \(took) s after the kill: it waited for the dead worker's claim")
+        #expect(try fake.calls().count == 1, "the waiter did not call the provider itself")
+        #expect(killed.items.first.map { $0.status >= 500 } ?? true, "the killed worker's own request cannot have succeeded")
+    }
+
     // MARK: 3. Provider faults
 
     /// Storms of timeouts, resets, garbage, 429s and 5xx from both providers, 8 concurrent requests

@@ -413,6 +413,28 @@ import WeatherProviders
         let rows = try t.store.db.statement("SELECT name, sum(value) FROM weather_counters WHERE name LIKE 'cache.%' GROUP BY name ORDER BY name").rows { "\($0.text(0)!)=\($0.int(1))" }
         #expect(rows == ["cache.miss=1", "cache.stale=1", "cache.stale_refreshing=1"])
     }
+
+    /// A claim left by a worker killed mid-fetch does not hold the cell: the next request, with a
+    /// stale copy or none, calls the provider at once (it served the stale copy, or waited for
+    /// the claim to run out and answered 504).
+    @Test func aClaimOfAWorkerKilledMidFetchIsTakenOver() throws {
+        let t = try TestGateway()
+        let token = t.createSession()["weatherAccessToken"] as? String
+        let point = GridPoint.snapping(lat: 31.2304, lon: 121.4737, degrees: t.config.gridDegrees)
+        let key = "\(point.key)|\(WeatherQuery.outlook.cacheKind)"
+        let dead = FetchLockOwner.make(pid: try endedProcessId())
+        #expect(try t.store.acquireFetchLock(key: key, owner: dead, now: t.clock.now(), until: t.clock.now().adding(seconds: 60)))
+        let cold = t.weather(token: token)
+        #expect(cold.status == 200 && cold.json["cache"] as? String == "miss", "\(cold.status)")
+        #expect(t.source.calls == 1)
+        #expect(try t.store.fetchLockState(key: key, now: t.clock.now(), until: t.clock.now().adding(seconds: 60)) == .released)
+
+        t.clock.advance(601)  // past the TTL, within the stale window
+        #expect(try t.store.acquireFetchLock(key: key, owner: dead, now: t.clock.now(), until: t.clock.now().adding(seconds: 60)))
+        let stale = t.weather(token: token)
+        #expect(stale.status == 200 && stale.json["cache"] as? String == "miss")
+        #expect(t.source.calls == 2)
+    }
 }
 
 extension WeatherCounterTests {
@@ -579,6 +601,25 @@ extension WeatherCounterTests {
                                           fetchState: { () throws(StoreError) -> FetchLockState in .released }, paused: { nil })
         }
     }
+
+    /// The worker fetching the cell was killed mid-fetch: the waiter stops waiting at once (nil:
+    /// it fetches itself), after reading the cache once more; it used to wait until the claim
+    /// ran out and answer 504.
+    @Test func aFetcherThatHasEndedIsNotWaitedFor() throws {
+        var polls = 0, probes = 0
+        let none = try WeatherHandler.awaitFetch(
+            pollAgain: { polls += 1; return polls < 100 },
+            freshBody: { () throws(StoreError) -> [UInt8]? in nil },
+            fetchState: { () throws(StoreError) -> FetchLockState in probes += 1; return probes == 3 ? .abandoned : .held })
+        #expect(none == nil)
+        #expect(polls == 3)
+        var stored: [UInt8]?
+        let body = try WeatherHandler.awaitFetch(
+            pollAgain: { true },
+            freshBody: { () throws(StoreError) -> [UInt8]? in stored },
+            fetchState: { () throws(StoreError) -> FetchLockState in stored = [1]; return .abandoned })
+        #expect(body == [1], "it had stored its answer before it died")
+    }
 }
 
 /// The fetch lock as the store keeps it: who holds it, and a claim from a clock stepped back.
@@ -602,6 +643,32 @@ extension WeatherCounterTests {
         #expect(try t.store.acquireFetchLock(key: "j", owner: "a", now: now, until: until.adding(seconds: 60)))
         #expect(try t.store.fetchLockState(key: "j", now: now, until: until) == .held)
     }
+
+    /// A live claim whose worker has ended (killed mid-fetch) is `abandoned` and taken over at
+    /// once; a live worker's claim, or an owner that names no process, is not.
+    @Test func aClaimOfAProcessThatHasEndedIsTakenOver() throws {
+        let t = try TestGateway()
+        let now = t.clock.now(), until = now.adding(seconds: 10)
+        let ended = try endedProcessId()
+        let dead = FetchLockOwner.make(pid: ended)
+        #expect(FetchLockOwner.pid(of: dead) == ended)
+        #expect(try t.store.acquireFetchLock(key: "k", owner: dead, now: now, until: until))
+        #expect(try t.store.fetchLockState(key: "k", now: now, until: until) == .abandoned)
+        let me = FetchLockOwner.make(pid: getpid())
+        #expect(try t.store.acquireFetchLock(key: "k", owner: me, now: now, until: until), "not taken over")
+        #expect(try t.store.fetchLockState(key: "k", now: now, until: until) == .held)
+        #expect(try !t.store.acquireFetchLock(key: "k", owner: FetchLockOwner.make(pid: getpid()), now: now, until: until))
+        try t.store.releaseFetchLock(key: "k", owner: me)
+        #expect(try t.store.fetchLockState(key: "k", now: now, until: until) == .released)
+
+        for owner in ["another-worker", "pid-x-1", "pid-0-1", "pid--5-1", "pid-\(ended)"] {
+            #expect(FetchLockOwner.pid(of: owner) == nil, "\(owner)")
+            #expect(try t.store.acquireFetchLock(key: owner, owner: owner, now: now, until: until))
+            #expect(try t.store.fetchLockState(key: owner, now: now, until: until) == .held, "\(owner)")
+            #expect(try !t.store.acquireFetchLock(key: owner, owner: me, now: now, until: until), "\(owner)")
+        }
+    }
+
 }
 
 /// The production source (the provider chain) with a provider that fails: the worker stops
@@ -784,4 +851,15 @@ extension WeatherCounterTests {
         #expect(t.weather(token: token).status == 502)
         #expect(provider.calls == 2)
     }
+}
+
+/// The id of a process that has run and been reaped.
+func endedProcessId() throws -> Int32 {
+    var pid: pid_t = 0
+    var argv: [UnsafeMutablePointer<CChar>?] = [strdup("/bin/true"), nil]
+    defer { free(argv[0]) }
+    guard posix_spawn(&pid, "/bin/true", nil, nil, &argv, environ) == 0 else { throw StoreError(code: 1, message: "cannot spawn /bin/true") }
+    var status: Int32 = 0
+    guard waitpid(pid, &status, 0) == pid, kill(pid, 0) == -1, errno == ESRCH else { throw StoreError(code: 1, message: "/bin/true still there") }
+    return pid
 }

@@ -71,6 +71,31 @@ import WeatherStore
         expectLimited(t.refresh(s), retryAfter: 1800)
     }
 
+    /// A spent refresh token is not charged: the same request again inside the retry window gets
+    /// its pair with the quota used up (it was 429, and after the `Retry-After` a replay that
+    /// revoked the session), and a replay after the window revokes the session however empty
+    /// the quota is (it was 429, and the session lived on).
+    @Test func aRetryOrAReplayOfASpentRefreshTokenIsNotCharged() throws {
+        let t = try TestGateway { $0.limits.refreshPerSessionPerHour = 2 }
+        let s0 = t.createSession()
+        let s1 = t.refresh(s0).json
+        let second = t.refresh(s1)
+        #expect(second.status == 200)
+        let s2 = second.json
+        expectLimited(t.refresh(s2), retryAfter: 1800)  // a new rotation: the quota is spent
+
+        // The second rotation's answer was lost: the same request again, at once.
+        let retried = t.refresh(s1)
+        #expect(retried.status == 200, "\(retried.status) \(retried.errorCode ?? "")")
+        #expect(retried.json["refreshToken"] as? String == s2["refreshToken"] as? String)
+        #expect(retried.json["weatherAccessToken"] as? String == s2["weatherAccessToken"] as? String)
+
+        t.clock.advance(31)  // past the retry window, inside the quota's hour
+        let replay = t.refresh(s0)
+        #expect(replay.status == 401 && replay.errorCode == "refresh_token_reused", "\(replay.status)")
+        #expect(t.weather(token: s2["weatherAccessToken"] as? String).status == 401, "the session lived on")
+    }
+
     @Test func weatherPerSession() throws {
         let t = try TestGateway { $0.limits.requestsPerSessionPerHour = 3 }
         let a = t.createSession()["weatherAccessToken"] as? String

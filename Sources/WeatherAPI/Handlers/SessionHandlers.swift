@@ -108,7 +108,11 @@ struct RefreshSessionHandler: Responder {
 
         // The session's quota is charged only once the token is known to be one of its refresh
         // tokens: a wrong token costs a read, no write, and whoever knows only a session id
-        // cannot use up its refreshes.
+        // cannot use up its refreshes. And only for a token still to be rotated: one already
+        // spent is either the same request again inside the retry window (answered with the
+        // pair it got, which issues nothing) or a replay (which revokes the session). Charged,
+        // a retry after the quota's last refresh was 429, and waiting its `Retry-After` (longer
+        // than the window) made it a replay; and a thief keeping the quota empty hid his replays.
         let now = context.now
         let presented: PresentedRefreshToken?
         do {
@@ -117,7 +121,9 @@ struct RefreshSessionHandler: Responder {
             throw .storageUnavailable
         }
         guard let presented else { throw .invalidRefreshToken }
-        try services.limiter.check([services.limiter.refresh(sessionId: sessionId)], context: context)
+        if !presented.spent {
+            try services.limiter.check([services.limiter.refresh(sessionId: sessionId)], context: context)
+        }
 
         let pair: TokenMinter.Pair
         do {

@@ -23,9 +23,7 @@ final class WeatherHandler {
         self.metrics = metrics
         self.store = store
         self.source = source
-        // The pid names the worker in the table; the random part keeps two machines sharing
-        // one store (or a pid reused after a restart) from releasing each other's claims.
-        self.owner = "pid-\(getpid())-\(String(UInt64.random(in: .min ... .max), radix: 36))"
+        self.owner = FetchLockOwner.make(pid: getpid())
     }
 
     var forecast: Route { Route(handler: self, trip: false) }
@@ -219,16 +217,23 @@ final class WeatherHandler {
         }
         let budget = source.worstCaseSeconds + 1
         let claimSeconds = Int64(budget.rounded(.up)) + 1
-        let acquired: Bool
-        do {
-            acquired = try store.acquireFetchLock(key: key, owner: owner, now: now, until: now.adding(seconds: claimSeconds))
-        } catch { throw .storageUnavailable }
-
-        guard acquired else {
-            // Another worker is calling the provider for this cell right now.
+        // Without the claim, another worker is calling the provider for this cell right now. One
+        // that has ended (killed mid-fetch) is taken over: by the claim itself, or once a waiter
+        // sees it end (`awaitOtherWorker` gives nil), at most once a request.
+        let started = MonotonicTime.now()
+        var acquired = false
+        for _ in 0..<2 {
+            let claimedAt = now.adding(seconds: Int64((MonotonicTime.now() - started) / 1_000_000_000))
+            do {
+                acquired = try store.acquireFetchLock(key: key, owner: owner, now: claimedAt, until: claimedAt.adding(seconds: claimSeconds))
+            } catch { throw .storageUnavailable }
+            if acquired { break }
             if let cached { return CellBody(body: cached, state: Self.staleWhileRefreshing) }
-            return try awaitOtherWorker(key: key, query: query, source: source, budget: budget, claimSeconds: claimSeconds, context: &context)
+            if let body = try awaitOtherWorker(key: key, query: query, source: source, budget: budget, claimSeconds: claimSeconds, context: &context) {
+                return body
+            }
         }
+        guard acquired else { throw .providerTimeout }
         let fetched = source.fetch(query, at: point, now: now)
         context.providers = fetched.trail
         for attempt in fetched.attempts {
@@ -269,10 +274,11 @@ final class WeatherHandler {
     /// Polls the cache while another worker fetches; gives up after that worker's time budget.
     /// When that fetch ends without a body and every provider that could serve `query` is then
     /// in a pause (shared by the workers: that fetch's own failures are recorded before its lock
-    /// is released), the answer is that failure with its `Retry-After`.
+    /// is released), the answer is that failure with its `Retry-After`. Nil when the fetching
+    /// worker has ended without letting its claim go: this one should fetch.
     private func awaitOtherWorker(
         key: String, query: WeatherQuery, source: any WeatherSource, budget: Double, claimSeconds: Int64, context: inout Context
-    ) throws(HTTPError) -> CellBody {
+    ) throws(HTTPError) -> CellBody? {
         let started = MonotonicTime.now(), requestTime = context.now
         let deadline = started + UInt64(budget * 1_000_000_000)
         let store = self.store
@@ -280,7 +286,7 @@ final class WeatherHandler {
         defer { if trail != nil { context.providers = trail } }
         // The request's clock (the gateway's injected one), moved on by the wait.
         func now() -> Timestamp { requestTime.adding(seconds: Int64((MonotonicTime.now() - started) / 1_000_000_000)) }
-        let body = try Self.awaitFetch(
+        guard let body = try Self.awaitFetch(
             pollAgain: { usleep(20_000); return MonotonicTime.now() < deadline },
             freshBody: { () throws(StoreError) -> [UInt8]? in
                 let now = now()
@@ -294,7 +300,7 @@ final class WeatherHandler {
                 guard let paused = source.pausedFetch(query, now: now()) else { return nil }
                 trail = paused.trail
                 return Self.failure(of: paused)
-            })
+            }) else { return nil }
         // Fresh, but until when is the fetching worker's: this one keeps no copy or cut of it.
         return CellBody(body: body, state: "hit")
     }
@@ -303,7 +309,9 @@ final class WeatherHandler {
     /// without one, the `paused` answer (502 or 504 with `Retry-After`) if every provider is in
     /// a pause, else 502 (a failure that paused nothing: of this query only), or 504 when its
     /// claim ran out instead of being let go (that worker died or overran: nothing failed that
-    /// a 502 could name); 504 when `pollAgain` says time is up; 503 when storage fails. A pause
+    /// a 502 could name); nil when that worker has ended with its claim still live
+    /// (`abandoned`: killed mid-fetch; the caller fetches itself instead of waiting for the claim
+    /// to run out and answering 504); 504 when `pollAgain` says time is up; 503 when storage fails. A pause
     /// alone does not end the wait: one begun by another cell's fetch says nothing of this one,
     /// whose call may still succeed. Polling only reads: the waiters of a slow fetch used to take
     /// the write lock every 20 ms each.
@@ -315,7 +323,7 @@ final class WeatherHandler {
     static func awaitFetch(
         pollAgain: () -> Bool, freshBody: () throws(StoreError) -> [UInt8]?, fetchState: () throws(StoreError) -> FetchLockState,
         paused: () -> HTTPError? = { nil }
-    ) throws(HTTPError) -> [UInt8] {
+    ) throws(HTTPError) -> [UInt8]? {
         var failure: HTTPError?
         do throws(StoreError) {
             while failure == nil && pollAgain() {
@@ -323,6 +331,7 @@ final class WeatherHandler {
                 let state = try fetchState()
                 guard state != .held else { continue }
                 if let body = try freshBody() { return body }
+                if state == .abandoned { return nil }
                 failure = paused() ?? (state == .expired ? .providerTimeout : .providerError)
             }
         } catch {

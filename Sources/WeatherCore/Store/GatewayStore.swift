@@ -60,7 +60,8 @@ public protocol GatewayStore: AnyObject {
     /// Claims the right to fetch `key` from a provider until `until`; false when another worker
     /// holds it. A claim that runs out more than `FetchLockState.implausibleSeconds` after `until`
     /// (the longest any worker sets) was made under a clock since stepped back: it counts as
-    /// expired.
+    /// expired. A store on one machine also takes over a claim whose owner (see
+    /// `FetchLockOwner`) is a process that has ended (`FetchLockState.abandoned`).
     func acquireFetchLock(key: String, owner: String, now: Timestamp, until: Timestamp) throws(StoreError) -> Bool
 
     /// Releases a claim taken with `acquireFetchLock`.
@@ -203,9 +204,30 @@ public enum FetchLockState: Sendable, Equatable {
     /// The claim ran out without being let go (the fetcher died or overran its budget), or runs
     /// out implausibly late.
     case expired
+    /// The claim is live, but the process that made it has ended (a worker killed mid-fetch):
+    /// nothing will let it go before it runs out, so a waiter fetches instead of waiting for
+    /// that (`acquireFetchLock` takes such a claim over). Only a store whose workers all run on
+    /// one machine can tell; another never says it.
+    case abandoned
 
     /// How far past the longest claim any worker makes a claim may run out and still count.
     public static let implausibleSeconds: Int64 = 60
+}
+
+/// Who holds a fetch claim: `pid-<process id>-<random>`. The process id lets a store on one
+/// machine see that a claim's worker has ended (`FetchLockState.abandoned`); the random part
+/// keeps a reused pid, or two machines sharing a store, from releasing another's claim.
+public enum FetchLockOwner {
+    public static func make(pid: Int32) -> String {
+        "pid-\(pid)-\(String(UInt64.random(in: .min ... .max), radix: 36))"
+    }
+
+    /// The process id of an owner `make` wrote; nil for any other text.
+    public static func pid(of owner: String) -> Int32? {
+        let parts = owner.split(separator: "-", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0] == "pid", let pid = Int32(parts[1]), pid > 0 else { return nil }
+        return pid
+    }
 }
 
 /// The result of presenting a refresh token.

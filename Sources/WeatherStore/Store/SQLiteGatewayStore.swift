@@ -1,4 +1,7 @@
 import WeatherCore
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The gateway's storage on one SQLite connection (one per worker process).
 public final class SQLiteGatewayStore: GatewayStore {
@@ -354,16 +357,40 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func acquireFetchLock(key: String, owner: String, now: Timestamp, until: Timestamp) throws(StoreError) -> Bool {
         try write {
-            try db.run(
+            if try db.run(
                 "INSERT INTO weather_fetch_locks(cache_key, owner, expires_at) VALUES (?1, ?2, ?3) ON CONFLICT(cache_key) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at WHERE weather_fetch_locks.expires_at <= ?4 OR weather_fetch_locks.expires_at > ?5",
-                [.text(key), .text(owner), .int(until.seconds), .int(now.seconds), .int(until.seconds + FetchLockState.implausibleSeconds)]) == 1
+                [.text(key), .text(owner), .int(until.seconds), .int(now.seconds), .int(until.seconds + FetchLockState.implausibleSeconds)]) == 1 {
+                return true
+            }
+            // Held: taken over only from a worker that has ended (killed mid-fetch), whose claim
+            // would otherwise keep every request for this cell waiting until it ran out.
+            guard let holder = try db.scalarText("SELECT owner FROM weather_fetch_locks WHERE cache_key = ?1", [.text(key)]),
+                  Self.hasEnded(holder) else { return false }
+            return try db.run("UPDATE weather_fetch_locks SET owner = ?2, expires_at = ?3 WHERE cache_key = ?1 AND owner = ?4",
+                              [.text(key), .text(owner), .int(until.seconds), .text(holder)]) == 1
         }
     }
 
     public func fetchLockState(key: String, now: Timestamp, until: Timestamp) throws(StoreError) -> FetchLockState {
-        let expires = try read { try db.scalarInt("SELECT expires_at FROM weather_fetch_locks WHERE cache_key = ?1", [.text(key)]) }
-        guard let expires else { return .released }
-        return expires <= now.seconds || expires > until.seconds + FetchLockState.implausibleSeconds ? .expired : .held
+        let claim: (expires: Int64, owner: String)? = try read {
+            let s = try db.statement("SELECT expires_at, owner FROM weather_fetch_locks WHERE cache_key = ?1")
+            try s.bind([.text(key)])
+            defer { s.reset() }
+            guard try s.step() else { return nil }
+            return (s.int(0), s.text(1) ?? "")
+        }
+        guard let claim else { return .released }
+        if claim.expires <= now.seconds || claim.expires > until.seconds + FetchLockState.implausibleSeconds { return .expired }
+        return Self.hasEnded(claim.owner) ? .abandoned : .held
+    }
+
+    /// Whether a claim's owner is a process of this machine that no longer runs: every worker
+    /// sharing a SQLite file runs on its machine. Only a definite "no such process" counts (a
+    /// process of another user answers EPERM: alive); a killed worker is a zombie, and so still
+    /// there, until its supervisor reaps it within 50 ms.
+    static func hasEnded(_ owner: String) -> Bool {
+        guard let pid = FetchLockOwner.pid(of: owner) else { return false }
+        return kill(pid, 0) == -1 && errno == ESRCH
     }
 
     public func releaseFetchLock(key: String, owner: String) throws(StoreError) {
