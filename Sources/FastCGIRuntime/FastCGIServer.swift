@@ -38,11 +38,7 @@ public enum FastCGIServer {
     public static func listen(_ address: String, mode: mode_t = 0o660, backlog: Int32 = 128) throws -> Int32 {
         let spec = address.hasPrefix("/") ? address : address.contains(":") ? address : ":" + address
         let bound = spec.hasPrefix(":") ? "127.0.0.1" + spec : spec
-        guard bound.hasPrefix("/") else {
-            let fd = FCGX_OpenSocket(bound, backlog)
-            guard fd >= 0 else { throw FastCGIError("cannot listen on \(address)") }
-            return fd
-        }
+        guard bound.hasPrefix("/") else { return try bindTCPSocket(bound, shown: address, backlog: backlog) }
         try removeStaleSocket(bound)
         let fd = try bindUnixSocket(bound, backlog: backlog)
         chmod(bound, mode)
@@ -68,6 +64,40 @@ public enum FastCGIServer {
             let reason = errno == EADDRINUSE ? "another process made that socket meanwhile" : String(cString: strerror(errno))
             close(fd)
             throw FastCGIError("cannot listen on \(path): \(reason)")
+        }
+        return fd
+    }
+
+    /// A listening TCP socket on `host:port` (IPv4; a host name is resolved, as libfcgi did),
+    /// with SO_REUSEADDR. Bound here, not by libfcgi's `FCGX_OpenSocket`, which read the port with
+    /// `atoi` (`99999` listened on 34463, `-5` on 65531, `0` made a Unix socket named
+    /// `127.0.0.1:0` in the working folder) and on a failure exited the process with errno as its
+    /// status and a line that named neither the program nor the address.
+    static func bindTCPSocket(_ spec: String, shown: String, backlog: Int32) throws -> Int32 {
+        guard let colon = spec.lastIndex(of: ":") else { throw FastCGIError("cannot listen on \(shown): not PATH, HOST:PORT or PORT") }
+        let host = String(spec[..<colon]), portText = String(spec[spec.index(after: colon)...])
+        guard !portText.isEmpty, portText.utf8.count <= 5, portText.utf8.allSatisfy({ (48...57).contains($0) }),
+              let port = Int(portText), (1...65535).contains(port) else {
+            throw FastCGIError("cannot listen on \(shown): the port must be a number from 1 to 65535")
+        }
+        var hints = addrinfo()
+        hints.ai_family = AF_INET
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_flags = AI_NUMERICSERV
+        var found: UnsafeMutablePointer<addrinfo>?
+        let rc = getaddrinfo(host, portText, &hints, &found)
+        guard rc == 0, let first = found else {
+            throw FastCGIError("cannot listen on \(shown): \(host) is not an IPv4 address or a name of one (\(String(cString: gai_strerror(rc))))")
+        }
+        defer { freeaddrinfo(found) }
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw FastCGIError("cannot listen on \(shown): \(String(cString: strerror(errno)))") }
+        var on: Int32 = 1
+        _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, socklen_t(MemoryLayout<Int32>.size))
+        guard bind(fd, first.pointee.ai_addr, first.pointee.ai_addrlen) == 0, Glibc.listen(fd, backlog) == 0 else {
+            let reason = String(cString: strerror(errno))
+            close(fd)
+            throw FastCGIError("cannot listen on \(shown): \(reason)")
         }
         return fd
     }

@@ -99,11 +99,21 @@ public enum Supervisor {
                 // into a fork storm: slow down when more than `workers` deaths happen within 5 s.
                 let t = now()
                 recentDeaths = recentDeaths.filter { t - $0 < 5 } + [t]
-                if recentDeaths.count > workers { sleep(1) }
+                let slowing = recentDeaths.count > workers
+                StandardErrorLog().write("weather-fcgi: worker \(pid) \(Self.describe(status: status)); starting another" + (slowing ? " in 1 s (\(recentDeaths.count) ended within 5 s)" : ""))
+                if slowing { sleep(1) }
                 guard shutdownRequested == 0 else { continue }  // SIGTERM may have ended the sleep
             }
             spawn()
         }
         exit(0)
+    }
+
+    /// A `waitpid` status in words: `was killed by signal 9 (Killed)`, `exited with status 78`.
+    static func describe(status: Int32) -> String {
+        let signal = status & 0x7f
+        guard signal != 0 else { return "exited with status \((status >> 8) & 0xff)" }
+        let name = strsignal(signal).map { String(cString: $0) } ?? "unknown"
+        return "was killed by signal \(signal) (\(name))" + (status & 0x80 != 0 ? ", core dumped" : "")
     }
 }

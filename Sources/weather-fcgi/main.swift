@@ -24,6 +24,7 @@ FastCGIServer.installSignalHandlers()
 var listenAddress: String?
 var workers = 1
 var socketMode: mode_t = 0o660
+var socketModeGiven = false
 // Started by a web server as CGI, the arguments are not the operator's: Apache turns a query
 // string without `=` into arguments (`/weather.fcgi?--listen+0.0.0.0:9000+--workers+256` would
 // have started a FastCGI server for anyone to talk to directly, with a REMOTE_ADDR of their
@@ -46,6 +47,7 @@ while let arg = args.popFirst() {
             exit(64)
         }
         socketMode = m
+        socketModeGiven = true
     case "--help", "-h":
         print(usage)
         exit(0)
@@ -57,11 +59,16 @@ while let arg = args.popFirst() {
     }
 }
 
+if socketModeGiven && !(listenAddress?.hasPrefix("/") ?? false) {
+    // It would have been ignored: the socket is inherited, or a TCP port.
+    StandardErrorLog().write("weather-fcgi: --socket-mode applies to --listen PATH only (a Unix socket this program makes)")
+    exit(64)
+}
 
 /// Everything a worker needs, opened in the process that uses it (SQLite connections must not
 /// cross a fork).
 func makeGateway() throws -> Gateway {
-    let (config, besideProgram) = try Bootstrap.loadConfigAndSource()
+    let (config, _, besideProgram) = try Bootstrap.loadConfigAndSource()
     if let besideProgram {
         Bootstrap.denyWebAccess(toFoldersOf: [besideProgram, config.databasePath])
     }

@@ -196,11 +196,18 @@ import Glibc
         let h = try GatewayHarness(workers: 4, env: Self.baseEnv, startNginx: false)
         let app = try #require(h.app)
         #expect(waitUntil { workerPids(app.pid).count == 4 })
+        var killed: [Int32] = []
         for _ in 0..<2 {
-            for pid in workerPids(app.pid) { kill(pid, SIGKILL) }
+            for pid in workerPids(app.pid) { kill(pid, SIGKILL); killed.append(pid) }
             usleep(300_000)
         }
         usleep(300_000)  // the supervisor is now in its 1 s back-off sleep
+        // Each death is logged with its cause (the supervisor said nothing), and so is the back-off.
+        let log = h.log
+        for pid in killed.prefix(4) {
+            #expect(log.contains("weather-fcgi: worker \(pid) was killed by signal 9 (Killed); starting another"), "\(pid): \(log)")
+        }
+        #expect(log.contains("ended within 5 s)"), "\(log)")
         kill(app.pid, SIGTERM)
         let stopped = waitUntil(timeout: 5) { !app.isRunning }
         #expect(stopped, "supervisor still running 5 s after SIGTERM; workers: \(workerPids(app.pid))")
@@ -417,6 +424,10 @@ import Glibc
         let health = try h.request("GET", "/v1/health")
         #expect(health.status == 200 || (health.status == 503 && health.errorCode == "unhealthy"), "\(health.status) \(health.text)")
         print("read-only: create \(answers.map(\.status)), health \(health.status)")
+        // Each 503 says why in the log (it said nothing an operator could act on).
+        let refusedLines = h.log.split(separator: "\n").filter { $0.contains("status=503") }
+        #expect(refusedLines.count >= 6 && refusedLines.allSatisfy { $0.contains("storage_error=\"SQLite error ") && $0.contains("readonly") },
+                "\(refusedLines.prefix(3))")
 
         try fs.makeWritable()
         // No restart first: a worker whose connection failed on read-only storage reopens it on its
@@ -476,6 +487,9 @@ import Glibc
         let refused = answers.filter { $0.status != 201 }
         #expect(!refused.isEmpty, "the full disk never refused a write: \(answers.map(\.status))")
         #expect(refused.allSatisfy { $0.status == 503 && $0.errorCode == "storage_unavailable" }, "\(refused.map { "\($0.status) \($0.text)" })")
+        let refusedLines = h.log.split(separator: "\n").filter { $0.contains("status=503") }
+        #expect(!refusedLines.isEmpty && refusedLines.allSatisfy { $0.contains("storage_error=\"SQLite error 13: database or disk is full\"") },
+                "each 503 says why in the log: \(refusedLines.prefix(3))")
         let health = try h.request("GET", "/v1/health")
         #expect(health.status == 200 || (health.status == 503 && health.errorCode == "unhealthy"), "\(health.status) \(health.text)")
         print("full disk: create \(answers.map(\.status)), health \(health.status)")

@@ -106,6 +106,39 @@ import Glibc
         #expect(Self.tcpListeners(port: port) == ["0100007F:\(String(format: "%04X", port))"])
     }
 
+    /// A `--listen` port outside 1...65535, an address not of this host or a port in use stops
+    /// the start with exit 71 and a line naming the address; libfcgi read the port with `atoi`
+    /// (99999 listened on 34463, 0 made a Unix socket named `127.0.0.1:0` in the working folder)
+    /// and exited with errno as its status. `--socket-mode` without a socket path is refused,
+    /// where it was ignored.
+    @Test func aBadOrBusyListenAddressStopsTheStartAndSaysWhichAddress() throws {
+        let dir = try Self.scratch()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let busy = freePort()
+        let holder = try ChildProcess("\(binDirectory)/weather-fcgi", ["--listen", "\(busy)"], environment: Self.environment(dir))
+        defer { holder.stop() }
+        #expect(waitUntil { !Self.tcpListeners(port: busy).isEmpty })
+        let cases: [(args: [String], status: Int32, says: String)] = [
+            (["--listen", "127.0.0.1:99999"], 71, "cannot listen on 127.0.0.1:99999: the port must be a number from 1 to 65535"),
+            (["--listen", "-5"], 71, "cannot listen on -5: the port must be a number from 1 to 65535"),
+            (["--listen", "0"], 71, "cannot listen on 0: the port must be a number from 1 to 65535"),
+            (["--listen", "\(busy)"], 71, "cannot listen on \(busy): Address already in use"),
+            (["--listen", "192.0.2.1:9000"], 71, "cannot listen on 192.0.2.1:9000: Cannot assign requested address"),
+            (["--socket-mode", "0660"], 64, "--socket-mode applies to --listen PATH only"),
+            (["--listen", "127.0.0.1:\(freePort())", "--socket-mode", "0660"], 64, "--socket-mode applies to --listen PATH only"),
+        ]
+        for (n, c) in cases.enumerated() {
+            let log = dir.appendingPathComponent("start-\(n).log").path
+            let app = try ChildProcess("\(binDirectory)/weather-fcgi", c.args, environment: Self.environment(dir), stderr: log)
+            #expect(waitUntil { !app.isRunning }, "\(c.args) is still running")
+            app.stop()
+            #expect(app.terminationStatus == c.status, "\(c.args)")
+            let said = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+            #expect(said.contains("weather-fcgi: " + c.says), "\(c.args): \(said)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: FileManager.default.currentDirectoryPath + "/127.0.0.1:0"))
+    }
+
     /// A socket path is taken over only from a dead socket: a second instance (here with a
     /// configuration that cannot start) deleted the socket of the one serving it, and any other
     /// file at that path.

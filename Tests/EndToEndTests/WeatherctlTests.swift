@@ -81,14 +81,14 @@ import Glibc
         _ = try h.createSession()
         let ok = try ctl(["check"], h)
         #expect(ok.status == 0, "\(ok.stdout)\(ok.stderr)")
-        for name in ["configuration", "providers", "hash key", "database", "integrity", "journal mode", "migrations"] {
+        for name in ["configuration", "providers", "hash key", "storage", "database", "integrity", "journal mode", "migrations"] {
             #expect(ok.stdout.contains(name))
         }
         #expect(!ok.stdout.contains("FAIL"))
         let json = try ctl(["check", "--json"], h)
         #expect(json.status == 0)
         #expect(try json.json()["ok"] as? Bool == true)
-        #expect((try json.json()["checks"] as? [[String: Any]])?.count == 7)
+        #expect((try json.json()["checks"] as? [[String: Any]])?.count == 8)
 
         #expect(chmod(keyFile(h), 0o644) == 0)
         defer { chmod(keyFile(h), 0o600) }
@@ -116,6 +116,15 @@ import Glibc
         let fresh = try ctl(["check"], env)
         #expect(fresh.status == 0, "\(fresh.stdout)")
         #expect(fresh.stdout.contains("not created yet"))
+        #expect(fresh.stdout.contains("loaded from the environment alone (no file: WEATHER_CONFIG is unset"), "\(fresh.stdout)")
+        let confFile = dir.appendingPathComponent("weather.conf").path
+        try "WEATHER_CACHE_TTL=600\r\n".write(toFile: confFile, atomically: true, encoding: .utf8)
+        let withFile = try ctl(["check"], env.merging(["WEATHER_CONFIG": confFile]) { $1 })
+        #expect(withFile.status == 0 && withFile.stdout.contains("loaded from \(confFile) and the environment"), "\(withFile.stdout)")
+        try "WEATHER_CACHE_TTL\n".write(toFile: confFile, atomically: true, encoding: .utf8)
+        let badFile = try ctl(["check"], env.merging(["WEATHER_CONFIG": confFile]) { $1 })
+        #expect(badFile.status == 1 && badFile.stdout.contains("line 1, is not KEY=VALUE (WEATHER_CONFIG is \(confFile))"), "\(badFile.stdout)")
+        try FileManager.default.removeItem(atPath: confFile)
         // Which providers the workers will call: said, never a failure.
         #expect(fresh.stdout.contains("providers") && fresh.stdout.contains("none configured"))
         let caiyunOnly = try ctl(["check"], env.merging(["CAIYUN_API_TOKEN": "t"]) { $1 })
@@ -136,6 +145,43 @@ import Glibc
         let text = String(decoding: out.stdout, as: UTF8.self)
         #expect(out.status == 1, "\(text)")
         #expect(text.split(separator: "\n").contains { $0.hasPrefix("FAIL") && $0.contains("hash key") && $0.contains("cannot create") }, "\(text)")
+    }
+
+    /// A database the service user cannot write (restored from a backup with root's `cp`), or a
+    /// nearly full disk, fails `storage`: the service answered every write 503 while check said
+    /// all was well. Run as root, check judges the files by the folder's owner, the service user.
+    @Test(needs(isRoot && mountsWork, "needs root, to run as nobody, and mount(2)"))
+    func checkFailsWhenTheServiceUserCannotWriteOrTheDiskIsNearlyFull() throws {
+        try requirePrivilege(isRoot && mountsWork, "root and mount(2)")
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-storage-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let db = dir.appendingPathComponent("weather.sqlite3").path
+        let env = ["PATH": "/usr/bin:/bin", "WEATHER_DB_PATH": db]
+        _ = ChildProcessOutput.run("/bin/chown", ["nobody:nogroup", dir.path])
+        #expect(try ctl(["migrate"], env).status == 0)  // gives the files to nobody
+        func storageLine(_ output: String) -> String { output.split(separator: "\n").first { $0.contains(" storage ") }.map(String.init) ?? "" }
+        func asNobody() -> (status: Int32, output: String) {
+            let out = ChildProcessOutput.runData("/usr/sbin/runuser", ["-u", "nobody", "--", "/usr/bin/env", "WEATHER_DB_PATH=\(db)", "\(binDirectory)/weatherctl", "check"])
+            return (out.status, String(decoding: out.stdout, as: UTF8.self))
+        }
+        let fine = try ctl(["check"], env)
+        #expect(fine.status == 0 && storageLine(fine.stdout).hasPrefix("ok") && storageLine(fine.stdout).contains("MiB free"), "\(fine.stdout)")
+        #expect(asNobody().status == 0)
+
+        _ = ChildProcessOutput.run("/bin/chown", ["root:root", db])
+        let asRoot = try ctl(["check"], env)
+        #expect(asRoot.status == 1)
+        #expect(storageLine(asRoot.stdout).hasPrefix("FAIL") && storageLine(asRoot.stdout).contains("not writable by the folder's owner"), "\(asRoot.stdout)")
+        let nobody = asNobody()
+        #expect(nobody.status == 1 && storageLine(nobody.output).hasPrefix("FAIL") && storageLine(nobody.output).contains("may not write \(db)"), "\(nobody.output)")
+
+        let small = try ScratchMount(size: "8m", bind: false)
+        defer { small.remove() }
+        let smallEnv = ["PATH": "/usr/bin:/bin", "WEATHER_DB_PATH": small.base + "/weather.sqlite3"]
+        #expect(try ctl(["migrate"], smallEnv).status == 0)
+        let full = try ctl(["check"], smallEnv)
+        #expect(full.status == 1 && storageLine(full.stdout).hasPrefix("FAIL") && storageLine(full.stdout).contains("MiB free, less than the 64 MiB"), "\(full.stdout)")
     }
 
     /// Root running weatherctl on the service user's database: the reading commands leave no

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import WeatherAPI
+import WeatherCore
 
 /// The deny-all `.htaccess` a shared-hosting worker writes into its data folder (end to end under
 /// Apache: `DeployTests.aDataFolderInsideTheDocumentRootIsRefusedOnceTheProgramHasRun`). Here:
@@ -26,5 +27,42 @@ import Testing
         #expect(try String(contentsOfFile: own + "/.htaccess", encoding: .utf8) == "# the operator's\n")
         #expect(fm.fileExists(atPath: program + "/.htaccess") == programFileBefore, "the program's own folder is left alone")
         #expect(fm.fileExists(atPath: ".htaccess") == cwdFileBefore, "a relative path is left alone")
+    }
+
+    /// A configuration file's error says which file (the settings may come from several places),
+    /// by its role, not its path (API.md: no file path in a log line), and when it cannot be read,
+    /// why; the refused line's content is still never shown.
+    @Test func aConfigurationFilesErrorNamesTheFile() throws {
+        let fm = FileManager.default
+        let root = fm.temporaryDirectory.appendingPathComponent("cw-conf-\(UUID().uuidString.prefix(8))")
+        try fm.createDirectory(at: root, withIntermediateDirectories: true)
+        defer { try? fm.removeItem(at: root) }
+        let path = root.appendingPathComponent("weather.conf").path
+        try "WEATHER_CACHE_TTL=60\nsecret-looking-line-without-equals\n".write(toFile: path, atomically: true, encoding: .utf8)
+        #expect {
+            try Bootstrap.loadConfig(environment: ["WEATHER_CONFIG": path])
+        } throws: { error in
+            "\(error)" == "configuration: the file WEATHER_CONFIG names, line 2, is not KEY=VALUE" && !"\(error)".contains(path)
+        }
+        let missing = root.appendingPathComponent("missing.conf").path
+        #expect {
+            try Bootstrap.loadConfig(environment: ["WEATHER_CONFIG": missing])
+        } throws: { error in
+            "\(error)" == "the file WEATHER_CONFIG names cannot be read: No such file or directory (weatherctl check prints its path)"
+        }
+    }
+
+    /// A folder where the hash key file belongs is named as what it is, not as "readable by others".
+    @Test func aHashKeyPathThatIsAFolderIsSaidToBeNoFile() throws {
+        let fm = FileManager.default
+        let root = fm.temporaryDirectory.appendingPathComponent("cw-key-\(UUID().uuidString.prefix(8))")
+        try fm.createDirectory(at: root.appendingPathComponent("hash.key"), withIntermediateDirectories: true)
+        defer { try? fm.removeItem(at: root) }
+        let config = try ConfigLoader.load(environment: ["WEATHER_DB_PATH": root.appendingPathComponent("weather.sqlite3").path])
+        #expect {
+            try Bootstrap.hashKey(for: config)
+        } throws: { error in
+            "\(error)".hasSuffix("is not a regular file")
+        }
     }
 }

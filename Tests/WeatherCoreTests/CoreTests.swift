@@ -45,6 +45,21 @@ import Testing
         }
     }
 
+    /// A file saved with CRLF line ends (Windows, then uploaded to a shared host) reads as the
+    /// same settings: it was one line to Swift, whose first value took in all the others, so
+    /// the legacy token became "token\r\nWEATHER_CACHE_TTL=120\r\n" and every legacy call was 401.
+    @Test func aFileWithCRLFLineEndsReadsAsTheSameSettings() throws {
+        let lines = ["# settings", "CLOSET_WEATHER_PROXY_TOKEN=legacy-token-0123456789abcdef", "WEATHER_CACHE_TTL=120", "", "export WEATHER_DB_PATH='/srv/w.sqlite3'"]
+        let lf = try ConfigLoader.parseFile(lines.joined(separator: "\n") + "\n")
+        #expect(lf.count == 3)
+        #expect(try ConfigLoader.parseFile(lines.joined(separator: "\r\n") + "\r\n") == lf)
+        #expect(try ConfigLoader.parseFile(lines.joined(separator: "\r")) == lf)  // old Mac
+        #expect(lf["CLOSET_WEATHER_PROXY_TOKEN"] == "legacy-token-0123456789abcdef" && lf["WEATHER_CACHE_TTL"] == "120")
+        #expect(throws: ConfigError(variable: "line 2", problem: "is not KEY=VALUE")) {
+            try ConfigLoader.parseFile("WEATHER_CACHE_TTL=1\r\nWEATHER_GRID_DEGREES\r\n")
+        }
+    }
+
     @Test func fileLineWithoutEqualsIsRefused() {
         #expect(throws: ConfigError.self) { try ConfigLoader.parseFile("WEATHER_CACHE_TTL\n") }
     }

@@ -29,22 +29,37 @@ public enum Bootstrap {
         try loadConfigAndSource(environment: environment).config
     }
 
-    /// `loadConfig`, and whether the file it read was the one beside the program (the shared
-    /// hosting layout, see `denyWebAccess(toFoldersOf:)`).
+    /// What start-up errors call each configuration file: its role, never its path (API.md: no
+    /// file path in any log line; `weatherctl check` prints the path).
+    static let configFileRoles = ["the file WEATHER_CONFIG names", "the default configuration file",
+                                  "the configuration file in closet-weather-data beside the program's folder"]
+
+    /// `loadConfig`, the file it read (nil: the environment alone), and whether that file was the
+    /// one beside the program (the shared hosting layout, see `denyWebAccess(toFoldersOf:)`).
     public static func loadConfigAndSource(environment: [String: String] = processEnvironment()) throws
-        -> (config: GatewayConfig, besideProgram: String?) {
+        -> (config: GatewayConfig, file: String?, besideProgram: String?) {
         let relevant = environment.filter { ConfigLoader.knownVariables.contains($0.key) || $0.key.hasPrefix("WEATHER_") }
-        var file: [String: String] = [:]
-        var besideProgram: String?
+        var settings: [String: String] = [:]
+        var read: String?, besideProgram: String?
+        // A file's error says which file: the settings may come from one of several places.
+        func parse(_ text: String, role: String) throws -> [String: String] {
+            do { return try ConfigLoader.parseFile(text) } catch {
+                throw ConfigError(variable: "\(role), \(error.variable),", problem: error.problem)
+            }
+        }
         if let path = environment["WEATHER_CONFIG"], !path.isEmpty {
-            guard let text = readFile(path) else { throw StartupError("the file WEATHER_CONFIG names cannot be read") }
-            file = try ConfigLoader.parseFile(text)
+            guard let text = readFile(path) else {
+                throw StartupError("\(configFileRoles[0]) cannot be read: \(String(cString: strerror(errno))) (weatherctl check prints its path)")
+            }
+            settings = try parse(text, role: configFileRoles[0])
+            read = path
         } else if let (index, path, text) = defaultConfigPaths().enumerated().lazy
                     .compactMap({ entry in readFile(entry.element).map { (entry.offset, entry.element, $0) } }).first {
-            file = try ConfigLoader.parseFile(text)
+            settings = try parse(text, role: configFileRoles[index + 1])
+            read = path
             if index > 0 { besideProgram = path }
         }
-        return (try ConfigLoader.load(environment: relevant, file: file), besideProgram)
+        return (try ConfigLoader.load(environment: relevant, file: settings), read, besideProgram)
     }
 
     /// What `denyWebAccess(toFoldersOf:)` writes: Apache 2.4's rule, and 2.2's where 2.4's module is missing.
@@ -128,6 +143,7 @@ public enum Bootstrap {
             // EEXIST: another worker created it at the same moment; read theirs.
         }
         guard stat(path, &st) == 0 else { throw StartupError("cannot read the hash key file (\(Self.hashKeyFileName))") }
+        guard st.st_mode & S_IFMT == S_IFREG else { throw StartupError("the hash key file (\(Self.hashKeyFileName)) is not a regular file") }
         guard st.st_mode & 0o077 == 0 else {
             throw StartupError("the hash key file (\(Self.hashKeyFileName)) is readable by others; run chmod 600 on it")
         }

@@ -61,6 +61,7 @@ public final class Gateway {
         var route = "-"
         var method = params["REQUEST_METHOD"].map { String($0.prefix(16)) } ?? "-"
         var response: Response
+        var storageFailed = false
         do throws(HTTPError) {
             let request = try Request.parse(params: params, mountPrefix: config.mountPrefix, readBody: readBody)
             method = request.method
@@ -69,6 +70,7 @@ public final class Gateway {
             response = try resolved.result.get().respond(to: request, context: &context)
         } catch {
             response = error.response
+            storageFailed = error.code == HTTPError.storageUnavailable.code
         }
         Self.addHeadersOfEveryAnswer(to: &response, requestId: requestId)
 
@@ -84,6 +86,7 @@ public final class Gateway {
         line.addPlain("auth", context.authMode?.rawValue)
         line.addPlain("cache", context.cache)
         line.addPlain("providers", context.providers)
+        if storageFailed { line.add("storage_error", store.lastFailure?.message) }
         log.write(line.text)
         return response
     }

@@ -29,9 +29,12 @@ public enum ConfigLoader {
     ]
 
     /// Parses a `KEY=VALUE` file: `#` comments, blank lines, optional `export `, optional quotes.
+    /// Lines end in LF or CRLF (a file saved on Windows, uploaded to a shared host): to Swift
+    /// "\r\n" is one `Character`, which splitting on "\n" never splits, so such a file was one
+    /// line and its first value took in every line after it.
     public static func parseFile(_ text: String) throws(ConfigError) -> [String: String] {
         var out: [String: String] = [:]
-        for (n, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        for (n, raw) in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" || $0 == "\r" }).enumerated() {
             var line = raw.trimmingSpaces()
             if line.isEmpty || line.hasPrefix("#") { continue }
             if line.hasPrefix("export ") { line = String(line.dropFirst(7)).trimmingSpaces() }

@@ -73,6 +73,11 @@ public protocol GatewayStore: AnyObject {
 
     // MARK: Counters and health
 
+    /// Why the last call that threw failed (a SQLite store: `SQLite error 13: database or disk
+    /// is full`; never a value of a request), for the log line of the 503 it became: a full or
+    /// read-only disk is otherwise told from nothing. Nil when none has failed.
+    var lastFailure: StoreError? { get }
+
     /// Adds batched counter increments, keyed by hour.
     func addCounters(_ counts: [CounterKey: Int64]) throws(StoreError)
 

@@ -11,6 +11,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// Set when the file system refused a write or read (read-only, I/O error): the connection may
     /// have cached that state, so the next call opens a fresh one once the disk is back.
     private var needsReopen = false
+    public private(set) var lastFailure: StoreError?
 
     /// Opens the database and applies pending migrations (safe when several workers start at once).
     /// Writers queue for each other and checkpoints wait for `afterResponse`
@@ -445,6 +446,7 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     private func noteFault(_ error: any Error) -> StoreError {
         let e = Self.storeError(error)
+        lastFailure = e
         let primary = e.code & 0xff
         if primary == 8 || primary == 10 || primary == 14 { needsReopen = true }  // READONLY, IOERR, CANTOPEN
         return e
@@ -459,7 +461,9 @@ public final class SQLiteGatewayStore: GatewayStore {
             // Opened read-only (disk still read-only): try again on the next call.
             needsReopen = db.isReadOnly
         } catch {
-            throw Self.storeError(error)
+            let e = Self.storeError(error)
+            lastFailure = e
+            throw e
         }
     }
 

@@ -21,9 +21,13 @@ struct Context {
     }
 
     /// The gateway configuration, or a failure naming the setting to fix.
-    func config() throws(CLIError) -> GatewayConfig {
+    func config() throws(CLIError) -> GatewayConfig { try configAndFile().config }
+
+    /// The configuration and the file it was read from (nil: the environment alone).
+    func configAndFile() throws(CLIError) -> (config: GatewayConfig, file: String?) {
         do {
-            return try Bootstrap.loadConfig(environment: environment)
+            let loaded = try Bootstrap.loadConfigAndSource(environment: environment)
+            return (loaded.config, loaded.file)
         } catch {
             throw .failure("cannot load the configuration: \(error)")
         }

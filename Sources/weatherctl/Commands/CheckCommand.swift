@@ -1,3 +1,4 @@
+import WeatherAPI
 import WeatherCore
 import WeatherStore
 #if canImport(Glibc)
@@ -16,7 +17,9 @@ enum CheckCommand {
             further ahead than its 15 days answer 502); the hash key is set (WEATHER_HASH_KEY) or its
             file beside the database exists, is readable, long enough and mode 0600 (not readable
             by group or others), or does not exist yet in a folder this user can write (the first
-            worker creates it); the database exists and opens; PRAGMA integrity_check is ok;
+            worker creates it); the database, the files beside it and its folder are writable by
+            this user (run as root: by the folder's owner, the service user) on a file system that
+            is not read-only and has at least 64 MiB free; the database exists and opens; PRAGMA integrity_check is ok;
             journal_mode is wal (for a copy opened immutable, as its header records); no migration
             is pending, and none was applied by a newer release than this one. Exits 1 when any check fails. A copy this user may not write beside is read
             as `stats` reads it (see weatherctl stats --help).
@@ -47,13 +50,19 @@ enum CheckCommand {
         var results: [Result] = []
         let config: GatewayConfig
         do {
-            config = try context.config()
-            results.append(Result(name: "configuration", ok: true, detail: "loaded; database \(config.databasePath)"))
+            let file: String?
+            (config, file) = try context.configAndFile()
+            let source = file.map { "from \($0) and the environment" }
+                ?? "from the environment alone (no file: WEATHER_CONFIG is unset and none of \(Bootstrap.defaultConfigPaths().joined(separator: ", ")) exists)"
+            results.append(Result(name: "configuration", ok: true, detail: "loaded \(source); database \(config.databasePath)"))
         } catch {
-            return [Result(name: "configuration", ok: false, detail: error.message)]
+            // Unlike a log line, check may name the file.
+            let named = context.environment["WEATHER_CONFIG"].flatMap { $0.isEmpty ? nil : " (WEATHER_CONFIG is \($0))" } ?? ""
+            return [Result(name: "configuration", ok: false, detail: error.message + named)]
         }
         results.append(providers(config))
         results.append(hashKey(config))
+        results.append(storage(config))
 
         let store: any OperatorStore
         do {
@@ -132,6 +141,54 @@ enum CheckCommand {
         let length = n > 0 ? buffer.prefix(n).filter { $0 != 10 && $0 != 13 && $0 != 32 }.count : 0
         guard length >= 32 else { return Result(name: name, ok: false, detail: "\(path) is empty or shorter than 32 characters") }
         return Result(name: name, ok: true, detail: "\(path) mode \(octal(mode))")
+    }
+
+    /// Less free space than this fails `storage`: the WAL alone may grow to 64 MiB before a
+    /// checkpoint starts it over (docs/decisions.md, "Checkpoints after the response").
+    static let leastFreeBytes: UInt64 = 64 << 20
+
+    /// Whether the workers will be able to write: the database, the files SQLite keeps beside it
+    /// and its folder are writable by the service user on a file system that is neither
+    /// read-only nor nearly full. Run as the service user (INSTALL.md), this user's access is the
+    /// workers'; run as root, who may write anything, each file must be writable by the folder's
+    /// owner, who is the service user (`weatherctl migrate` gives the files to it). A disk that
+    /// fills or turns read-only later shows in the log: `storage_error=` on each 503.
+    static func storage(_ config: GatewayConfig) -> Result {
+        let name = "storage"
+        let folder = config.databaseFolder.isEmpty ? "." : config.databaseFolder
+        var dir = stat()
+        guard stat(folder, &dir) == 0 else { return Result(name: name, ok: false, detail: "\(folder): \(String(cString: strerror(errno)))") }
+        let asRoot = geteuid() == 0
+        var readOnlyFileSystem = false, refused: [String] = []
+        for (path, what) in [(folder, W_OK | X_OK), (config.databasePath, W_OK), (config.databasePath + "-wal", W_OK), (config.databasePath + "-shm", W_OK)] {
+            var st = stat()
+            guard stat(path, &st) == 0 else { continue }
+            if access(path, what) != 0 {
+                if errno == EROFS { readOnlyFileSystem = true } else { refused.append(path) }
+                continue
+            }
+            let mode = st.st_mode
+            if asRoot && !(st.st_uid == dir.st_uid && mode & 0o200 != 0) && !(st.st_gid == dir.st_gid && mode & 0o020 != 0) && mode & 0o002 == 0 {
+                refused.append(path)
+            }
+        }
+        var problems: [String] = []
+        if readOnlyFileSystem { problems.append("the file system is read-only") }
+        if !refused.isEmpty {
+            problems.append(asRoot
+                ? "not writable by the folder's owner, uid \(dir.st_uid), the service user: \(refused.joined(separator: ", ")) (run weatherctl migrate as root, which gives them to it, or chown them)"
+                : "this user, uid \(geteuid()), may not write \(refused.joined(separator: ", ")) (check runs as the service user; weatherctl migrate as root gives the files to the folder's owner)")
+        }
+        var fs = statvfs()
+        let free: UInt64? = statvfs(folder, &fs) == 0 ? UInt64(fs.f_bavail) * UInt64(fs.f_frsize) : nil
+        let freeText = free.map { "\($0 >> 20) MiB free" } ?? "free space unknown"
+        if let free, free < leastFreeBytes {
+            problems.append("\(freeText), less than the \(leastFreeBytes >> 20) MiB the WAL may need")
+        }
+        guard problems.isEmpty else {
+            return Result(name: name, ok: false, detail: problems.joined(separator: "; ") + "; writes would fail with 503 storage_unavailable")
+        }
+        return Result(name: name, ok: true, detail: "writable by \(asRoot ? "the folder's owner, uid \(dir.st_uid)" : "this user"); \(freeText)")
     }
 
     static func octal(_ mode: mode_t) -> String {
