@@ -73,6 +73,11 @@ func makeGateway() throws -> Gateway {
         Bootstrap.denyWebAccess(toFoldersOf: [besideProgram, config.databasePath])
     }
     let store = try Bootstrap.openStore(config)
+    // A build rolled back under a newer release's migrations still serves (they only ever add
+    // tables and columns), but says so: `weatherctl migrate` refuses that database, check fails.
+    if let unknown = try? store.unknownMigrations(), !unknown.isEmpty {
+        StandardErrorLog().write("weather-fcgi: the database has \(unknown.count) migration(s) this build does not know (\(unknown.joined(separator: ", "))): a newer release applied them; serving anyway, run that release")
+    }
     let key = try Bootstrap.hashKey(for: config)
     return Gateway(
         config: config, store: store, hashKey: key, clock: SystemClock(), log: StandardErrorLog(),

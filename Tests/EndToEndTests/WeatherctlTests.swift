@@ -319,6 +319,16 @@ import Glibc
         #expect(check.status == 1 && check.stdout.contains("9999_from_the_future.sql") && check.stdout.contains("newer release"), "\(check.stdout)")
         let refused = try ctl(["migrate"], env)
         #expect(refused.status == 1 && refused.stderr.contains("9999_from_the_future.sql"), "\(refused.stderr)")
+        // The gateway still serves such a database (a rolled-back build) but says so at start.
+        let log = dir.appendingPathComponent("cgi.log").path
+        let cgi = try ChildProcess("\(binDirectory)/weather-fcgi", [], environment: env.merging(
+            ["GATEWAY_INTERFACE": "CGI/1.1", "REQUEST_METHOD": "GET", "REQUEST_URI": "/v1/health", "WEATHER_HASH_KEY": String(repeating: "k", count: 32)]) { $1 },
+            stderr: log)
+        #expect(waitUntil { !cgi.isRunning })
+        cgi.stop()
+        #expect(cgi.terminationStatus == 0)
+        let said = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        #expect(said.contains("1 migration(s) this build does not know (9999_from_the_future.sql)"), "\(said)")
 
         let noDirectory = try ctl(["migrate"], nowhere)
         #expect(noDirectory.status == 1)
