@@ -56,4 +56,23 @@ import WeatherCore
         #expect(try a.db.scalarText("SELECT status FROM anonymous_weather_sessions") == "revoked")
         #expect(try b.rotate(refreshTokenHash: "unknown", sessionId: session, successor: pair(2), retryWindow: 30, now: now) == .invalid)
     }
+
+    /// A token already spent when it is presented is answered from a read when it is the same
+    /// request again: no quota is charged for it since session 17, so its repeats must not queue
+    /// for the write lock. A replay still takes it, to revoke the session.
+    @Test func aRetryOfASpentTokenTakesNoWriteLock() throws {
+        let (a, b) = try twoWorkers()
+        #expect(try a.rotate(refreshTokenHash: "refresh-hash-0", sessionId: session, successor: pair(1), retryWindow: 30, now: now) == .rotated)
+        var writes = 0
+        b.betweenRotationReadAndWrite = { writes += 1 }
+        let spent = try #require(try b.presentedRefreshToken(hash: "refresh-hash-0", sessionId: session, now: now))
+        #expect(spent.spent)
+        for _ in 0..<3 {
+            #expect(try b.rotate(spent, successor: pair(1), retryWindow: 30, now: now.adding(seconds: 5)) == .retried(pair(1).lifetimes))
+        }
+        #expect(writes == 0, "a retry queued for the write lock")
+        #expect(try b.rotate(spent, successor: pair(1), retryWindow: 30, now: now.adding(seconds: 31)) == .reused)
+        #expect(writes == 1)
+        #expect(try a.db.scalarText("SELECT status FROM anonymous_weather_sessions") == "revoked")
+    }
 }

@@ -134,6 +134,15 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func rotate(_ presented: PresentedRefreshToken, successor: IssuedPair, retryWindow: Int64, now: Timestamp) throws(StoreError) -> RotationOutcome {
         let refreshTokenHash = presented.hash, sessionId = presented.sessionId
+        // Spent when it was read: the same request again inside the window is answered from a
+        // read, with no write lock (no quota is charged for it, so its repeats must cost no more
+        // than a wrong token's); a replay goes on to revoke the session below.
+        if presented.spent, let lifetimes = try read({ () throws -> TokenLifetimes? in
+            guard let row = try refreshTokenRow(hash: refreshTokenHash), row.isValid(for: sessionId, now: now), let rotatedAt = row.revoked else { return nil }
+            return try retriedLifetimes(rotatedAt: rotatedAt, sessionId: sessionId, successor: successor, retryWindow: retryWindow, now: now)
+        }) {
+            return .retried(lifetimes)
+        }
         betweenRotationReadAndWrite?()
         let outcome = try write { () throws -> RotationOutcome in
             if !presented.spent {
@@ -154,21 +163,28 @@ public final class SQLiteGatewayStore: GatewayStore {
                 try insertPair(sessionId: sessionId, successor)
                 return .rotated
             }
-            // Already rotated. The successor is derived from this very token, so its hash tells
-            // whether this is the same request again, without any plaintext having been kept.
-            // A window of 0 turns retries off, even within the second of the rotation.
-            if retryWindow > 0, now.seconds - rotatedAt.seconds <= retryWindow,
-               let issued = try db.scalarText(
-                   "SELECT created_at FROM weather_session_tokens WHERE token_hash = ?1 AND session_id = ?2 AND revoked_at IS NULL",
-                   [.text(successor.refreshHash), .text(sessionId)]),
-               let issuedAt = Timestamp(iso8601: issued) {
-                return .retried(successor.lifetimes.issued(at: issuedAt))
+            if let lifetimes = try retriedLifetimes(rotatedAt: rotatedAt, sessionId: sessionId, successor: successor, retryWindow: retryWindow, now: now) {
+                return .retried(lifetimes)
             }
             try revokeAll(sessionId: sessionId, now: now)
             return .reused
         }
         if outcome == .reused { db.noteRevocation() }
         return outcome
+    }
+
+    /// For a token rotated at `rotatedAt`, presented again now: the lifetimes of the pair that
+    /// rotation issued when this is the same request again inside the retry window and that
+    /// pair's refresh token is still unspent; nil for a replay. The successor is derived from this
+    /// very token, so its hash tells whether this is the same request, without any plaintext
+    /// having been kept. A window of 0 turns retries off, even within the second of the rotation.
+    private func retriedLifetimes(rotatedAt: Timestamp, sessionId: String, successor: IssuedPair, retryWindow: Int64, now: Timestamp) throws -> TokenLifetimes? {
+        guard retryWindow > 0, now.seconds - rotatedAt.seconds <= retryWindow,
+              let issued = try db.scalarText(
+                  "SELECT created_at FROM weather_session_tokens WHERE token_hash = ?1 AND session_id = ?2 AND revoked_at IS NULL",
+                  [.text(successor.refreshHash), .text(sessionId)]),
+              let issuedAt = Timestamp(iso8601: issued) else { return nil }
+        return successor.lifetimes.issued(at: issuedAt)
     }
 
     /// A token row as rotation judges it.
