@@ -58,6 +58,9 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// Tests only: runs between a rotation's lookup and its write transaction, where another
     /// worker may spend or revoke the same token.
     var betweenRotationReadAndWrite: (() -> Void)?
+    /// Tests only: runs between a cell admission's read and its write transaction, where another
+    /// worker may count the same cell.
+    var betweenCellReadAndWrite: (() -> Void)?
 
     // MARK: Sessions and tokens
 
@@ -327,7 +330,11 @@ public final class SQLiteGatewayStore: GatewayStore {
         let windowStart = nowMs - windowMs
         // The common case, a cell already seen today, is one read and no write.
         if let until = try cellCountedUntil(cell, sessionId: sessionId, quota: quota, nowMs: nowMs) { return .admitted(countedUntilMs: until) }
+        betweenCellReadAndWrite?()
         return try write { () throws -> CellAdmission in
+            // Read again under the lock: another worker may have counted this very cell since
+            // (two requests for one new cell at once), and it must not count as one more.
+            if let until = try countedUntil(cell, sessionId: sessionId, windowMs: windowMs, nowMs: nowMs) { return .admitted(countedUntilMs: until) }
             let s = try db.statement(
                 "SELECT count(*), min(first_seen_ms) FROM weather_session_cells WHERE session_id = ?1 AND first_seen_ms > ?2")
             let (count, oldest) = try s.rows([.text(sessionId), .int(windowStart)]) { ($0.int(0), $0.int(1)) }.first ?? (0, 0)
@@ -343,12 +350,13 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     public func cellCountedUntil(_ cell: String, sessionId: String, quota: Quota, nowMs: Int64) throws(StoreError) -> Int64? {
-        let windowMs = quota.window * 1000
-        let seen = try read {
-            try db.scalarInt(
-                "SELECT first_seen_ms FROM weather_session_cells WHERE session_id = ?1 AND cell = ?2",
-                [.text(sessionId), .text(cell)])
-        }
+        try read { try countedUntil(cell, sessionId: sessionId, windowMs: quota.window * 1000, nowMs: nowMs) }
+    }
+
+    private func countedUntil(_ cell: String, sessionId: String, windowMs: Int64, nowMs: Int64) throws -> Int64? {
+        let seen = try db.scalarInt(
+            "SELECT first_seen_ms FROM weather_session_cells WHERE session_id = ?1 AND cell = ?2",
+            [.text(sessionId), .text(cell)])
         guard let seen, seen > nowMs - windowMs else { return nil }
         return seen + windowMs
     }
