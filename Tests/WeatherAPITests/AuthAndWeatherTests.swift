@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import WeatherAPI
 import WeatherCore
-import WeatherStore
+@testable import WeatherStore
 import WeatherProviders
 
 @Suite struct AuthenticationTests {
@@ -412,6 +412,27 @@ import WeatherProviders
         t.gateway.afterResponse(force: true)
         let rows = try t.store.db.statement("SELECT name, sum(value) FROM weather_counters WHERE name LIKE 'cache.%' GROUP BY name ORDER BY name").rows { "\($0.text(0)!)=\($0.int(1))" }
         #expect(rows == ["cache.miss=1", "cache.stale=1", "cache.stale_refreshing=1"])
+    }
+
+    /// Another worker stored the cell and let its claim go between this request's cache read and
+    /// its claim: the stored answer is used (`hit`), the providers are not called a second time
+    /// (a black-box race hunt: 13 double calls in 1,050 bursts of six requests for a new cell).
+    @Test func aCellStoredJustBeforeTheClaimIsNotFetchedAgain() throws {
+        let t = try TestGateway()
+        let token = t.createSession()["weatherAccessToken"] as? String
+        let point = GridPoint.snapping(lat: 31.2304, lon: 121.4737, degrees: t.config.gridDegrees)
+        let key = "\(point.key)|\(WeatherQuery.outlook.cacheKind)"
+        let other = try TestGateway()  // another worker's answer for the cell, as it stores it
+        _ = other.weather(token: other.createSession()["weatherAccessToken"] as? String)
+        let body = try #require(try other.store.cachedWeather(key: key, now: other.clock.now())).body
+        let now = t.clock.now()
+        t.store.beforeFetchClaim = {
+            try? t.store.storeWeather(key: key, body: body, fetchedAt: now, freshUntil: now.adding(seconds: 600), staleUntil: now.adding(seconds: 1200))
+        }
+        let answer = t.weather(token: token)
+        #expect(answer.status == 200 && answer.json["cache"] as? String == "hit", "\(answer.status)")
+        #expect(t.source.calls == 0, "the provider was called again")
+        #expect(try t.store.fetchLockState(key: key, now: now, until: now.adding(seconds: 60)) == .released)
     }
 
     /// A claim left by a worker killed mid-fetch does not hold the cell: the next request, with a

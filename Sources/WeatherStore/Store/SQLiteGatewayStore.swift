@@ -61,6 +61,9 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// Tests only: runs between a cell admission's read and its write transaction, where another
     /// worker may count the same cell.
     var betweenCellReadAndWrite: (() -> Void)?
+    /// Tests only: runs as a fetch claim is asked for, where another worker may just have stored
+    /// the cell and let its own claim go.
+    var beforeFetchClaim: (() -> Void)?
 
     // MARK: Sessions and tokens
 
@@ -381,7 +384,8 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     public func acquireFetchLock(key: String, owner: String, now: Timestamp, until: Timestamp) throws(StoreError) -> Bool {
-        try write {
+        beforeFetchClaim?()
+        return try write {
             if try db.run(
                 "INSERT INTO weather_fetch_locks(cache_key, owner, expires_at) VALUES (?1, ?2, ?3) ON CONFLICT(cache_key) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at WHERE weather_fetch_locks.expires_at <= ?4 OR weather_fetch_locks.expires_at > ?5",
                 [.text(key), .text(owner), .int(until.seconds), .int(now.seconds), .int(until.seconds + FetchLockState.implausibleSeconds)]) == 1 {
