@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import WeatherAPI
 import WeatherCore
-import WeatherStore
+@testable import WeatherStore
 
 /// The six quotas of API.md with an injected clock: the request past the quota gets 429 with a
 /// truthful Retry-After, others are unaffected, and the quota comes back.
@@ -94,6 +94,25 @@ import WeatherStore
         let replay = t.refresh(s0)
         #expect(replay.status == 401 && replay.errorCode == "refresh_token_reused", "\(replay.status)")
         #expect(t.weather(token: s2["weatherAccessToken"] as? String).status == 401, "the session lived on")
+    }
+
+    /// The same refresh sent twice at once, to two workers: one rotates and is charged, the other
+    /// gets the same pair and is not. Both were charged (each read the token unspent before the
+    /// other rotated it), so duplicates used up the quota and got 429, and so did the client's
+    /// next, legitimate refresh (a black-box race hunt: 5 of 20 bursts of 8).
+    @Test func duplicatesOfOneRefreshAtOnceAreChargedOnce() throws {
+        let a = try TestGateway { $0.limits.refreshPerSessionPerHour = 2 }
+        let b = try TestGateway(workerBeside: a)
+        let s0 = a.createSession()
+        var duplicate: TestGateway.Answer?
+        a.store.betweenRotationReadAndWrite = { duplicate = b.refresh(s0) }
+        let first = a.refresh(s0)
+        a.store.betweenRotationReadAndWrite = nil
+        #expect(duplicate?.status == 200 && first.status == 200)
+        #expect(first.json["refreshToken"] as? String == duplicate?.json["refreshToken"] as? String, "one successor pair")
+        let second = b.refresh(first.json)
+        #expect(second.status == 200, "the duplicate used up the quota: \(second.status)")
+        expectLimited(a.refresh(second.json), retryAfter: 1800)
     }
 
     @Test func weatherPerSession() throws {

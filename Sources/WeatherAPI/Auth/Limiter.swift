@@ -102,6 +102,24 @@ final class Limiter {
         }
     }
 
+    /// 429 when `bucket` has no unit free (here, in a lease, or in the store), without taking one:
+    /// the request is charged by `charge` once it has cost something.
+    func requireRoom(_ bucket: LimitBucket, context: Context) throws(HTTPError) {
+        guard bucket.quota.isEnabled, (leases[bucket.key]?.units ?? 0) == 0 else { return }
+        let wait: Int64
+        do { wait = try store.wait(for: bucket, nowMs: context.now.seconds * 1000) } catch { throw .storageUnavailable }
+        guard wait > 0 else { return }
+        metrics.count(Counters.Name.limited(String(bucket.key.prefix { $0 != ":" })), at: context.now)
+        throw .rateLimited(retryAfter: wait)
+    }
+
+    /// Takes the unit `requireRoom` found free. What it has already done stands whatever this
+    /// finds (the bucket emptied meanwhile, storage failing): the request is not refused after
+    /// the fact.
+    func charge(_ bucket: LimitBucket, context: Context) {
+        try? check([bucket], context: context)
+    }
+
     /// `check` of `buckets`, then the distinct-cell quota of `cell` for the session. A request the
     /// cell quota refuses is charged to none of the buckets: their units go back.
     func check(_ buckets: [LimitBucket], cell: String, sessionId: String, context: Context) throws(HTTPError) {

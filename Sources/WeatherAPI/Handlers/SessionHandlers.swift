@@ -106,13 +106,15 @@ struct RefreshSessionHandler: Responder {
         context.sessionId = sessionId
         guard TokenSyntax.isWellFormed(refreshToken, kind: .refresh) else { throw .invalidRefreshToken }
 
-        // The session's quota is charged only once the token is known to be one of its refresh
-        // tokens: a wrong token costs a read, no write, and whoever knows only a session id
-        // cannot use up its refreshes. And only for a token still to be rotated: one already
-        // spent is either the same request again inside the retry window (answered with the
-        // pair it got, which issues nothing) or a replay (which revokes the session). Charged,
-        // a retry after the quota's last refresh was 429, and waiting its `Retry-After` (longer
-        // than the window) made it a replay; and a thief keeping the quota empty hid his replays.
+        // The session's quota is charged only for a rotation: a wrong token costs a read, no
+        // write, and whoever knows only a session id cannot use up its refreshes. A token still
+        // to be rotated needs a unit free (read, not taken); the unit is taken once it has rotated.
+        // A token already spent is the same request again inside the retry window (answered with
+        // the pair it got, which issues nothing) or a replay (which revokes the session): never
+        // refused by the quota. Charged up front, a retry after the quota's last refresh was 429
+        // and waiting its `Retry-After` (longer than the window) made it a replay; a thief keeping
+        // the quota empty hid his replays; and duplicates sent at once, each charged while the
+        // token was still unspent, used up the quota and got 429 (a black-box race hunt).
         let now = context.now
         let presented: PresentedRefreshToken?
         do {
@@ -121,9 +123,8 @@ struct RefreshSessionHandler: Responder {
             throw .storageUnavailable
         }
         guard let presented else { throw .invalidRefreshToken }
-        if !presented.spent {
-            try services.limiter.check([services.limiter.refresh(sessionId: sessionId)], context: context)
-        }
+        let quota = services.limiter.refresh(sessionId: sessionId)
+        if !presented.spent { try services.limiter.requireRoom(quota, context: context) }
 
         let pair: TokenMinter.Pair
         do {
@@ -139,6 +140,7 @@ struct RefreshSessionHandler: Responder {
         }
         switch outcome {
         case .rotated:
+            services.limiter.charge(quota, context: context)
             services.metrics.count(Counters.Name.refreshes, at: now)
             services.metrics.touched(sessionId, at: now)  // last_seen_at, in the next batch
             return services.tokenResponse(status: 200, sessionId: sessionId, access: pair.accessToken, refresh: pair.refreshToken, lifetimes: pair.stored.lifetimes, now: now)

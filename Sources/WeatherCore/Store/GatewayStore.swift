@@ -39,6 +39,10 @@ public protocol GatewayStore: AnyObject {
     /// worker process; one transaction.
     func take(_ buckets: [LimitBucket], extra: [Int], nowMs: Int64) throws(StoreError) -> LimitGrant
 
+    /// Seconds until `bucket` has a unit free (0: one is free now), read without taking it: for a
+    /// request that is charged only once it is known to cost anything (a refresh that rotates).
+    func wait(for bucket: LimitBucket, nowMs: Int64) throws(StoreError) -> Int64
+
     /// Returns leased units a worker did not use (`GCRA.giveBack`); one transaction.
     func giveBack(_ leftovers: [(bucket: LimitBucket, units: Int)], nowMs: Int64) throws(StoreError)
 
@@ -190,8 +194,8 @@ public struct PresentedRefreshToken: Sendable, Equatable {
 }
 
 extension GatewayStore {
-    /// Reads and rotates in one call (tests and tools; the refresh handler charges the quota
-    /// between the two).
+    /// Reads and rotates in one call (tests and tools; the refresh handler reads the quota between
+    /// the two, and charges it once the token has rotated).
     public func rotate(
         refreshTokenHash: String, sessionId: String, successor: IssuedPair, retryWindow: Int64, now: Timestamp
     ) throws(StoreError) -> RotationOutcome {

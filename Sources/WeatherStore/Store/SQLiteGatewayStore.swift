@@ -309,6 +309,13 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
+    public func wait(for bucket: LimitBucket, nowMs: Int64) throws(StoreError) -> Int64 {
+        guard bucket.quota.isEnabled else { return 0 }
+        let tat = try read { try storedTAT(bucket.key) }
+        let t = GCRA.take(tat: tat, nowMs: nowMs, quota: bucket.quota, upTo: 1)
+        return t.granted > 0 ? 0 : t.retryAfter
+    }
+
     /// A bucket's theoretical arrival time (GCRA), nil before its first take.
     private func storedTAT(_ key: String) throws(DatabaseError) -> Int64? {
         try db.scalarInt("SELECT tat_ms FROM weather_rate_limits WHERE bucket_key = ?1", [.text(key)])
