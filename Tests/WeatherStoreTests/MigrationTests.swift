@@ -8,6 +8,38 @@ import WeatherCore
         try Database(path: try scratchDirectory("cw-store").appendingPathComponent("w.sqlite3").path)
     }
 
+    /// Connections opening a brand-new file at once (a first start racing `weatherctl migrate`)
+    /// each switch it to WAL and migrate it; SQLite answered one of them SQLITE_BUSY to the
+    /// switch without waiting (8 of 40 such starts failed). Here two at once, in forty rounds.
+    @Test func twoConnectionsOpeningANewFileAtOnceBothSucceed() throws {
+        let dir = try scratchDirectory("cw-first-open")
+        final class Failures: @unchecked Sendable {
+            private let lock = NSLock()
+            private(set) var list: [String] = []
+            func add(_ s: String) { lock.lock(); list.append(s); lock.unlock() }
+        }
+        let failures = Failures()
+        for round in 0..<40 {
+            let path = dir.appendingPathComponent("r\(round).sqlite3").path
+            let group = DispatchGroup()
+            for _ in 0..<2 {
+                group.enter()
+                Thread {
+                    defer { group.leave() }
+                    do {
+                        let db = try Database(path: path)
+                        defer { db.close() }
+                        _ = try Migrator.apply(to: db)
+                    } catch {
+                        failures.add("round \(round): \(error)")
+                    }
+                }.start()
+            }
+            group.wait()
+        }
+        #expect(failures.list.isEmpty, "\(failures.list.prefix(3))")
+    }
+
     @Test func embeddedMigrationsEqualTheFilesOnDisk() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let dir = root.appendingPathComponent("migrations")

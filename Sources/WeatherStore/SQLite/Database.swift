@@ -60,7 +60,21 @@ public final class Database {
         Database.installBusyHandler(db)
         if !readOnly {
             // Several workers may open a new file at once; switching to WAL needs a moment alone.
-            let mode = try scalarText("PRAGMA journal_mode=WAL")
+            // SQLite answers SQLITE_BUSY to the switch at once, without its busy handler, when
+            // another connection is switching or migrating the new file right then (a first
+            // start racing `weatherctl migrate`: 8 of 40 tries failed one or the other), so the
+            // switch is asked again for up to 2 s.
+            var attempts = 0
+            var mode: String?
+            while true {
+                do {
+                    mode = try scalarText("PRAGMA journal_mode=WAL")
+                    break
+                } catch where error.resultCode & 0xff == SQLITE_BUSY && attempts < 200 {
+                    attempts += 1
+                    usleep(10_000)
+                }
+            }
             guard mode?.lowercased() == "wal" else {
                 throw DatabaseError(resultCode: SQLITE_ERROR, message: "journal_mode is \(mode ?? "unknown"), not wal", sql: nil)
             }
