@@ -403,15 +403,20 @@ public enum FastCGIServer {
             p += 1
         }
         let deadline = MonotonicTime.milliseconds() + Int64(bodySeconds) * 1000
+        var consumed = 0, stalled = false
         let response = handler(params) { count in
             var out = [UInt8](repeating: 0, count: count)
             var got = 0
             while got < count {
-                if bodySeconds > 0 && !readable(0, until: deadline) { break }
+                if bodySeconds > 0 && !readable(0, until: deadline) {
+                    stalled = true
+                    break
+                }
                 let n = out.withUnsafeMutableBytes { read(0, $0.baseAddress! + got, count - got) }
                 if n <= 0 { break }
                 got += n
             }
+            consumed += got
             return Array(out.prefix(got))
         }
         let bytes = response.cgiBytes(includeBody: params["REQUEST_METHOD"] != "HEAD")
@@ -420,6 +425,25 @@ public enum FastCGIServer {
             let n = bytes.withUnsafeBytes { write(1, $0.baseAddress! + written, bytes.count - written) }
             if n <= 0 { break }
             written += n
+        }
+        // A body that stopped coming is not waited for again.
+        if !stalled { drainUnreadBody(declared: Int(params["CONTENT_LENGTH"] ?? "") ?? 0, consumed: consumed) }
+    }
+
+    /// Reads what is left of a body the handler did not read (one it refused for its size), up to
+    /// 1 MiB and for at most 2 s, before the process exits: a CGI whose standard input is a socket
+    /// (mod_cgid) and that exits with data unread there makes the kernel reset it, and Apache
+    /// then lost the answer already written (a 413 for a 5,000-byte body, now and then) and
+    /// dropped the client's connection without a word.
+    static func drainUnreadBody(declared: Int, consumed: Int) {
+        var left = min(declared - consumed, 1 << 20)
+        guard left > 0 else { return }
+        let deadline = MonotonicTime.milliseconds() + 2000
+        var sink = [UInt8](repeating: 0, count: 16384)
+        while left > 0, readable(0, until: deadline) {
+            let n = sink.withUnsafeMutableBytes { read(0, $0.baseAddress, min(left, 16384)) }
+            if n <= 0 { break }
+            left -= n
         }
     }
 
@@ -510,6 +534,39 @@ public enum FastCGIServer {
 
     /// True once a stop signal has arrived.
     public static var stopRequested: Bool { shutdownRequested != 0 }
+
+    /// Stops the serve loop as a SIGTERM would: the request in hand (none, when idle) is finished.
+    public static func requestStop() { raise(SIGTERM) }
+
+    /// Whether this process was started by Apache (mod_fcgid, its parent), which starts a program
+    /// file anew once it changes but keeps the processes of the old file: up to
+    /// `FcgidMinProcessesPerClass` (3 by default) of them for as long as Apache runs.
+    /// Its name is read from `/proc/<parent>/comm`, which anyone may read (the parent's `exe` is
+    /// not readable by a worker running as another user than Apache's process manager).
+    public static func startedByApache() -> Bool {
+        let fd = open("/proc/\(getppid())/comm", O_RDONLY)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 32)
+        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, 32) }
+        guard n > 0 else { return false }
+        let name = String(decoding: buffer[0..<n].prefix { $0 != 10 }, as: UTF8.self)
+        return ["apache2", "httpd", "httpd2", "apache"].contains(name)
+    }
+
+    /// Whether the file this process runs has been replaced or removed since it started (an
+    /// upgrade renamed a new program over it): Linux then shows the old one as `(deleted)`.
+    public static func programReplaced() -> Bool {
+        executablePath(of: "self")?.hasSuffix(" (deleted)") ?? false
+    }
+
+    /// The target of `/proc/<process>/exe`; nil when it cannot be read.
+    static func executablePath(of process: String) -> String? {
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let n = readlink("/proc/\(process)/exe", &buffer, buffer.count - 1)
+        guard n > 0 else { return nil }
+        return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
 
     /// A parent may start us with these blocked (Foundation's `Process` does); a blocked SIGTERM
     /// would never arrive and every stop would end in SIGKILL.

@@ -84,8 +84,9 @@ func makeGateway() throws -> Gateway {
         weather: try ProviderWiring.source(for: config, pauses: store.providerPauses), requestIdPrefix: "w\(getpid())")
 }
 
-/// Serves until SIGTERM or recycling; returns the exit status.
-func serve(listenFD: Int32) -> Int32 {
+/// Serves until SIGTERM or recycling; returns the exit status. With `retireWhenReplaced` it also
+/// ends, at a quiet moment, once its program file has been replaced (see the caller).
+func serve(listenFD: Int32, retireWhenReplaced: Bool = false) -> Int32 {
     let gateway: Gateway
     do { gateway = try makeGateway() } catch {
         StandardErrorLog().write("weather-fcgi: \(error)")
@@ -98,7 +99,13 @@ func serve(listenFD: Int32) -> Int32 {
         // limit leases, within about one flush interval (without it they waited for its next request).
         try FastCGIServer.serve(listenFD: listenFD, maxRequests: gateway.config.maxRequestsPerWorker,
                                 parameterNames: Request.parameterNames, idleSeconds: Int(gateway.config.flushInterval),
-                                bodySeconds: gateway.config.bodyTimeout, handler: gateway.handle, idle: { gateway.afterResponse() }, after: {
+                                bodySeconds: gateway.config.bodyTimeout, handler: gateway.handle, idle: {
+            gateway.afterResponse()
+            if retireWhenReplaced && FastCGIServer.programReplaced() {
+                StandardErrorLog().write("weather-fcgi: worker \(getpid()) retires: its program file was replaced (mod_fcgid runs the new one)")
+                FastCGIServer.requestStop()
+            }
+        }, after: {
             gateway.afterResponse()
             served &+= 1
             if served % 4096 == 0 { FastCGIServer.trimHeap() }
@@ -156,6 +163,10 @@ if workers > 1 {
         if let listenAddress, listenAddress.hasPrefix("/") { FastCGIServer.removeBoundSocket(listenAddress) }
     }) { serve(listenFD: listenFD) }
 }
-let status = serve(listenFD: listenFD)
+// Under mod_fcgid a worker whose program was upgraded (a new file renamed over it) retires at
+// its next quiet moment: Apache starts the new file for new requests but would keep the old
+// processes, each with its memory and database connection, until it restarts. Only there: under
+// our supervisor or spawn-fcgi nothing would start the new program in its place.
+let status = serve(listenFD: listenFD, retireWhenReplaced: listenAddress == nil && FastCGIServer.startedByApache())
 if status == 78 { exitBeforeServing(status) }
 exit(status)

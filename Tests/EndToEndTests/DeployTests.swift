@@ -87,14 +87,33 @@ import Glibc
         try flow(port: apache.port) { apache.errorLog }
         // Misplaced secrets in the document root are refused, whatever their name says.
         for name in ApacheSharedHost.misplacedSecrets {
-            let r = try HTTPClient.send(port: apache.port, "GET", "/\(name)")
+            let r = try HTTPClient.send(port: apache.port, "GET", ApacheSharedHost.urlPath(name))
             #expect(r.status == 403, "\(name) answered \(r.status)")
             #expect(!r.text.contains("SECRET"), "\(name) leaked")
             expectEnvelope(r, "forbidden", name)
+            #expect(r.headers["x-request-id"]?.isEmpty == false, "\(name): Apache's own answer without a request id")
         }
-        // Apache's own errors in this folder get the envelope too (ErrorDocument in .htaccess).
+        // Apache's own errors in this folder get the envelope too (ErrorDocument in .htaccess),
+        // and a request id (session 17).
         for path in ["/nothing", "/", "/v2/weather"] {
-            expectEnvelope(try HTTPClient.send(port: apache.port, "GET", path), "not_found", path)
+            let r = try HTTPClient.send(port: apache.port, "GET", path)
+            expectEnvelope(r, "not_found", path)
+            #expect(r.headers["x-request-id"]?.isEmpty == false, "\(path): \(r.headers)")
+        }
+        // A body far over the limit is Apache's 413 in the envelope: mod_fcgid answered one over
+        // 128 KiB with 500, and plain CGI dropped the connection of one over about 200 KB. The
+        // program's own 413 (just over 4096 bytes) is unchanged.
+        for size in [5_000, 300_000] {
+            let r: HTTPResponse
+            do {
+                r = try HTTPClient.send(port: apache.port, "POST", "/v1/weather/session", headers: ["Content-Type": "application/json"],
+                                        body: [UInt8](repeating: 32, count: size))
+            } catch {
+                Issue.record("\(size) bytes: \(error) \(apache.errorLog.split(separator: "\n").suffix(4).joined(separator: "\n"))")
+                continue
+            }
+            #expect(r.status == 413, "\(size) bytes: \(r.status) \(r.text) \(apache.errorLog.suffix(1500))")
+            expectEnvelope(r, "payload_too_large", "\(size) bytes")
         }
         #expect(try HTTPClient.send(port: apache.port, "GET", "/privacy.html").status == 200)
         // The real database lives outside the document root, beside the config the program found itself.
@@ -112,6 +131,50 @@ import Glibc
             try "#!/bin/sh\necho not a CGI answer\n".write(toFile: program, atomically: false, encoding: .utf8)
             expectEnvelope(try HTTPClient.send(port: apache.port, "GET", "/v1/health"), "internal_error", "broken program")
         }
+        withExtendedLifetime(fake) {}
+    }
+
+    /// A settings file the program may not read (its mode) stops the start and says so: it was
+    /// passed over as if absent, the defaults applied, and the error then blamed the database
+    /// folder (a black-box shared-hosting audit).
+    @Test func anUnreadableSettingsFileIsSaidToBeOne() throws {
+        let fake = try FakeProviders()
+        let apache = try ApacheSharedHost(module: "cgi", settings: fake.environment())
+        #expect(chmod(apache.dataDirectory + "/weather.conf", 0) == 0)
+        let r = try HTTPClient.send(port: apache.port, "GET", "/v1/health")
+        expectEnvelope(r, "service_unavailable", "unreadable settings")
+        #expect(apache.errorLog.contains("the configuration file in closet-weather-data beside the program's folder exists but cannot be read: Permission denied"),
+                "\(apache.errorLog.suffix(1500))")
+        #expect(!apache.errorLog.contains(apache.dataDirectory), "a path in the log")
+        withExtendedLifetime(fake) {}
+    }
+
+    /// An upgrade under mod_fcgid as INSTALL.md does it (a new program renamed over
+    /// `weather.fcgi`): the old process retires at its next quiet moment, where mod_fcgid kept it,
+    /// with its memory and database connection, until Apache restarted (found by a black-box
+    /// shared-hosting audit: four such processes after four upgrades, one 12 minutes later).
+    @Test func anUpgradedProgramsOldProcessRetiresUnderModFcgid() throws {
+        let fake = try FakeProviders()
+        let apache = try ApacheSharedHost(module: "fcgid", settings: fake.environment().merging(["WEATHER_FLUSH_INTERVAL": "1"]) { $1 })
+        #expect(try HTTPClient.send(port: apache.port, "GET", "/v1/health").status == 200, "\(apache.errorLog.suffix(2000))")
+        let program = apache.root.appendingPathComponent("home/public_html/weather.fcgi").path
+        /// Live processes (not zombies: their `exe` still reads) running `path`.
+        func running(_ path: String) -> [Int32] {
+            ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap(Int32.init).filter { pid in
+                (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe")) == path
+            }
+        }
+        let old = running(program)
+        #expect(!old.isEmpty, "no process runs \(program)")
+        let upload = program + ".new"
+        try FileManager.default.copyItem(atPath: program, toPath: upload)
+        #expect(rename(upload, program) == 0)
+        #expect(try HTTPClient.send(port: apache.port, "GET", "/v1/health").status == 200, "the new program")
+        let gone = waitUntil(timeout: 10) { running(program + " (deleted)").isEmpty }
+        #expect(gone, "the old program still runs in \(running(program + " (deleted)")): \(apache.errorLog.suffix(1500))")
+        #expect(apache.errorLog.contains("retires: its program file was replaced"))
+        #expect(!running(program).isEmpty, "the new program serves")
+        #expect(try HTTPClient.send(port: apache.port, "GET", "/v1/health").status == 200)
         withExtendedLifetime(fake) {}
     }
 
@@ -237,7 +300,14 @@ final class ApacheSharedHost {
         "weather.conf", "hash.key", "weather.sqlite3", "weather.sqlite3-wal", "weather.sqlite3-shm", "weather.sqlite3-writer", ".env",
         "weather.sqlite3.backup", "weather.conf~", "weather.conf.save", "weather.conf.orig", "hash.key.old", "weather.sqlite3.gz",
         "site.tar.gz", "weather.db-writer", "weather.db-journal", "Weather.CONF",
+        // Copies a desktop or an editor makes (session 17: these were served).
+        "#weather.conf#", "weather.conf#", "weather.conf,v", "weather.conf copy", "weather.conf (1)", "hash.key copy",
+        "hash.key (1)", "weather.sqlite3 2",
     ]
+    /// `name` as a URL path component (spaces, `#`).
+    static func urlPath(_ name: String) -> String {
+        "/" + (name.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~()+,"))) ?? name)
+    }
     /// Apache's error log, where a CGI program's standard error goes too.
     var errorLog: String { (try? String(contentsOfFile: root.path + "/logs/error.log", encoding: .utf8)) ?? "" }
 

@@ -77,6 +77,50 @@ extension IdleWorkerTests {
         #expect(elapsed.map { $0 >= 900 && $0 < 2_000 } == true, "\(out.suffix(40))")
     }
 
+    /// A plain CGI run whose standard input and output are one socket, as mod_cgid's are: a body
+    /// refused for its size (413 after reading 4096 of 5,000 bytes) is read to its end before the
+    /// program exits. It exited with the rest unread, the kernel reset the socket, and the answer
+    /// already written was lost: Apache dropped the client's connection (now and then through
+    /// Apache; here every time, since this reads only after the program has ended).
+    @Test func aCGIBodyRefusedForItsSizeIsReadToItsEndSoTheAnswerArrives() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cw-cgidrain-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        for _ in 0..<3 {
+            var pair: [Int32] = [-1, -1]
+            #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0)
+            let ours = pair[0]
+            defer { close(ours) }
+            let program = Process()
+            program.executableURL = URL(fileURLWithPath: "\(binDirectory)/weather-fcgi")
+            program.environment = [
+                "PATH": "/usr/bin:/bin", "WEATHER_DB_PATH": directory.appendingPathComponent("w.sqlite3").path,
+                "GATEWAY_INTERFACE": "CGI/1.1", "REQUEST_METHOD": "POST", "REQUEST_URI": "/v1/weather/session",
+                "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": "5000", "REMOTE_ADDR": "192.0.2.1",
+            ]
+            let theirs = FileHandle(fileDescriptor: pair[1], closeOnDealloc: true)
+            program.standardInput = theirs
+            program.standardOutput = theirs
+            program.standardError = FileHandle.nullDevice
+            try program.run()
+            try theirs.close()
+            let body = [UInt8](repeating: 32, count: 5000)
+            #expect(body.withUnsafeBytes { send(ours, $0.baseAddress, 5000, Int32(MSG_NOSIGNAL)) } == 5000)
+            program.waitUntilExit()
+            var answer: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            var failure: Int32 = 0
+            while true {
+                let n = buffer.withUnsafeMutableBytes { recv(ours, $0.baseAddress, 65536, 0) }
+                if n < 0 { failure = errno; break }
+                if n == 0 { break }
+                answer += buffer.prefix(n)
+            }
+            #expect(failure == 0, "the answer was lost: \(String(cString: strerror(failure)))")
+            #expect(String(decoding: answer, as: UTF8.self).hasPrefix("Status: 413"), "\(String(decoding: answer.prefix(200), as: UTF8.self))")
+        }
+    }
+
     /// Workers on one socket may start with different intervals (a settings file changed between
     /// restarts): the socket keeps the shortest any of them wants. It kept the last one set, so a
     /// worker lost its wake-up to a sibling started later with a longer interval, or with none.

@@ -53,11 +53,21 @@ public enum Bootstrap {
             }
             settings = try parse(text, role: configFileRoles[0])
             read = path
-        } else if let (index, path, text) = defaultConfigPaths().enumerated().lazy
-                    .compactMap({ entry in readFile(entry.element).map { (entry.offset, entry.element, $0) } }).first {
-            settings = try parse(text, role: configFileRoles[index + 1])
-            read = path
-            if index > 0 { besideProgram = path }
+        } else {
+            // The first default file that exists. One there but unreadable (its mode, its owner)
+            // is an error: passed over, the settings silently fell back to the defaults and the
+            // next error blamed something else (the database folder).
+            for (index, path) in defaultConfigPaths().enumerated() {
+                var st = stat()
+                guard stat(path, &st) == 0 else { continue }
+                guard let text = readFile(path) else {
+                    throw StartupError("\(configFileRoles[index + 1]) exists but cannot be read: \(String(cString: strerror(errno))) (weatherctl check prints its path)")
+                }
+                settings = try parse(text, role: configFileRoles[index + 1])
+                read = path
+                if index > 0 { besideProgram = path }
+                break
+            }
         }
         return (try ConfigLoader.load(environment: relevant, file: settings), read, besideProgram)
     }

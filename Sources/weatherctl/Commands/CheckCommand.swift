@@ -57,7 +57,8 @@ enum CheckCommand {
             results.append(Result(name: "configuration", ok: true, detail: "loaded \(source); database \(config.databasePath)"))
         } catch {
             // Unlike a log line, check may name the file.
-            let named = context.environment["WEATHER_CONFIG"].flatMap { $0.isEmpty ? nil : " (WEATHER_CONFIG is \($0))" } ?? ""
+            let named = context.environment["WEATHER_CONFIG"].flatMap { $0.isEmpty ? nil : " (WEATHER_CONFIG is \($0))" }
+                ?? " (the files looked for: \(Bootstrap.defaultConfigPaths().joined(separator: ", ")))"
             return [Result(name: "configuration", ok: false, detail: error.message + named)]
         }
         results.append(providers(config))
