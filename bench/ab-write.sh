@@ -8,7 +8,8 @@
 # 1.2 GB and 30 s per million, twice).
 #
 # usage: A_BIN=old/weather-fcgi B_BIN=new/weather-fcgi bench/ab-write.sh [--label TEXT]
-# Environment: A_BIN, B_BIN (required), ROUNDS (3), ROUND_SECONDS (4), SESSIONS (0),
+# Environment: A_BIN, B_BIN (required), ROUNDS (3), ROUND_SECONDS (4), SESSIONS (0), LIMITS (off,
+# or high: every quota on at 10,000,000, so the limiter's statements run without refusing),
 # PAIRS_PER_SECOND (9000: refresh pairs seeded per second of refresh; a round that runs out says
 # so, and its refresh figure is then a ceiling, not a measurement), RESULTS.
 source "$(dirname "$0")/lib.sh"
@@ -28,11 +29,11 @@ for v in A B; do
   sock=$OUT/gw$v.sock port=$(free_port)
   conf=$("$BENCH_ROOT/scripts/nginx-conf.sh" "$port" "$sock" "$OUT/nginx$v")
   if [ "${SESSIONS:-0}" -gt 0 ]; then
-    start_gateway "$sock" 1 "$OUT/db$v/weather.sqlite3" off "gateway$v"  # migrates it
+    start_gateway "$sock" 1 "$OUT/db$v/weather.sqlite3" "${LIMITS:-off}" "gateway$v"  # migrates it
     stop_gateway "$sock"
     seed_big_db "$OUT/db$v/weather.sqlite3" "$SESSIONS"
   fi
-  start_gateway "$sock" 2 "$OUT/db$v/weather.sqlite3" off "gateway$v"
+  start_gateway "$sock" 2 "$OUT/db$v/weather.sqlite3" "${LIMITS:-off}" "gateway$v"
   start_nginx "$conf"
   wait_http "http://127.0.0.1:$port/v1/health"
   PORT[$v]=$port
@@ -61,7 +62,7 @@ seeded=""
 [ "${SESSIONS:-0}" -gt 0 ] && seeded=" Each database held $SESSIONS seeded sessions (3 tokens each) at the start."
 {
   results_header "bench/ab-write.sh${label:+ ($label)}" "A_BIN=$A_BIN B_BIN=$B_BIN ROUNDS=$rounds ROUND_SECONDS=$secs SESSIONS=${SESSIONS:-0} bench/ab-write.sh $args"
-  echo "Interleaved rounds of ${secs} s, wrk -t2 -c32 through nginx (1 worker) to 2 workers per build, limits off; req/s (p99 ms), B / A per round.$seeded"
+  echo "Interleaved rounds of ${secs} s, wrk -t2 -c32 through nginx (1 worker) to 2 workers per build, limits ${LIMITS:-off}; req/s (p99 ms), B / A per round.$seeded"
   echo
   echo "| round | creation A | creation B | B / A | refresh A | refresh B | B / A |"
   echo "|---:|---:|---:|---:|---:|---:|---:|"
