@@ -19,6 +19,86 @@ let shanghai = GridPoint(lat: 31.3, lon: 121.5)
         return try Fixture.encode(object)
     }
 
+    /// Values no place has, or in the wrong unit, are the provider's error: null, not passed on
+    /// (1000 °C, a negative wind) nor clamped into a confident fraction (humidity 62 → 1). A
+    /// day's minimum above its maximum makes both null; an observation time of 1970 or a year
+    /// ahead is null (found by a black-box run of odd provider payloads, session 17).
+    @Test func implausibleValuesAreNull() throws {
+        let r = try report(modified { o in
+            var result = o["result"] as! [String: Any]
+            var realtime = result["realtime"] as! [String: Any]
+            realtime["temperature"] = 1000.0
+            realtime["apparent_temperature"] = -300.0
+            realtime["humidity"] = 62.0
+            realtime["wind"] = ["speed": -5.0, "direction": 76.0]
+            realtime["precipitation"] = ["local": ["status": "ok", "intensity": -1.0]]
+            result["realtime"] = realtime
+            var daily = result["daily"] as! [String: Any]
+            var temperature = daily["temperature"] as! [[String: Any]]
+            temperature[0]["min"] = 20.0
+            temperature[0]["max"] = 5.0
+            temperature[1]["max"] = 200.0
+            daily["temperature"] = temperature
+            var precipitation = daily["precipitation"] as! [[String: Any]]
+            precipitation[0]["probability"] = 150.0
+            precipitation[1]["probability"] = 100.4  // provider rounding: still 1
+            daily["precipitation"] = precipitation
+            result["daily"] = daily
+            o["result"] = result
+            o["server_time"] = 0.0
+        })
+        let c = try #require(r.current)
+        #expect(c.temperatureC == nil && c.apparentTemperatureC == nil && c.humidity == nil)
+        #expect(c.windSpeedKph == nil && c.precipitationMmPerHour == nil && c.observedAt == nil)
+        #expect(r.daily[0].temperatureMinC == nil && r.daily[0].temperatureMaxC == nil, "min above max")
+        #expect(r.daily[1].temperatureMinC == 7.4 && r.daily[1].temperatureMaxC == nil)
+        #expect(r.daily[0].precipitationProbability == nil && r.daily[1].precipitationProbability == 1)
+        let ahead = try report(modified { $0["server_time"] = Double(fixtureNow.seconds + 365 * 86_400) })
+        #expect(ahead.current?.observedAt == nil)
+    }
+
+    /// `daily` covers exactly the days asked: a day missing from every series is not skipped
+    /// over (the next provider is asked), and a stray entry for the place's yesterday (by
+    /// `tzshift`) is left out, where it became `daily[0]` and pushed the last day out.
+    @Test func aSkippedDayIsNotCoveredAndYesterdayIsLeftOut() throws {
+        let gap = try modified { o in
+            var result = o["result"] as! [String: Any]
+            var daily = result["daily"] as! [String: Any]
+            for series in ["temperature", "skycon", "precipitation"] {
+                var entries = daily[series] as! [[String: Any]]
+                entries.remove(at: 2)
+                daily[series] = entries
+            }
+            result["daily"] = daily
+            o["result"] = result
+        }
+        #expect(throws: ProviderFailure.notCovered) { try report(gap, .forecast(days: 5)) }
+        #expect(try report(gap, .forecast(days: 2)).daily.map(\.date) == ["2026-11-30", "2026-12-01"])
+        #expect(try report(gap, .outlook).daily.map(\.date) == ["2026-11-30", "2026-12-01"])
+
+        let yesterday = try modified { o in
+            var result = o["result"] as! [String: Any]
+            var daily = result["daily"] as! [String: Any]
+            var precipitation = daily["precipitation"] as! [[String: Any]]
+            precipitation.insert(["date": "2026-11-29T00:00+08:00", "max": 0.0, "min": 0.0, "avg": 0.0, "probability": 10], at: 0)
+            daily["precipitation"] = precipitation
+            result["daily"] = daily
+            o["result"] = result
+        }
+        #expect(try report(yesterday, .forecast(days: 3)).daily.map(\.date) == ["2026-11-30", "2026-12-01", "2026-12-02"])
+    }
+
+    /// A time zone no app's `TimeZone(identifier:)` knows (empty, another script, control
+    /// bytes) makes the answer unusable, as a missing one does: the next provider is asked.
+    @Test(arguments: ["", "亚洲/上海", "Mars/Olympus\u{0}\"x", "/Asia", String(repeating: "A", count: 65)])
+    func aTimeZoneNoClientKnowsIsUnparseable(name: String) throws {
+        let body = try modified { $0["timezone"] = name }
+        #expect(throws: ProviderFailure.unparseable) { try report(body) }
+        for good in ["Asia/Shanghai", "America/Argentina/Buenos_Aires", "Etc/GMT+8", "UTC"] {
+            #expect(try report(modified { $0["timezone"] = good }).timezone == good)
+        }
+    }
+
     @Test func forecastFixtureNormalisesFieldByField() throws {
         let r = try report(Fixture.bytes(Fixture.caiyunWeather))
         #expect(r.provider == "caiyun")

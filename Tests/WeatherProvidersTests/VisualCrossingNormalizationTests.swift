@@ -18,6 +18,37 @@ let newYork = GridPoint(lat: 40.7, lon: -74)
         return try Fixture.encode(object)
     }
 
+    /// The same bounds as Caiyun's: a humidity or probability beyond a percent is null, not
+    /// clamped to 1; a day's minimum above its maximum makes both null; impossible current values
+    /// are null; a gap in `days` is not skipped over (session 17).
+    @Test func implausibleValuesAreNullAndAGapIsNotCovered() throws {
+        let r = try report(modified { o in
+            var current = o["currentConditions"] as! [String: Any]
+            current["humidity"] = 150.0
+            current["temp"] = 1e300
+            current["windspeed"] = 9999.0
+            current["precip"] = -2.0
+            o["currentConditions"] = current
+            var days = o["days"] as! [[String: Any]]
+            days[0]["tempmin"] = 30.0
+            days[0]["tempmax"] = -5.0
+            days[1]["precipprob"] = 250.0
+            o["days"] = days
+        })
+        let c = try #require(r.current)
+        #expect(c.humidity == nil && c.temperatureC == nil && c.windSpeedKph == nil && c.precipitationMmPerHour == nil)
+        #expect(r.daily[0].temperatureMinC == nil && r.daily[0].temperatureMaxC == nil)
+        #expect(r.daily[1].precipitationProbability == nil)
+
+        let gap = try modified { o in
+            var days = o["days"] as! [[String: Any]]
+            days.remove(at: 3)
+            o["days"] = days
+        }
+        #expect(throws: ProviderFailure.notCovered) { try report(gap, .forecast(days: 5)) }
+        #expect(try report(gap, .forecast(days: 3)).daily.count == 3)
+    }
+
     @Test func forecastFixtureNormalisesFieldByField() throws {
         let r = try report(Fixture.bytes(Fixture.vcForecast))
         #expect(r.provider == "visualcrossing")

@@ -84,11 +84,14 @@ struct CaiyunPayload {
 
     // The top-level `status` is checked by `report(from:)` before this is read at all.
     var timezone: String?
+    /// The place's offset to UTC in seconds (`28800` for +08:00).
+    var tzshift: Double?
     var serverTime: Double?
     var result: Result?
 
     init(_ o: ProviderObject) throws(ProviderFailure) {
         timezone = try o.string("timezone")
+        tzshift = try o.double("tzshift")
         serverTime = try o.double("server_time")
         result = try o.object("result").map { o throws(ProviderFailure) in try Result(o) }
     }

@@ -16,7 +16,7 @@ extension CaiyunProvider {
         // Read first and alone, so an error answer is recognised whatever else it contains.
         guard try answer.string("status") == "ok" else { throw .providerError }
         let payload = try CaiyunPayload(answer)
-        guard let timezone = payload.timezone, let result = payload.result, let daily = result.daily else {
+        guard let timezone = Plausible.timeZoneName(payload.timezone), let result = payload.result, let daily = result.daily else {
             throw .unparseable
         }
         if let status = daily.status, status != "ok" { throw .providerError }
@@ -35,7 +35,8 @@ extension CaiyunProvider {
         }
         return WeatherReport(
             provider: providerName, location: point, timezone: timezone, current: current,
-            daily: try DailySelection.pick(days, for: query), fetchedAt: now.iso8601
+            daily: try DailySelection.pick(days, for: query, localToday: PlaceClock(now: now, offsetSeconds: payload.tzshift)),
+            fetchedAt: now.iso8601
         )
     }
 
@@ -44,12 +45,12 @@ extension CaiyunProvider {
     /// fetch time would be an invented observation.
     static func currentWeather(_ realtime: CaiyunPayload.Realtime, serverTime: Double?, now: Timestamp) -> CurrentWeather {
         CurrentWeather(
-            observedAt: serverTime.flatMap(Timestamp.init(epochSeconds:))?.iso8601,
-            temperatureC: realtime.temperature,
-            apparentTemperatureC: realtime.apparentTemperature,
+            observedAt: Plausible.observedAt(serverTime, now: now),
+            temperatureC: Plausible.celsius(realtime.temperature),
+            apparentTemperatureC: Plausible.celsius(realtime.apparentTemperature),
             humidity: DailySelection.fraction(realtime.humidity),  // already 0...1
-            windSpeedKph: realtime.windSpeed,  // metric:v2 → km/h
-            precipitationMmPerHour: realtime.localIntensity,  // metric:v2 → mm/h
+            windSpeedKph: Plausible.kph(realtime.windSpeed),  // metric:v2 → km/h
+            precipitationMmPerHour: Plausible.mmPerHour(realtime.localIntensity),  // metric:v2 → mm/h
             condition: realtime.skycon.map(condition(for:)) ?? .unknown
         )
     }
@@ -74,8 +75,7 @@ extension CaiyunProvider {
         // Iterating in reverse lets the first entry of a duplicated date win.
         for entry in (daily.temperature ?? []).reversed() {
             let d = try day(entry.date)
-            days[d]!.temperatureMinC = entry.min
-            days[d]!.temperatureMaxC = entry.max
+            (days[d]!.temperatureMinC, days[d]!.temperatureMaxC) = Plausible.minMax(entry.min, entry.max)
         }
         for entry in (daily.skycon ?? []).reversed() {
             let d = try day(entry.date)

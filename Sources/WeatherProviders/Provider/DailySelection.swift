@@ -3,22 +3,26 @@ import WeatherCore
 /// Picks exactly the days a query asked for out of what a provider returned. One function for
 /// both providers, so "covers exactly the days asked" means the same thing everywhere.
 enum DailySelection {
-    /// - Parameter days: the provider's days keyed by local date (first occurrence of a date wins).
-    /// - Returns: `.forecast(n)`: the first `n` days in date order (providers start at local today);
-    ///   `.trip(start, end)`: every date of `start...end` in order; `.outlook`: the first
-    ///   `WeatherQuery.maxDays` days in date order, or all there are.
+    /// - Parameters:
+    ///   - days: the provider's days keyed by local date (first occurrence of a date wins).
+    ///   - localToday: the place's clock now (`PlaceClock`), nil when the provider sent no offset.
+    /// - Returns: `.forecast(n)`: `n` consecutive days from the first not before the place's
+    ///   today; `.trip(start, end)`: every date of `start...end` in order; `.outlook`: those
+    ///   consecutive days, at most `WeatherQuery.maxDays`.
     /// - Throws: `.notCovered` when the provider returned fewer days than asked (for an outlook,
-    ///   none), so the chain can try the next provider instead of answering with a short list.
-    static func pick(_ days: [LocalDate: DailyWeather], for query: WeatherQuery) throws(ProviderFailure) -> [DailyWeather] {
+    ///   none) or skipped one, so the chain can try the next provider instead of answering with
+    ///   days other than those asked (API.md: `daily` covers exactly the days asked).
+    static func pick(_ days: [LocalDate: DailyWeather], for query: WeatherQuery, localToday: PlaceClock? = nil) throws(ProviderFailure) -> [DailyWeather] {
         switch query {
         case .forecast(let count):
             precondition(count > 0, "forecast needs at least one day")
-            let sorted = days.keys.sorted()
-            guard sorted.count >= count else { throw .notCovered }
-            return sorted.prefix(count).map { days[$0]! }
+            let run = consecutiveDays(days, from: localToday)
+            guard run.count >= count else { throw .notCovered }
+            return run.prefix(count).map { days[$0]! }
         case .outlook:
-            guard !days.isEmpty else { throw .notCovered }
-            return days.keys.sorted().prefix(WeatherQuery.maxDays).map { days[$0]! }
+            let run = consecutiveDays(days, from: localToday)
+            guard !run.isEmpty else { throw .notCovered }
+            return run.prefix(WeatherQuery.maxDays).map { days[$0]! }
         case .trip(let start, let end):
             precondition(start <= end, "trip start must not be after its end")
             var picked: [DailyWeather] = []
@@ -30,16 +34,35 @@ enum DailySelection {
         }
     }
 
+    /// The dates of `days` from the first one on, as long as none is skipped; days before the
+    /// place's today (a series computed before its midnight, a stray yesterday in one series)
+    /// are left out when the provider's offset tells that today. A series that starts after
+    /// today is taken as it comes: this gateway's clock and the provider's may disagree about a
+    /// day's start, and the fixture tests' clocks do.
+    static func consecutiveDays(_ days: [LocalDate: DailyWeather], from now: PlaceClock?) -> [LocalDate] {
+        var sorted = days.keys.sorted()
+        if let now { sorted.removeAll { $0 < now.date } }
+        guard let first = sorted.first else { return [] }
+        var run = [first]
+        for date in sorted.dropFirst() {
+            guard date == run[run.count - 1].adding(days: 1) else { break }
+            run.append(date)
+        }
+        return run
+    }
+
     /// Percent (0...100) to the API's fraction (0...1), rounded to 4 decimals so `32.3` becomes
-    /// `0.323` rather than `0.32299999999999995`, and clamped against provider rounding.
+    /// `0.323` rather than `0.32299999999999995`, and clamped against provider rounding. A value
+    /// beyond that rounding is not a percent at all: null, not a confident 0 or 1.
     static func fraction(percent: Double?) -> Double? {
-        guard let percent else { return nil }
+        guard let percent, (-0.5...100.5).contains(percent) else { return nil }
         return fraction((percent * 100).rounded() / 10_000)
     }
 
-    /// A value that is already a fraction, clamped to 0...1.
+    /// A value that is already a fraction, clamped to 0...1 against rounding; one beyond that
+    /// (a percent where a fraction belongs: 62 clamped to 1) is null.
     static func fraction(_ value: Double?) -> Double? {
-        guard let value else { return nil }
+        guard let value, (-0.005...1.005).contains(value) else { return nil }
         return min(1, max(0, value))
     }
 }

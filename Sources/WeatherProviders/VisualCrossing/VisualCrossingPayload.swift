@@ -45,6 +45,8 @@ struct VisualCrossingPayload {
     }
 
     var timezone: String?
+    /// The place's offset to UTC in hours (`-5.0`).
+    var tzoffset: Double?
     var days: [Day]?
     var currentConditions: Current?
     /// Present on JSON error bodies instead of `days`.
@@ -53,6 +55,7 @@ struct VisualCrossingPayload {
 
     init(_ o: ProviderObject) throws(ProviderFailure) {
         timezone = try o.string("timezone")
+        tzoffset = try o.double("tzoffset")
         days = try o.objects("days")?.map { o throws(ProviderFailure) in try Day(o) }
         currentConditions = try o.object("currentConditions").map { o throws(ProviderFailure) in try Current(o) }
         errorCode = try o.int("errorCode")

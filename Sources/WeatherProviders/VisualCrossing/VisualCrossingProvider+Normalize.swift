@@ -17,7 +17,7 @@ extension VisualCrossingProvider {
         guard let days = payload.days else {
             throw payload.errorCode != nil || payload.message != nil ? .providerError : .unparseable
         }
-        guard let timezone = payload.timezone else { throw .unparseable }
+        guard let timezone = Plausible.timeZoneName(payload.timezone) else { throw .unparseable }
 
         var current: CurrentWeather?
         if query.includesCurrent {
@@ -27,19 +27,20 @@ extension VisualCrossingProvider {
         }
         return WeatherReport(
             provider: providerName, location: point, timezone: timezone, current: current,
-            daily: try DailySelection.pick(dailyWeather(days), for: query), fetchedAt: now.iso8601
+            daily: try DailySelection.pick(dailyWeather(days), for: query, localToday: PlaceClock(now: now, offsetSeconds: payload.tzoffset.map { $0 * 3600 })),
+            fetchedAt: now.iso8601
         )
     }
 
     /// `datetimeEpoch` is the observation time; without a usable one `observedAt` is null.
     static func currentWeather(_ conditions: VisualCrossingPayload.Current, now: Timestamp) -> CurrentWeather {
         CurrentWeather(
-            observedAt: conditions.datetimeEpoch.flatMap(Timestamp.init(epochSeconds:))?.iso8601,
-            temperatureC: conditions.temp,
-            apparentTemperatureC: conditions.feelslike,
+            observedAt: Plausible.observedAt(conditions.datetimeEpoch, now: now),
+            temperatureC: Plausible.celsius(conditions.temp),
+            apparentTemperatureC: Plausible.celsius(conditions.feelslike),
             humidity: DailySelection.fraction(percent: conditions.humidity),
-            windSpeedKph: conditions.windspeed,
-            precipitationMmPerHour: conditions.precip,
+            windSpeedKph: Plausible.kph(conditions.windspeed),
+            precipitationMmPerHour: Plausible.mmPerHour(conditions.precip),
             condition: conditions.icon.map(condition(for:)) ?? .unknown
         )
     }
@@ -50,10 +51,11 @@ extension VisualCrossingProvider {
         for day in days {
             guard let date = LocalDate(day.datetime) else { throw .unparseable }
             guard byDate[date] == nil else { continue }
+            let (low, high) = Plausible.minMax(day.tempmin, day.tempmax)
             byDate[date] = DailyWeather(
                 date: date.description,
-                temperatureMinC: day.tempmin,
-                temperatureMaxC: day.tempmax,
+                temperatureMinC: low,
+                temperatureMaxC: high,
                 condition: day.icon.map(condition(for:)) ?? .unknown,
                 precipitationProbability: DailySelection.fraction(percent: day.precipprob)
             )
