@@ -169,6 +169,27 @@ import WeatherCore
         #expect(t.weather(token: a, query: "lat=30&lon=30").status == 200)
     }
 
+    /// A trip beyond what the cell's outlook holds is a provider call of its own for every date
+    /// range, so each range counts as a cell: a session asking far trips of ever new dates made
+    /// a Visual Crossing call (a record per day) each time, up to its 120 requests an hour. The
+    /// same range again, a forecast or a near trip of a counted cell costs nothing more.
+    @Test func eachFarTripRangeCountsAsACell() throws {
+        let t = try TestGateway { $0.limits.gridCellsPerSessionPerDay = 3 }
+        let a = t.createSession()["weatherAccessToken"] as? String
+        let today = t.clock.now().utcDate
+        func trip(_ from: Int, _ days: Int) -> String {
+            "lat=48.85&lon=2.35&start=\(today.adding(days: from))&end=\(today.adding(days: from + days - 1))"
+        }
+        #expect(t.weather(token: a, query: "lat=48.85&lon=2.35").status == 200)  // the cell: 1
+        #expect(t.weather(token: a, query: trip(2, 3), path: "/v1/weather/trip").status == 200, "a near trip is the cell's")
+        #expect(t.weather(token: a, query: trip(40, 5), path: "/v1/weather/trip").status == 200)  // 2
+        #expect(t.weather(token: a, query: trip(60, 5), path: "/v1/weather/trip").status == 200)  // 3
+        expectLimited(t.weather(token: a, query: trip(80, 5), path: "/v1/weather/trip"), retryAfter: 86_400)
+        #expect(t.weather(token: a, query: trip(40, 5), path: "/v1/weather/trip").status == 200, "a range already counted")
+        #expect(t.weather(token: a, query: "lat=48.85&lon=2.35&days=3").status == 200)
+        #expect(t.weather(token: t.createSession()["weatherAccessToken"] as? String, query: trip(80, 5), path: "/v1/weather/trip").status == 200)
+    }
+
     /// Requests the distinct-cell quota refuses use up none of the hourly quotas: a client
     /// retrying a new cell does not lose the cells it was admitted to.
     @Test func aRequestRefusedForItsCellIsChargedToNoHourlyQuota() throws {

@@ -50,8 +50,13 @@ final class WeatherHandler {
         let point = GridPoint.snapping(lat: lat, lon: lon, degrees: config.gridDegrees)
 
         if let grant = identity.grant {
+            // A trip the cell's outlook cannot hold is a provider call of its own for every date
+            // range (Visual Crossing bills each day), so each range counts as a cell of the
+            // session's distinct-cell quota: one session asking far trips of ever new dates made
+            // a call each time, up to its 120 requests an hour (a black-box security audit).
+            let counted = Self.outlookUse(for: query, today: context.now.utcDate) == .none ? "\(point.key)|\(query.cacheKind)" : point.key
             try limiter.check([limiter.weather(sessionId: grant.sessionId), limiter.weather(ip: context.clientIP)],
-                              cell: point.key, sessionId: grant.sessionId, context: context)
+                              cell: counted, sessionId: grant.sessionId, context: context)
         } else {
             try limiter.check([limiter.legacy(ip: context.clientIP), limiter.weather(ip: context.clientIP)], context: context)
         }
