@@ -61,7 +61,7 @@ done
 seeded=""
 [ "${SESSIONS:-0}" -gt 0 ] && seeded=" Each database held $SESSIONS seeded sessions (3 tokens each) at the start."
 {
-  results_header "bench/ab-write.sh${label:+ ($label)}" "A_BIN=$A_BIN B_BIN=$B_BIN ROUNDS=$rounds ROUND_SECONDS=$secs SESSIONS=${SESSIONS:-0} bench/ab-write.sh $args"
+  results_header "bench/ab-write.sh${label:+ ($label)}" "A_BIN=$A_BIN B_BIN=$B_BIN ROUNDS=$rounds ROUND_SECONDS=$secs SESSIONS=${SESSIONS:-0} LIMITS=${LIMITS:-off} bench/ab-write.sh $args"
   echo "Interleaved rounds of ${secs} s, wrk -t2 -c32 through nginx (1 worker) to 2 workers per build, limits ${LIMITS:-off}; req/s (p99 ms), B / A per round.$seeded"
   echo
   echo "| round | creation A | creation B | B / A | refresh A | refresh B | B / A |"
