@@ -68,7 +68,7 @@ if socketModeGiven && !(listenAddress?.hasPrefix("/") ?? false) {
 /// Everything a worker needs, opened in the process that uses it (SQLite connections must not
 /// cross a fork).
 func makeGateway() throws -> Gateway {
-    let (config, _, besideProgram) = try Bootstrap.loadConfigAndSource()
+    let (config, _, besideProgram, _) = try Bootstrap.loadConfigAndSource()
     if let besideProgram {
         Bootstrap.denyWebAccess(toFoldersOf: [besideProgram, config.databasePath])
     }

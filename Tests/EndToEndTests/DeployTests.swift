@@ -146,6 +146,15 @@ import Glibc
         #expect(apache.errorLog.contains("the configuration file in closet-weather-data beside the program's folder exists but cannot be read: Permission denied"),
                 "\(apache.errorLog.suffix(1500))")
         #expect(!apache.errorLog.contains(apache.dataDirectory), "a path in the log")
+        // weatherctl from ~/bin (INSTALL.md) finds the same file: check fails naming it, as the
+        // hosting user; a reading command passes over it (a monitoring user on a backup copy).
+        let bin = apache.root.appendingPathComponent("home/bin")
+        try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: "\(binDirectory)/weatherctl", toPath: bin.appendingPathComponent("weatherctl").path)
+        _ = ChildProcessOutput.run("/bin/chmod", ["755", bin.path, bin.appendingPathComponent("weatherctl").path])
+        let check = ChildProcessOutput.runData("/usr/sbin/runuser", ["-u", "nobody", "--", bin.appendingPathComponent("weatherctl").path, "check"])
+        let text = String(decoding: check.stdout, as: UTF8.self)
+        #expect(check.status == 1 && text.contains("weather.conf exists but this user cannot read it"), "\(text)")
         withExtendedLifetime(fake) {}
     }
 

@@ -36,11 +36,15 @@ public enum Bootstrap {
 
     /// `loadConfig`, the file it read (nil: the environment alone), and whether that file was the
     /// one beside the program (the shared hosting layout, see `denyWebAccess(toFoldersOf:)`).
-    public static func loadConfigAndSource(environment: [String: String] = processEnvironment()) throws
-        -> (config: GatewayConfig, file: String?, besideProgram: String?) {
+    /// A default file that exists but cannot be read stops the gateway (`strict`); weatherctl,
+    /// which a monitoring user may run on a backup copy without the service's settings, passes
+    /// over it, and gets its path in `unreadable`.
+    public static func loadConfigAndSource(environment: [String: String] = processEnvironment(), strict: Bool = true) throws
+        -> (config: GatewayConfig, file: String?, besideProgram: String?, unreadable: [String]) {
         let relevant = environment.filter { ConfigLoader.knownVariables.contains($0.key) || $0.key.hasPrefix("WEATHER_") }
         var settings: [String: String] = [:]
         var read: String?, besideProgram: String?
+        var unreadable: [String] = []
         // A file's error says which file: the settings may come from one of several places.
         func parse(_ text: String, role: String) throws -> [String: String] {
             do { return try ConfigLoader.parseFile(text) } catch {
@@ -61,6 +65,10 @@ public enum Bootstrap {
                 var st = stat()
                 guard stat(path, &st) == 0 else { continue }
                 guard let text = readFile(path) else {
+                    guard strict else {
+                        unreadable.append(path)
+                        continue
+                    }
                     throw StartupError("\(configFileRoles[index + 1]) exists but cannot be read: \(String(cString: strerror(errno))) (weatherctl check prints its path)")
                 }
                 settings = try parse(text, role: configFileRoles[index + 1])
@@ -69,7 +77,7 @@ public enum Bootstrap {
                 break
             }
         }
-        return (try ConfigLoader.load(environment: relevant, file: settings), read, besideProgram)
+        return (try ConfigLoader.load(environment: relevant, file: settings), read, besideProgram, unreadable)
     }
 
     /// What `denyWebAccess(toFoldersOf:)` writes: Apache 2.4's rule, and 2.2's where 2.4's module is missing.

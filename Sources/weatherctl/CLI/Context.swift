@@ -23,11 +23,13 @@ struct Context {
     /// The gateway configuration, or a failure naming the setting to fix.
     func config() throws(CLIError) -> GatewayConfig { try configAndFile().config }
 
-    /// The configuration and the file it was read from (nil: the environment alone).
-    func configAndFile() throws(CLIError) -> (config: GatewayConfig, file: String?) {
+    /// The configuration, the file it was read from (nil: the environment alone), and the default
+    /// files there that this user cannot read (passed over: a monitoring user reading a backup
+    /// copy may not read the service's settings; `check` fails on them).
+    func configAndFile() throws(CLIError) -> (config: GatewayConfig, file: String?, unreadable: [String]) {
         do {
-            let loaded = try Bootstrap.loadConfigAndSource(environment: environment)
-            return (loaded.config, loaded.file)
+            let loaded = try Bootstrap.loadConfigAndSource(environment: environment, strict: false)
+            return (loaded.config, loaded.file, loaded.unreadable)
         } catch {
             throw .failure("cannot load the configuration: \(error)")
         }

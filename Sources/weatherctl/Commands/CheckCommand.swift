@@ -50,8 +50,12 @@ enum CheckCommand {
         var results: [Result] = []
         let config: GatewayConfig
         do {
-            let file: String?
-            (config, file) = try context.configAndFile()
+            let file: String?, unreadable: [String]
+            (config, file, unreadable) = try context.configAndFile()
+            guard unreadable.isEmpty else {
+                // The workers stop on such a file; run as the service user, so would they here.
+                return [Result(name: "configuration", ok: false, detail: "\(unreadable.joined(separator: ", ")) exists but this user cannot read it (check runs as the service user; a worker that cannot read it stops)")]
+            }
             let source = file.map { "from \($0) and the environment" }
                 ?? "from the environment alone (no file: WEATHER_CONFIG is unset and none of \(Bootstrap.defaultConfigPaths().joined(separator: ", ")) exists)"
             results.append(Result(name: "configuration", ok: true, detail: "loaded \(source); database \(config.databasePath)"))
