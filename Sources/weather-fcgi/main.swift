@@ -66,8 +66,9 @@ if socketModeGiven && !(listenAddress?.hasPrefix("/") ?? false) {
 }
 
 /// Everything a worker needs, opened in the process that uses it (SQLite connections must not
-/// cross a fork).
-func makeGateway() throws -> Gateway {
+/// cross a fork). `announce`: say what an operator should know about the database (once per
+/// start: the supervisor's check says it, its workers, restarted or recycled, do not).
+func makeGateway(announce: Bool = true) throws -> Gateway {
     let (config, _, besideProgram, _) = try Bootstrap.loadConfigAndSource()
     if let besideProgram {
         Bootstrap.denyWebAccess(toFoldersOf: [besideProgram, config.databasePath])
@@ -75,7 +76,7 @@ func makeGateway() throws -> Gateway {
     let store = try Bootstrap.openStore(config)
     // A build rolled back under a newer release's migrations still serves (they only ever add
     // tables and columns), but says so: `weatherctl migrate` refuses that database, check fails.
-    if let unknown = try? store.unknownMigrations(), !unknown.isEmpty {
+    if announce, let unknown = try? store.unknownMigrations(), !unknown.isEmpty {
         StandardErrorLog().write("weather-fcgi: the database has \(unknown.count) migration(s) this build does not know (\(unknown.joined(separator: ", "))): a newer release applied them; serving anyway, run that release")
     }
     let key = try Bootstrap.hashKey(for: config)
@@ -86,9 +87,9 @@ func makeGateway() throws -> Gateway {
 
 /// Serves until SIGTERM or recycling; returns the exit status. With `retireWhenReplaced` it also
 /// ends, at a quiet moment, once its program file has been replaced (see the caller).
-func serve(listenFD: Int32, retireWhenReplaced: Bool = false) -> Int32 {
+func serve(listenFD: Int32, retireWhenReplaced: Bool = false, announce: Bool = true) -> Int32 {
     let gateway: Gateway
-    do { gateway = try makeGateway() } catch {
+    do { gateway = try makeGateway(announce: announce) } catch {
         StandardErrorLog().write("weather-fcgi: \(error)")
         return 78  // EX_CONFIG
     }
@@ -161,7 +162,7 @@ if workers > 1 {
     FastCGIServer.clearIdleInterval(listenFD)
     Supervisor.run(workers: workers, givingUp: {
         if let listenAddress, listenAddress.hasPrefix("/") { FastCGIServer.removeBoundSocket(listenAddress) }
-    }) { serve(listenFD: listenFD) }
+    }) { serve(listenFD: listenFD, announce: false) }
 }
 // Under mod_fcgid a worker whose program was upgraded (a new file renamed over it) retires at
 // its next quiet moment: Apache starts the new file for new requests but would keep the old
