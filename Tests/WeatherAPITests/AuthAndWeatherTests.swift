@@ -414,6 +414,24 @@ import WeatherProviders
         #expect(rows == ["cache.miss=1", "cache.stale=1", "cache.stale_refreshing=1"])
     }
 
+    /// A copy fetched while the clock ran a day ahead is not fresh once the clock is set back:
+    /// it is fetched again. It was a `hit`, with a `fetchedAt` ahead and its days starting a day
+    /// early, for the whole step plus the TTL (a black-box clock test) — from this worker's own
+    /// memory, and from the store for any other worker.
+    @Test func aCopyFetchedUnderAClockSinceSetBackIsFetchedAgain() throws {
+        let t = try TestGateway { $0.tokenPolicy.accessTTL = 3 * 86_400 }
+        let token = t.createSession()["weatherAccessToken"] as? String
+        t.clock.advance(86_400)
+        #expect(t.weather(token: token).json["cache"] as? String == "miss")
+        t.clock.advance(-86_400)
+        let back = t.weather(token: token)
+        #expect(back.status == 200 && back.json["cache"] as? String == "miss", "\(back.json["cache"] ?? "-") \(back.status)")
+        #expect(t.source.calls == 2)
+        let other = try TestGateway(workerBeside: t)
+        #expect(other.weather(token: token).json["cache"] as? String == "hit", "the copy fetched now is fresh")
+        #expect(t.weather(token: token).json["cache"] as? String == "hit")
+    }
+
     /// Another worker stored the cell and let its claim go between this request's cache read and
     /// its claim: the stored answer is used (`hit`), the providers are not called a second time
     /// (a black-box race hunt: 13 double calls in 1,050 bursts of six requests for a new cell).

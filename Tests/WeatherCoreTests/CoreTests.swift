@@ -60,6 +60,18 @@ import Testing
         }
     }
 
+    /// A refresh token that would die before the access token it renews is refused at start.
+    @Test func aRefreshTokenTTLNotAboveTheAccessTTLIsRefused() throws {
+        for (refresh, access) in [("100", nil), ("43200", nil), ("600", "600")] as [(String, String?)] {
+            var env = ["WEATHER_REFRESH_TOKEN_TTL": refresh]
+            if let access { env["WEATHER_ACCESS_TOKEN_TTL"] = access; env["WEATHER_REFRESH_AFTER"] = "300" }
+            #expect(throws: ConfigError(variable: "WEATHER_REFRESH_TOKEN_TTL", problem: "must exceed WEATHER_ACCESS_TOKEN_TTL")) {
+                try ConfigLoader.load(environment: env)
+            }
+        }
+        #expect(try ConfigLoader.load(environment: ["WEATHER_REFRESH_TOKEN_TTL": "43201"]).tokenPolicy.refreshTTL == 43201)
+    }
+
     @Test func fileLineWithoutEqualsIsRefused() {
         #expect(throws: ConfigError.self) { try ConfigLoader.parseFile("WEATHER_CACHE_TTL\n") }
     }
@@ -139,6 +151,24 @@ import Testing
         #expect(refused.retryAfter == 900)
         #expect(!GCRA.decide(tat: tat, nowMs: now + 899_000, quota: quota).allowed)
         #expect(GCRA.decide(tat: tat, nowMs: now + 900_000, quota: quota).allowed)
+    }
+
+    /// A TAT more than a window ahead was written under a clock since set back: the bucket is
+    /// full again, where it refused with a `Retry-After` of the whole step (12 h, or weeks after
+    /// a month's step). Within a window ahead it is an ordinary, partly used bucket.
+    @Test func aBucketFromAClockSinceSetBackIsFullAgain() {
+        let now: Int64 = 1_000_000_000
+        var tat: Int64? = nil
+        for _ in 0..<4 { tat = GCRA.decide(tat: tat, nowMs: now + 43_200_000, quota: quota).newTAT }  // 12 h ahead
+        let back = GCRA.decide(tat: tat, nowMs: now, quota: quota)
+        #expect(back.allowed && back.retryAfter == 0)
+        #expect(back.newTAT == now + 900_000, "counted from now, as a fresh bucket")
+        #expect(GCRA.giveBack(tat: tat!, units: 1, nowMs: now, quota: quota) == now)
+        // Filled ten minutes ago by this clock: ahead by less than the window, a real wait.
+        var full: Int64? = nil
+        for _ in 0..<4 { full = GCRA.decide(tat: full, nowMs: now - 600_000, quota: quota).newTAT }
+        let refused = GCRA.decide(tat: full, nowMs: now, quota: quota)
+        #expect(!refused.allowed && refused.retryAfter == 300)
     }
 
     @Test func leasesOnlyFromABucketWithRoomForManyAndGiveBackRestoresIt() {

@@ -138,6 +138,22 @@ import WeatherCore
         #expect(try b.admitCell("1,4", sessionId: "s", quota: q, nowMs: 2000).verdict != .allowed, "a fourth cell")
     }
 
+    /// Cells first seen after now were counted under a clock since set back: they do not fill
+    /// the quota (its wait came out longer than the window: 97,200 s of a 86,400 s window after a
+    /// 3 h step), and one asked again is counted from now.
+    @Test func cellsCountedUnderAClockSinceSetBackDoNotCount() throws {
+        let dir = try scratchDirectory("cw-cell-back")
+        let store = try SQLiteGatewayStore(path: dir.appendingPathComponent("w.sqlite3").path)
+        let q = Quota(limit: 2, window: 86_400)
+        let ahead: Int64 = 10_800_000  // 3 h
+        #expect(try store.admitCell("1,1", sessionId: "s", quota: q, nowMs: ahead).verdict == .allowed)
+        #expect(try store.admitCell("1,2", sessionId: "s", quota: q, nowMs: ahead).verdict == .allowed)
+        #expect(try store.admitCell("1,3", sessionId: "s", quota: q, nowMs: 0).verdict == .allowed, "the quota is not full at 0")
+        #expect(try store.admitCell("1,1", sessionId: "s", quota: q, nowMs: 0).verdict == .allowed)
+        #expect(try store.cellCountedUntil("1,1", sessionId: "s", quota: q, nowMs: 0) == 86_400_000, "counted from now")
+        #expect(try store.admitCell("1,4", sessionId: "s", quota: q, nowMs: 0).verdict == .refused(retryAfter: 86_400, bucket: "cells:s"))
+    }
+
     @Test func distinctCellsRollingWindow() throws {
         let dir = try scratchDirectory("cw-cell")
         let store = try SQLiteGatewayStore(path: dir.appendingPathComponent("w.sqlite3").path)

@@ -75,4 +75,21 @@ import WeatherCore
         #expect(writes == 1)
         #expect(try a.db.scalarText("SELECT status FROM anonymous_weather_sessions") == "revoked")
     }
+
+    /// A token rotated under a clock since set back (an hour or ten days ahead) is a replay when
+    /// presented again, not a retry for as long as the clock reads earlier; a minute's step is
+    /// still a retry.
+    @Test func aRotationAheadOfTheClockIsNoRetry() throws {
+        for (step, outcome) in [(Int64(30), RotationOutcome.retried(pair(1).lifetimes)), (3600, .reused), (10 * 86_400, .reused)] {
+            let (a, _) = try twoWorkers()
+            let rotatedAt = now.adding(seconds: step)
+            #expect(try a.rotate(refreshTokenHash: "refresh-hash-0", sessionId: session, successor: pair(1), retryWindow: 30, now: rotatedAt) == .rotated)
+            let again = try a.rotate(refreshTokenHash: "refresh-hash-0", sessionId: session, successor: pair(1), retryWindow: 30, now: now)
+            if case .retried = outcome { #expect(again.isRetry, "a \(step) s step") } else { #expect(again == outcome, "a \(step) s step") }
+        }
+    }
+}
+
+extension RotationOutcome {
+    var isRetry: Bool { if case .retried = self { true } else { false } }
 }

@@ -150,7 +150,8 @@ final class Limiter {
     private func refuseIfFull(_ cell: String, sessionId: String, context: Context) throws(HTTPError) {
         guard !fullSessions.isEmpty, let fullUntil = fullSessions[sessionId] else { return }  // no hashing when none is full
         let nowMs = context.now.seconds * 1000
-        guard nowMs < fullUntil else {
+        // Past, or further ahead than the window (found full under a clock since set back).
+        guard nowMs < fullUntil, fullUntil - nowMs <= cellQuota.window * 1000 else {
             fullSessions[sessionId] = nil
             return
         }

@@ -14,7 +14,7 @@ final class WeatherHandler {
     let source: (any WeatherSource)?
     let owner: String
     /// This worker's copies of fresh cache rows (see `FreshBodies`).
-    private var fresh = FreshBodies()
+    private var fresh: FreshBodies
 
     init(config: GatewayConfig, auth: Authenticator, limiter: Limiter, metrics: Metrics, store: any GatewayStore, source: (any WeatherSource)?) {
         self.config = config
@@ -24,7 +24,12 @@ final class WeatherHandler {
         self.store = store
         self.source = source
         self.owner = FetchLockOwner.make(pid: getpid())
+        self.fresh = FreshBodies(freshForAtMost: config.cacheTTL + Self.clockSlackSeconds)
     }
+
+    /// How far a stored time may lie beyond what this clock allows and still be believed: the
+    /// workers of one machine share its clock; this covers a small step of it.
+    static let clockSlackSeconds: Int64 = 60
 
     var forecast: Route { Route(handler: self, trip: false) }
     var trip: Route { Route(handler: self, trip: true) }
@@ -178,15 +183,24 @@ final class WeatherHandler {
     }
 
     /// The copy of `key` this worker or the store holds: fresh (`hit`; kept by this worker
-    /// until it is not), or stale within its window (`stale`); nil when there is none.
+    /// until it is not), or stale within its window (`stale`); nil when there is none. A row
+    /// fresh for longer than the TTL from now was fetched under a clock since set back (its
+    /// `fetchedAt` lies ahead, its `daily` may start a day early): stale, so it is fetched
+    /// again; it was a `hit` for the whole step (a black-box clock test).
     func storedCopy(key: String, now: Timestamp) throws(HTTPError) -> CellBody? {
         if let kept = fresh.body(for: key, now: now) { return CellBody(body: kept.body, state: "hit", freshUntil: kept.until) }
         let cached: CachedWeather?
         do { cached = try store.cachedWeather(key: key, now: now) } catch { throw .storageUnavailable }
         guard let cached else { return nil }
-        guard now < cached.freshUntil else { return CellBody(body: cached.body, state: "stale") }
+        guard isFresh(cached, now: now) else { return CellBody(body: cached.body, state: "stale") }
         fresh.keep(cached.body, for: key, until: cached.freshUntil, now: now)
         return CellBody(body: cached.body, state: "hit", freshUntil: cached.freshUntil)
+    }
+
+    /// Fresh by this clock: before its `freshUntil`, and not fresh for longer than the TTL from
+    /// now (see `storedCopy`).
+    func isFresh(_ cached: CachedWeather, now: Timestamp) -> Bool {
+        now < cached.freshUntil && cached.freshUntil.seconds - now.seconds <= fresh.freshForAtMost
     }
 
     /// The stored report body for `query` and its cache state. Fresh copy: `hit`. Otherwise one
@@ -243,7 +257,7 @@ final class WeatherHandler {
         // Another worker may have stored the cell and let its claim go between this request's
         // read of the cache and its claim: its answer is used, not fetched again (1 in 80 bursts
         // of six requests for a new cell made two provider calls).
-        if let stored = try? store.cachedWeather(key: key, now: now), now < stored.freshUntil {
+        if let stored = try? store.cachedWeather(key: key, now: now), isFresh(stored, now: now) {
             fresh.keep(stored.body, for: key, until: stored.freshUntil, now: now)
             return CellBody(body: stored.body, state: "hit", freshUntil: stored.freshUntil)
         }
@@ -302,7 +316,7 @@ final class WeatherHandler {
             pollAgain: { usleep(20_000); return MonotonicTime.now() < deadline },
             freshBody: { () throws(StoreError) -> [UInt8]? in
                 let now = now()
-                return try store.cachedWeather(key: key, now: now).flatMap { now < $0.freshUntil ? $0.body : nil }
+                return try store.cachedWeather(key: key, now: now).flatMap { isFresh($0, now: now) ? $0.body : nil }
             },
             fetchState: { () throws(StoreError) -> FetchLockState in
                 let now = now()
@@ -379,11 +393,17 @@ final class WeatherHandler {
 struct FreshBodies {
     private var entries: [String: (body: [UInt8], until: Timestamp)] = [:]
     let capacity: Int
+    /// Seconds a body can be fresh from now (the TTL and a little): one kept longer ahead was
+    /// kept under a clock since set back.
+    let freshForAtMost: Int64
 
-    init(capacity: Int = 128) { self.capacity = capacity }
+    init(capacity: Int = 128, freshForAtMost: Int64 = .max) {
+        self.capacity = capacity
+        self.freshForAtMost = freshForAtMost
+    }
 
     func body(for key: String, now: Timestamp) -> (body: [UInt8], until: Timestamp)? {
-        guard let e = entries[key], now < e.until else { return nil }
+        guard let e = entries[key], now < e.until, e.until.seconds - now.seconds <= freshForAtMost else { return nil }
         return e
     }
 

@@ -152,6 +152,11 @@ public enum ConfigLoader {
         guard c.tokenPolicy.refreshAfter <= c.tokenPolicy.accessTTL else {
             throw ConfigError(variable: "WEATHER_REFRESH_AFTER", problem: "must not exceed WEATHER_ACCESS_TOKEN_TTL")
         }
+        // A refresh token that dies first cannot renew the access token: clients were told to
+        // refresh hours after their refresh token had expired (a black-box clock test).
+        guard c.tokenPolicy.refreshTTL > c.tokenPolicy.accessTTL else {
+            throw ConfigError(variable: "WEATHER_REFRESH_TOKEN_TTL", problem: "must exceed WEATHER_ACCESS_TOKEN_TTL")
+        }
         if let v = try int("WEATHER_CACHE_TTL", 1...86_400) { c.cacheTTL = v }
         if let v = try int("WEATHER_CACHE_STALE_TTL", 0...2_592_000) { c.cacheStaleTTL = v }
         if let v = try double("WEATHER_GRID_DEGREES", 0.001...5) { c.gridDegrees = v }

@@ -56,7 +56,7 @@ public enum GCRA {
     public static func take(tat: Int64?, nowMs: Int64, quota: Quota, upTo wanted: Int) -> Take {
         let interval = max(1, quota.window * 1000 / Int64(quota.limit))
         let burst = quota.window * 1000
-        let base = max(tat ?? nowMs, nowMs)
+        let base = max(plausible(tat, nowMs: nowMs, burst: burst) ?? nowMs, nowMs)
         let room = burst - (base - nowMs)
         guard room >= interval else {
             let waitMs = base + interval - burst - nowMs
@@ -71,6 +71,17 @@ public enum GCRA {
     /// taken, except that a bucket never becomes fuller than full.
     public static func giveBack(tat: Int64, units: Int, nowMs: Int64, quota: Quota) -> Int64 {
         let interval = max(1, quota.window * 1000 / Int64(quota.limit))
+        guard let tat = plausible(tat, nowMs: nowMs, burst: quota.window * 1000) else { return nowMs }
         return max(nowMs, tat - Int64(units) * interval)
+    }
+
+    /// A stored TAT no take could have written by this clock: a take leaves it at most one
+    /// window ahead of its now, so one further ahead was written under a clock since set back
+    /// (a VM resumed, a clock stepped by hand). Such a bucket counts as full again, as a pause
+    /// or a fetch claim from a clock set back counts as ended; kept, it refused every request
+    /// with a `Retry-After` of the step, weeks after a month's step (a black-box clock test).
+    static func plausible(_ tat: Int64?, nowMs: Int64, burst: Int64) -> Int64? {
+        guard let tat, tat <= nowMs + burst else { return nil }
+        return tat
     }
 }

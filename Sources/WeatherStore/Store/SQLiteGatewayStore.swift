@@ -55,6 +55,10 @@ public final class SQLiteGatewayStore: GatewayStore {
     public var grantCacheLimit = 3072
     /// How many grants are kept now.
     public var keptGrantCount: Int { grants.count }
+    /// How far ahead of this worker's clock a time written by another may be and still count as
+    /// written now (workers of one machine share its clock; this covers a small step of it).
+    static let clockSlackMs: Int64 = 60_000
+
     /// Tests only: runs between a rotation's lookup and its write transaction, where another
     /// worker may spend or revoke the same token.
     var betweenRotationReadAndWrite: (() -> Void)?
@@ -184,8 +188,11 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// pair's refresh token is still unspent; nil for a replay. The successor is derived from this
     /// very token, so its hash tells whether this is the same request, without any plaintext
     /// having been kept. A window of 0 turns retries off, even within the second of the rotation.
+    /// A rotation more than a minute ahead of now happened under a clock since set back: not
+    /// inside the window (with no lower bound, every replay was a "retry" for as long as the
+    /// clock read earlier: weeks after a month's step, a black-box clock test).
     private func retriedLifetimes(rotatedAt: Timestamp, sessionId: String, successor: IssuedPair, retryWindow: Int64, now: Timestamp) throws -> TokenLifetimes? {
-        guard retryWindow > 0, now.seconds - rotatedAt.seconds <= retryWindow,
+        guard retryWindow > 0, (-Self.clockSlackMs / 1000...retryWindow).contains(now.seconds - rotatedAt.seconds),
               let issued = try db.scalarText(
                   "SELECT created_at FROM weather_session_tokens WHERE token_hash = ?1 AND session_id = ?2 AND revoked_at IS NULL",
                   [.text(successor.refreshHash), .text(sessionId)]),
@@ -345,9 +352,11 @@ public final class SQLiteGatewayStore: GatewayStore {
             // Read again under the lock: another worker may have counted this very cell since
             // (two requests for one new cell at once), and it must not count as one more.
             if let until = try countedUntil(cell, sessionId: sessionId, windowMs: windowMs, nowMs: nowMs) { return .admitted(countedUntilMs: until) }
+            // Cells first seen after now were counted under a clock since set back: they do not
+            // count (their wait would outlast the window), and are counted anew if asked again.
             let s = try db.statement(
-                "SELECT count(*), min(first_seen_ms) FROM weather_session_cells WHERE session_id = ?1 AND first_seen_ms > ?2")
-            let (count, oldest) = try s.rows([.text(sessionId), .int(windowStart)]) { ($0.int(0), $0.int(1)) }.first ?? (0, 0)
+                "SELECT count(*), min(first_seen_ms) FROM weather_session_cells WHERE session_id = ?1 AND first_seen_ms > ?2 AND first_seen_ms <= ?3")
+            let (count, oldest) = try s.rows([.text(sessionId), .int(windowStart), .int(nowMs + Self.clockSlackMs)]) { ($0.int(0), $0.int(1)) }.first ?? (0, 0)
             if count >= Int64(quota.limit) {
                 let waitMs = oldest + quota.window * 1000 - nowMs
                 return .refused(retryAfter: max(1, (waitMs + 999) / 1000), bucket: "cells:\(sessionId)")
@@ -367,7 +376,7 @@ public final class SQLiteGatewayStore: GatewayStore {
         let seen = try db.scalarInt(
             "SELECT first_seen_ms FROM weather_session_cells WHERE session_id = ?1 AND cell = ?2",
             [.text(sessionId), .text(cell)])
-        guard let seen, seen > nowMs - windowMs else { return nil }
+        guard let seen, seen > nowMs - windowMs, seen <= nowMs + Self.clockSlackMs else { return nil }
         return seen + windowMs
     }
 
