@@ -273,6 +273,16 @@ import Glibc
         // PRAGMA answers `delete`): wal for the WAL copy, delete for the other, named as such.
         let checked = asNobody(walCopy, ["check", "--json"])
         #expect(checked.output.contains(#""detail": "wal""#), "\(checked.output)")
+        // Such a copy is checked for what it holds: its storage row does not fail on a folder
+        // this user may not write (it did, so check could not validate a backup; session 17).
+        #expect(checked.status == 0 && checked.output.contains("not checked: a copy read immutable"), "\(checked.output)")
+        // The service's own data folder (0700) is not "missing": the refusal says why.
+        let privateFolder = dir.appendingPathComponent("private")
+        try FileManager.default.createDirectory(at: privateFolder, withIntermediateDirectories: true)
+        _ = ChildProcessOutput.run("/usr/bin/sqlite3", [h.databasePath, ".backup '\(privateFolder.path)/w.sqlite3'"])
+        chmod(privateFolder.path, 0o700)
+        let shut = asNobody(privateFolder.path + "/w.sqlite3", ["stats"])
+        #expect(shut.status == 1 && shut.output.contains("permission denied on its folder; run weatherctl as the service user"), "\(shut.output)")
         let checkedRollback = asNobody(rollbackCopy, ["check"])
         #expect(checkedRollback.output.contains("journal_mode is delete"), "\(checkedRollback.output)")
         #expect(!FileManager.default.fileExists(atPath: walCopy + "-shm"))

@@ -170,6 +170,10 @@ import WeatherStore
         try holder.db.run("ROLLBACK")
         #expect(t.store.db.revocationGeneration == generation)
         #expect(t.weather(token: other["weatherAccessToken"] as? String).status == 200, "the other session is untouched")
+        // `stats` counts sessions the app revoked, not revoke answers: the repeat added one (a
+        // black-box operator audit, session 17).
+        t.gateway.afterResponse(force: true)
+        #expect(try t.store.db.scalarInt("SELECT sum(value) FROM weather_counters WHERE name = 'sessions.revoked'") == 1)
     }
 
     @Test(arguments: [

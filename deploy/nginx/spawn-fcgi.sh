@@ -3,7 +3,8 @@
 # (deploy/nginx/closet-weather.conf), for hosts without systemd. Run as root.
 #
 #   WORKERS=4 ./spawn-fcgi.sh          # start (default 4 workers)
-#   ./spawn-fcgi.sh stop               # stop the workers started by the last run
+#   ./spawn-fcgi.sh stop               # stop the workers started by the last run, and wait
+#   ./spawn-fcgi.sh restart            # stop, wait until they are gone, start again
 #
 # Two ways to run the workers; pick ONE:
 #
@@ -41,13 +42,33 @@ export WEATHER_CONFIG="${WEATHER_CONFIG:-/etc/closet-weather/weather.conf}"
 # none. Set SWIFT_BACKTRACE=enable=yes yourself while you debug a crash.
 export SWIFT_BACKTRACE="${SWIFT_BACKTRACE:-enable=no}"
 
-if [ "${1:-start}" = "stop" ]; then
+stop() {
     # Only the processes this script recorded; SIGTERM lets each finish its request in hand.
-    [ -f "$PIDFILE" ] || { echo "no $PIDFILE: nothing to stop" >&2; exit 1; }
-    kill -TERM $(cat "$PIDFILE")
+    # Waits until they are gone (at most 15 s: the supervisor kills workers still busy after
+    # 12 s), so a start right after finds the socket free; it used to return at once, and a
+    # start within the old supervisor's last moments exited 71 ("another process is serving
+    # that socket"), leaving nothing running.
+    [ -f "$PIDFILE" ] || { echo "no $PIDFILE: nothing to stop" >&2; return 1; }
+    pids=$(cat "$PIDFILE")
+    kill -TERM $pids 2>/dev/null || true
+    i=0
+    while [ $i -lt 150 ]; do
+        alive=""
+        for p in $pids; do kill -0 "$p" 2>/dev/null && alive=1; done
+        [ -z "$alive" ] && break
+        sleep 0.1
+        i=$((i + 1))
+    done
+    [ -z "$alive" ] || { echo "still running after 15 s: $pids" >&2; return 1; }
     rm -f "$PIDFILE"
-    exit 0
-fi
+}
+
+case "${1:-start}" in
+    stop) stop; exit $? ;;
+    restart) [ -f "$PIDFILE" ] && stop ;;
+    start) ;;
+    *) echo "usage: $0 [start|stop|restart]" >&2; exit 64 ;;
+esac
 
 SERVICE_GROUP=$(id -gn "$SERVICE_USER")
 

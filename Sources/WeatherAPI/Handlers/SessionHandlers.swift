@@ -164,14 +164,15 @@ struct RevokeSessionHandler: Responder {
         let (sessionId, refreshToken) = try SessionProof.read(request)
         context.sessionId = sessionId
         guard TokenSyntax.isWellFormed(refreshToken, kind: .refresh) else { throw .invalidRefreshToken }
-        let revoked: Bool
+        let outcome: SessionRevocation
         do {
-            revoked = try services.store.revokeSession(sessionId: sessionId, presentingRefreshTokenHash: services.minter.tokenHash(refreshToken), now: context.now)
+            outcome = try services.store.revokeSession(sessionId: sessionId, presentingRefreshTokenHash: services.minter.tokenHash(refreshToken), now: context.now)
         } catch {
             throw .storageUnavailable
         }
-        guard revoked else { throw .invalidRefreshToken }
-        services.metrics.count(Counters.Name.revokes, at: context.now)
+        guard outcome != .notProven else { throw .invalidRefreshToken }
+        // Sessions revoked, not answers: a revoke repeated (204 again) counted each time.
+        if outcome == .revoked { services.metrics.count(Counters.Name.revokes, at: context.now) }
         return Response(status: 204, headers: Response.noStore)
     }
 }

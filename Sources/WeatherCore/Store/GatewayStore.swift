@@ -21,9 +21,10 @@ public protocol GatewayStore: AnyObject {
     func rotate(_ presented: PresentedRefreshToken, successor: IssuedPair, retryWindow: Int64, now: Timestamp) throws(StoreError) -> RotationOutcome
 
     /// Revokes the session that `refreshTokenHash` belongs to, if it belongs to `sessionId`.
-    /// Returns false when the token does not prove ownership of that session, true when it does
-    /// (a session revoked already stays as it is: no write, no new revocation for the workers).
-    func revokeSession(sessionId: String, presentingRefreshTokenHash: String, now: Timestamp) throws(StoreError) -> Bool
+    /// `.notProven` when the token does not prove ownership of that session; `.alreadyRevoked`
+    /// when it does but the session was revoked before (no write, no new revocation for the
+    /// workers); `.revoked` when this call revoked it.
+    func revokeSession(sessionId: String, presentingRefreshTokenHash: String, now: Timestamp) throws(StoreError) -> SessionRevocation
 
     /// Revokes a session and every token of it (operators). Returns false when there is no such session.
     func revokeSession(id: String, now: Timestamp) throws(StoreError) -> Bool
@@ -237,6 +238,13 @@ public enum FetchLockOwner {
         guard parts.count == 3, parts[0] == "pid", let pid = Int32(parts[1]), pid > 0 else { return nil }
         return pid
     }
+}
+
+/// What revoking a session by one of its refresh tokens did.
+public enum SessionRevocation: Sendable, Equatable {
+    case revoked
+    case alreadyRevoked
+    case notProven
 }
 
 /// The result of presenting a refresh token.

@@ -17,6 +17,10 @@ public protocol OperatorStore: GatewayStore {
     /// serving grants they already hold until they restart): say so to the operator.
     var revocationsReachWorkers: Bool { get }
 
+    /// True when the store was opened as a read-only snapshot of a copy (a backup read by a user
+    /// who may not write beside it): nothing about serving from it applies.
+    var isReadOnlySnapshot: Bool { get }
+
     /// Counter rows whose hour bucket lies in `fromHour...toHour` (both `2026-11-30T02` style).
     func counters(fromHour: String, toHour: String) throws(StoreError) -> [CounterRow]
 

@@ -63,6 +63,8 @@ extension SQLiteGatewayStore: OperatorStore {
 
     public var revocationsReachWorkers: Bool { db.revocationGeneration != nil }
 
+    public var isReadOnlySnapshot: Bool { db.isImmutableCopy }
+
     public func announceRevocations() { db.noteRevocation() }
 
     /// Sessions revoked per transaction by `revokeInstallation`: a few milliseconds of the

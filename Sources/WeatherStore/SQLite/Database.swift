@@ -131,6 +131,9 @@ public final class Database {
     /// The file as it was when opened `immutable`; nil otherwise.
     private var immutableSnapshot: FileSnapshot?
 
+    /// Whether the connection reads its file `immutable` (a copy this user may not write beside).
+    public var isImmutableCopy: Bool { immutableSnapshot != nil }
+
     /// True when the connection reads its file `immutable` and, since it was opened, the file
     /// changed or a `-wal` or `-shm` appeared beside it: a worker opened it meanwhile (the service
     /// started), and what was read may be wrong. Never true for any other connection.

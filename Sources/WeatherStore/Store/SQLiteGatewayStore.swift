@@ -235,13 +235,13 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// worker's grants; repeating the call used to empty them each time). Only the owner of a
     /// refresh token of the session can get here, and a revoked session never comes back, so
     /// what the read saw still holds when the write runs.
-    public func revokeSession(sessionId: String, presentingRefreshTokenHash: String, now: Timestamp) throws(StoreError) -> Bool {
+    public func revokeSession(sessionId: String, presentingRefreshTokenHash: String, now: Timestamp) throws(StoreError) -> SessionRevocation {
         guard let row = try read({ try refreshTokenRow(hash: presentingRefreshTokenHash) }),
-              row.type == "refresh", row.session == sessionId else { return false }
-        guard row.sessionActive else { return true }
+              row.type == "refresh", row.session == sessionId else { return .notProven }
+        guard row.sessionActive else { return .alreadyRevoked }
         try write { try revokeAll(sessionId: sessionId, now: now) }
         db.noteRevocation()
-        return true
+        return .revoked
     }
 
     public func revokeSession(id: String, now: Timestamp) throws(StoreError) -> Bool {
