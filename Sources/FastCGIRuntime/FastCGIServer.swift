@@ -541,9 +541,12 @@ public enum FastCGIServer {
     /// Whether this process was started by Apache (mod_fcgid, its parent), which starts a program
     /// file anew once it changes but keeps the processes of the old file: up to
     /// `FcgidMinProcessesPerClass` (3 by default) of them for as long as Apache runs.
-    /// Its name is read from `/proc/<parent>/comm`, which anyone may read (the parent's `exe` is
-    /// not readable by a worker running as another user than Apache's process manager).
-    public static func startedByApache() -> Bool {
+    /// Told by the inherited socket, which mod_fcgid makes in its `FcgidIPCDir` (`…/fcgid/sock/…`
+    /// by default), or by the parent's name in `/proc/<parent>/comm` (its `exe` is not readable
+    /// by a worker running as another user; and under `hidepid`, as on many suEXEC hosts, not
+    /// even `comm` is, which is why the socket is asked first).
+    public static func startedByApache(listenFD: Int32 = 0) -> Bool {
+        if let path = unixSocketPath(listenFD), path.contains("fcgid") { return true }
         let fd = open("/proc/\(getppid())/comm", O_RDONLY)
         guard fd >= 0 else { return false }
         defer { close(fd) }
@@ -551,7 +554,21 @@ public enum FastCGIServer {
         let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, 32) }
         guard n > 0 else { return false }
         let name = String(decoding: buffer[0..<n].prefix { $0 != 10 }, as: UTF8.self)
-        return ["apache2", "httpd", "httpd2", "apache"].contains(name)
+        return ["apache2", "httpd", "httpd2", "apache", "httpd-prefork", "httpd-worker", "httpd-event"].contains(name)
+    }
+
+    /// The path a Unix socket `fd` is bound to; nil for anything else.
+    static func unixSocketPath(_ fd: Int32) -> String? {
+        var address = sockaddr_un()
+        var length = socklen_t(MemoryLayout<sockaddr_un>.size)
+        let named = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        guard named == 0, Int32(address.sun_family) == AF_UNIX else { return nil }
+        return withUnsafeBytes(of: &address.sun_path) { raw in
+            let bytes = raw.prefix { $0 != 0 }
+            return bytes.isEmpty ? nil : String(decoding: bytes, as: UTF8.self)
+        }
     }
 
     /// Whether the file this process runs has been replaced or removed since it started (an

@@ -143,7 +143,7 @@ import Glibc
         #expect(chmod(apache.dataDirectory + "/weather.conf", 0) == 0)
         let r = try HTTPClient.send(port: apache.port, "GET", "/v1/health")
         expectEnvelope(r, "service_unavailable", "unreadable settings")
-        #expect(apache.errorLog.contains("the configuration file in closet-weather-data beside the program's folder exists but cannot be read: Permission denied"),
+        #expect(apache.errorLog.contains("the configuration file in closet-weather-data beside the program's folder cannot be read by this user: Permission denied"),
                 "\(apache.errorLog.suffix(1500))")
         #expect(!apache.errorLog.contains(apache.dataDirectory), "a path in the log")
         // weatherctl from ~/bin (INSTALL.md) finds the same file: check fails naming it, as the
@@ -154,7 +154,7 @@ import Glibc
         _ = ChildProcessOutput.run("/bin/chmod", ["755", bin.path, bin.appendingPathComponent("weatherctl").path])
         let check = ChildProcessOutput.runData("/usr/sbin/runuser", ["-u", "nobody", "--", bin.appendingPathComponent("weatherctl").path, "check"])
         let text = String(decoding: check.stdout, as: UTF8.self)
-        #expect(check.status == 1 && text.contains("weather.conf exists but this user cannot read it"), "\(text)")
+        #expect(check.status == 1 && text.contains("weather.conf cannot be read by this user"), "\(text)")
         withExtendedLifetime(fake) {}
     }
 

@@ -273,9 +273,13 @@ import Glibc
         // PRAGMA answers `delete`): wal for the WAL copy, delete for the other, named as such.
         let checked = asNobody(walCopy, ["check", "--json"])
         #expect(checked.output.contains(#""detail": "wal""#), "\(checked.output)")
-        // Such a copy is checked for what it holds: its storage row does not fail on a folder
-        // this user may not write (it did, so check could not validate a backup; session 17).
-        #expect(checked.status == 0 && checked.output.contains("not checked: a copy read immutable"), "\(checked.output)")
+        // Such a copy is checked for what it holds with --copy: its storage row does not fail on
+        // a folder this user may not write, nor its key row on a key not beside it (they did, so
+        // check could not validate a backup; session 17). Without --copy they fail, as for a
+        // live database its user cannot write, and the detail points to --copy.
+        #expect(checked.status == 1 && checked.output.contains("weatherctl check --copy"), "\(checked.output)")
+        let asCopy = asNobody(walCopy, ["check", "--copy"])
+        #expect(asCopy.status == 0 && asCopy.output.contains("not checked (--copy)") && asCopy.output.contains("keep hash.key with"), "\(asCopy.output)")
         // The service's own data folder (0700) is not "missing": the refusal says why.
         let privateFolder = dir.appendingPathComponent("private")
         try FileManager.default.createDirectory(at: privateFolder, withIntermediateDirectories: true)

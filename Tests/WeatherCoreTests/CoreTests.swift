@@ -169,6 +169,12 @@ import Testing
         for _ in 0..<4 { full = GCRA.decide(tat: full, nowMs: now - 600_000, quota: quota).newTAT }
         let refused = GCRA.decide(tat: full, nowMs: now, quota: quota)
         #expect(!refused.allowed && refused.retryAfter == 300)
+        // A request stamped a few seconds before the take that emptied the bucket (its body came
+        // slowly) finds it empty, not "full again" (it got a whole new burst, a review found).
+        var emptied: Int64? = nil
+        for _ in 0..<4 { emptied = GCRA.decide(tat: emptied, nowMs: now, quota: quota).newTAT }
+        #expect(!GCRA.decide(tat: emptied, nowMs: now - 10_000, quota: quota).allowed)
+        #expect(GCRA.giveBack(tat: emptied!, units: 1, nowMs: now - 10_000, quota: quota) == emptied! - 900_000)
     }
 
     @Test func leasesOnlyFromABucketWithRoomForManyAndGiveBackRestoresIt() {

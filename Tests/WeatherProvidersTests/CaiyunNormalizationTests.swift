@@ -28,7 +28,7 @@ let shanghai = GridPoint(lat: 31.3, lon: 121.5)
             var result = o["result"] as! [String: Any]
             var realtime = result["realtime"] as! [String: Any]
             realtime["temperature"] = 1000.0
-            realtime["apparent_temperature"] = -300.0
+            realtime["apparent_temperature"] = -300.0  // a felt 75 °C is kept: below
             realtime["humidity"] = 62.0
             realtime["wind"] = ["speed": -5.0, "direction": 76.0]
             realtime["precipitation"] = ["local": ["status": "ok", "intensity": -1.0]]
@@ -55,6 +55,15 @@ let shanghai = GridPoint(lat: 31.3, lon: 121.5)
         #expect(r.daily[0].precipitationProbability == nil && r.daily[1].precipitationProbability == 1)
         let ahead = try report(modified { $0["server_time"] = Double(fixtureNow.seconds + 365 * 86_400) })
         #expect(ahead.current?.observedAt == nil)
+        let hot = try report(modified { o in
+            var result = o["result"] as! [String: Any]
+            var realtime = result["realtime"] as! [String: Any]
+            realtime["temperature"] = 49.0
+            realtime["apparent_temperature"] = 75.0  // a heat index of that order has been recorded
+            result["realtime"] = realtime
+            o["result"] = result
+        })
+        #expect(hot.current?.temperatureC == 49 && hot.current?.apparentTemperatureC == 75)
     }
 
     /// `daily` covers exactly the days asked: a day missing from every series is not skipped
@@ -86,6 +95,25 @@ let shanghai = GridPoint(lat: 31.3, lon: 121.5)
             o["result"] = result
         }
         #expect(try report(yesterday, .forecast(days: 3)).daily.map(\.date) == ["2026-11-30", "2026-12-01", "2026-12-02"])
+
+        // Just after the place's midnight a series may still start at yesterday, with exactly the
+        // days asked: taken from its first day, not refused (Caiyun alone would answer 502).
+        let late = try modified { o in
+            var result = o["result"] as! [String: Any]
+            var daily = result["daily"] as! [String: Any]
+            for series in ["temperature", "skycon", "precipitation"] {
+                var entries = daily[series] as! [[String: Any]]
+                var first = entries[0]
+                first["date"] = "2026-11-29T00:00+08:00"
+                entries.insert(first, at: 0)
+                entries.removeLast(entries.count - 3)
+                daily[series] = entries
+            }
+            result["daily"] = daily
+            o["result"] = result
+        }
+        #expect(try report(late, .forecast(days: 3)).daily.map(\.date) == ["2026-11-29", "2026-11-30", "2026-12-01"])
+        #expect(try report(late, .forecast(days: 2)).daily.map(\.date) == ["2026-11-30", "2026-12-01"])
     }
 
     /// A time zone no app's `TimeZone(identifier:)` knows (empty, another script, control

@@ -63,13 +63,15 @@ public enum Bootstrap {
             // next error blamed something else (the database folder).
             for (index, path) in defaultConfigPaths().enumerated() {
                 var st = stat()
-                guard stat(path, &st) == 0 else { continue }
+                // Missing: the next place. A folder this user may not enter (a settings folder of
+                // mode 0700 or 0750) hides a file that may well be there: not missing.
+                if stat(path, &st) != 0 && (errno == ENOENT || errno == ENOTDIR) { continue }
                 guard let text = readFile(path) else {
                     guard strict else {
                         unreadable.append(path)
                         continue
                     }
-                    throw StartupError("\(configFileRoles[index + 1]) exists but cannot be read: \(String(cString: strerror(errno))) (weatherctl check prints its path)")
+                    throw StartupError("\(configFileRoles[index + 1]) cannot be read by this user: \(String(cString: strerror(errno))) (weatherctl check prints its path)")
                 }
                 settings = try parse(text, role: configFileRoles[index + 1])
                 read = path

@@ -24,12 +24,8 @@ final class WeatherHandler {
         self.store = store
         self.source = source
         self.owner = FetchLockOwner.make(pid: getpid())
-        self.fresh = FreshBodies(freshForAtMost: config.cacheTTL + Self.clockSlackSeconds)
+        self.fresh = FreshBodies(freshForAtMost: config.cacheTTL + Timestamp.slackSeconds)
     }
-
-    /// How far a stored time may lie beyond what this clock allows and still be believed: the
-    /// workers of one machine share its clock; this covers a small step of it.
-    static let clockSlackSeconds: Int64 = 60
 
     var forecast: Route { Route(handler: self, trip: false) }
     var trip: Route { Route(handler: self, trip: true) }

@@ -76,12 +76,16 @@ public enum GCRA {
     }
 
     /// A stored TAT no take could have written by this clock: a take leaves it at most one
-    /// window ahead of its now, so one further ahead was written under a clock since set back
+    /// window ahead of its now, so one further ahead (by more than a minute) was written under a clock since set back
     /// (a VM resumed, a clock stepped by hand). Such a bucket counts as full again, as a pause
     /// or a fetch claim from a clock set back counts as ended; kept, it refused every request
     /// with a `Retry-After` of the step, weeks after a month's step (a black-box clock test).
+    ///
+    /// A minute's slack: a request's `now` is taken when it arrives, and one that arrived a few
+    /// seconds before a take it races (a slow body) must not find the bucket it emptied "full
+    /// again" (a review found a one-second-older request got a whole new burst).
     static func plausible(_ tat: Int64?, nowMs: Int64, burst: Int64) -> Int64? {
-        guard let tat, tat <= nowMs + burst else { return nil }
+        guard let tat, tat <= nowMs + burst + Timestamp.slackSeconds * 1000 else { return nil }
         return tat
     }
 }

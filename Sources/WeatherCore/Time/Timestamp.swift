@@ -17,6 +17,12 @@ public struct Timestamp: Sendable, Hashable, Comparable {
 
     public func adding(seconds s: Int64) -> Timestamp { Timestamp(seconds: seconds + s) }
 
+    /// How far ahead of a request's clock a time stored by another request may lie and still count
+    /// as written now: a request's time is taken when it arrives, and the machine's clock may take
+    /// a small step. Anything further ahead was written under a clock since set back
+    /// (docs/decisions.md, "A clock set back").
+    public static let slackSeconds: Int64 = 60
+
     /// The UTC calendar date of this instant.
     public var utcDate: LocalDate {
         LocalDate(daysSinceEpoch: Int((seconds >= 0 ? seconds : seconds - 86_399) / 86_400))

@@ -47,7 +47,7 @@ extension CaiyunProvider {
         CurrentWeather(
             observedAt: Plausible.observedAt(serverTime, now: now),
             temperatureC: Plausible.celsius(realtime.temperature),
-            apparentTemperatureC: Plausible.celsius(realtime.apparentTemperature),
+            apparentTemperatureC: Plausible.feltCelsius(realtime.apparentTemperature),
             humidity: DailySelection.fraction(realtime.humidity),  // already 0...1
             windSpeedKph: Plausible.kph(realtime.windSpeed),  // metric:v2 → km/h
             precipitationMmPerHour: Plausible.mmPerHour(realtime.localIntensity),  // metric:v2 → mm/h

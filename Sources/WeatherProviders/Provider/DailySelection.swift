@@ -16,11 +16,11 @@ enum DailySelection {
         switch query {
         case .forecast(let count):
             precondition(count > 0, "forecast needs at least one day")
-            let run = consecutiveDays(days, from: localToday)
+            let run = consecutiveDays(days, from: localToday, atLeast: count)
             guard run.count >= count else { throw .notCovered }
             return run.prefix(count).map { days[$0]! }
         case .outlook:
-            let run = consecutiveDays(days, from: localToday)
+            let run = consecutiveDays(days, from: localToday, atLeast: 1)
             guard !run.isEmpty else { throw .notCovered }
             return run.prefix(WeatherQuery.maxDays).map { days[$0]! }
         case .trip(let start, let end):
@@ -35,13 +35,24 @@ enum DailySelection {
     }
 
     /// The dates of `days` from the first one on, as long as none is skipped; days before the
-    /// place's today (a series computed before its midnight, a stray yesterday in one series)
-    /// are left out when the provider's offset tells that today. A series that starts after
-    /// today is taken as it comes: this gateway's clock and the provider's may disagree about a
-    /// day's start, and the fixture tests' clocks do.
-    static func consecutiveDays(_ days: [LocalDate: DailyWeather], from now: PlaceClock?) -> [LocalDate] {
-        var sorted = days.keys.sorted()
-        if let now { sorted.removeAll { $0 < now.date } }
+    /// place's today (a stray yesterday in one series) are left out when the provider's offset
+    /// tells that today and `needed` days remain without them. A series that still starts at
+    /// yesterday in the place's first minutes after midnight (the provider's day not turned yet;
+    /// a forecast asks for exactly the days it needs) is taken from its first day rather than
+    /// refused: a review found that refusal made every Caiyun-only forecast a 502 then. A series
+    /// that starts after today is taken as it comes too: this gateway's clock and the provider's
+    /// may disagree about a day's start, and the fixture tests' clocks do.
+    static func consecutiveDays(_ days: [LocalDate: DailyWeather], from now: PlaceClock?, atLeast needed: Int) -> [LocalDate] {
+        let sorted = days.keys.sorted()
+        if let now {
+            let fromToday = run(of: sorted.filter { $0 >= now.date })
+            if fromToday.count >= needed { return fromToday }
+        }
+        return run(of: sorted)
+    }
+
+    /// The dates of `sorted` from its first on, as long as none is skipped.
+    static func run(of sorted: [LocalDate]) -> [LocalDate] {
         guard let first = sorted.first else { return [] }
         var run = [first]
         for date in sorted.dropFirst() {

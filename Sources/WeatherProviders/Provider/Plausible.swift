@@ -18,6 +18,8 @@ struct PlaceClock: Equatable {
 enum Plausible {
     /// Air temperature in °C: the records are −89.2 and 56.7.
     static func celsius(_ value: Double?) -> Double? { within(-100...70, value) }
+    /// A felt (apparent) temperature in °C: heat indices of 74 and 81 have been recorded.
+    static func feltCelsius(_ value: Double?) -> Double? { within(-100...100, value) }
     /// Wind speed in km/h: the strongest gust measured is 408.
     static func kph(_ value: Double?) -> Double? { within(0...500, value) }
     /// Precipitation intensity in mm/h.

@@ -37,7 +37,7 @@ extension VisualCrossingProvider {
         CurrentWeather(
             observedAt: Plausible.observedAt(conditions.datetimeEpoch, now: now),
             temperatureC: Plausible.celsius(conditions.temp),
-            apparentTemperatureC: Plausible.celsius(conditions.feelslike),
+            apparentTemperatureC: Plausible.feltCelsius(conditions.feelslike),
             humidity: DailySelection.fraction(percent: conditions.humidity),
             windSpeedKph: Plausible.kph(conditions.windspeed),
             precipitationMmPerHour: Plausible.mmPerHour(conditions.precip),

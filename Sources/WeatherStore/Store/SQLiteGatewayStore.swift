@@ -55,9 +55,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     public var grantCacheLimit = 3072
     /// How many grants are kept now.
     public var keptGrantCount: Int { grants.count }
-    /// How far ahead of this worker's clock a time written by another may be and still count as
-    /// written now (workers of one machine share its clock; this covers a small step of it).
-    static let clockSlackMs: Int64 = 60_000
+    static let clockSlackMs = Timestamp.slackSeconds * 1000
 
     /// Tests only: runs between a rotation's lookup and its write transaction, where another
     /// worker may spend or revoke the same token.

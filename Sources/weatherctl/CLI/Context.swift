@@ -21,14 +21,18 @@ struct Context {
     }
 
     /// The gateway configuration, or a failure naming the setting to fix.
-    func config() throws(CLIError) -> GatewayConfig { try configAndFile().config }
+    /// The configuration as the workers read it: a settings file this user cannot read stops the
+    /// command, which would otherwise act on other settings (a review found `migrate` or `revoke`
+    /// run as the wrong user silently used the defaults). `forReading` (stats, sessions, check):
+    /// such a file is passed over, as a monitoring user reading a backup copy may not read the
+    /// service's settings.
+    func config(forReading: Bool = false) throws(CLIError) -> GatewayConfig { try configAndFile(forReading: forReading).config }
 
-    /// The configuration, the file it was read from (nil: the environment alone), and the default
-    /// files there that this user cannot read (passed over: a monitoring user reading a backup
-    /// copy may not read the service's settings; `check` fails on them).
-    func configAndFile() throws(CLIError) -> (config: GatewayConfig, file: String?, unreadable: [String]) {
+    /// The configuration, the file it was read from (nil: the environment alone), and, when
+    /// `forReading`, the default files there that this user cannot read (`check` fails on them).
+    func configAndFile(forReading: Bool = true) throws(CLIError) -> (config: GatewayConfig, file: String?, unreadable: [String]) {
         do {
-            let loaded = try Bootstrap.loadConfigAndSource(environment: environment, strict: false)
+            let loaded = try Bootstrap.loadConfigAndSource(environment: environment, strict: !forReading)
             return (loaded.config, loaded.file, loaded.unreadable)
         } catch {
             throw .failure("cannot load the configuration: \(error)")

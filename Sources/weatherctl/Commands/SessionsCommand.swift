@@ -32,7 +32,7 @@ enum SessionsCommand {
     static func runShow(_ args: ParsedArguments, _ context: Context) throws(CLIError) -> Int32 {
         let id = try show.argument(0, in: args) ?? ""
         guard TokenSyntax.isSessionId(id) else { throw .usage("\(Terminal.quoted(id)) is not a session id (aws_...)") }
-        let store = try context.openStore(try context.config(), .migratedReadOnly)
+        let store = try context.openStore(try context.config(forReading: true), .migratedReadOnly)
         guard let detail = try context.storeCall({ () throws(StoreError) in try store.session(id: id, now: context.now) }) else {
             throw .failure("no session \(id)")
         }
@@ -65,7 +65,7 @@ enum SessionsCommand {
             filter.status = status
         }
         filter.limit = try args.integer("--limit", in: 1...100_000) ?? 50
-        let config = try context.config()
+        let config = try context.config(forReading: true)
         if let uuid = try context.installationId(args) {
             guard TokenSyntax.isUUID(uuid) else { throw .usage("--installation-id must be a UUID (8-4-4-4-12 hex digits)") }
             filter.installationIdHash = try context.installationHash(uuid, config)

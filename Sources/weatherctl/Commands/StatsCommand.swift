@@ -94,7 +94,7 @@ enum StatsCommand {
         var index: [String: Int] = [:]
         for (i, p) in periods.enumerated() { index[perDay ? "\(p.start.utcDate)" : CounterKey.hour(of: p.start)] = i }
 
-        let config = try context.config()
+        let config = try context.config(forReading: true)
         let store = try context.openStore(config, .migratedReadOnly)
         let rows = try context.storeCall { () throws(StoreError) in
             try store.counters(fromHour: CounterKey.hour(of: periods[0].start), toHour: CounterKey.hour(of: periods[periods.count - 1].end.adding(seconds: -1)))
