@@ -546,7 +546,9 @@ public enum FastCGIServer {
     /// by a worker running as another user; and under `hidepid`, as on many suEXEC hosts, not
     /// even `comm` is, which is why the socket is asked first).
     public static func startedByApache(listenFD: Int32 = 0) -> Bool {
-        if let path = unixSocketPath(listenFD), path.contains("fcgid") { return true }
+        // A folder of the path, not the socket's own name: a spawn-fcgi socket may be called
+        // `fcgid.sock`, and its workers must not retire (nothing would start them again).
+        if let path = unixSocketPath(listenFD), path.split(separator: "/").dropLast().contains(where: { $0.contains("fcgid") }) { return true }
         let fd = open("/proc/\(getppid())/comm", O_RDONLY)
         guard fd >= 0 else { return false }
         defer { close(fd) }
