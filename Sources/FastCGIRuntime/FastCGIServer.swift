@@ -541,14 +541,15 @@ public enum FastCGIServer {
     /// Whether this process was started by Apache (mod_fcgid, its parent), which starts a program
     /// file anew once it changes but keeps the processes of the old file: up to
     /// `FcgidMinProcessesPerClass` (3 by default) of them for as long as Apache runs.
-    /// Told by the inherited socket, which mod_fcgid makes in its `FcgidIPCDir` (`…/fcgid/sock/…`
-    /// by default), or by the parent's name in `/proc/<parent>/comm` (its `exe` is not readable
+    /// Told by the inherited socket, which mod_fcgid names `<pid>.<n>` in its `FcgidIPCDir`, or
+    /// by the parent's name in `/proc/<parent>/comm` (its `exe` is not readable
     /// by a worker running as another user; and under `hidepid`, as on many suEXEC hosts, not
     /// even `comm` is, which is why the socket is asked first).
     public static func startedByApache(listenFD: Int32 = 0) -> Bool {
-        // A folder of the path, not the socket's own name: a spawn-fcgi socket may be called
-        // `fcgid.sock`, and its workers must not retire (nothing would start them again).
-        if let path = unixSocketPath(listenFD), path.split(separator: "/").dropLast().contains(where: { $0.contains("fcgid") }) { return true }
+        // mod_fcgid names each socket `<pid>.<n>` (in its FcgidIPCDir); a spawn-fcgi or systemd
+        // socket is named by its operator (`weather.sock`), and its workers must not retire:
+        // nothing would start them again.
+        if let path = unixSocketPath(listenFD), let name = path.split(separator: "/").last, Self.isModFcgidSocketName(name) { return true }
         let fd = open("/proc/\(getppid())/comm", O_RDONLY)
         guard fd >= 0 else { return false }
         defer { close(fd) }
@@ -557,6 +558,12 @@ public enum FastCGIServer {
         guard n > 0 else { return false }
         let name = String(decoding: buffer[0..<n].prefix { $0 != 10 }, as: UTF8.self)
         return ["apache2", "httpd", "httpd2", "apache", "httpd-prefork", "httpd-worker", "httpd-event"].contains(name)
+    }
+
+    /// `<digits>.<digits>`, as mod_fcgid names its sockets.
+    static func isModFcgidSocketName(_ name: Substring) -> Bool {
+        let parts = name.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 2 && parts.allSatisfy { !$0.isEmpty && $0.utf8.allSatisfy { (48...57).contains($0) } }
     }
 
     /// The path a Unix socket `fd` is bound to; nil for anything else.

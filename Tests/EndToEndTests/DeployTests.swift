@@ -155,6 +155,20 @@ import Glibc
         let check = ChildProcessOutput.runData("/usr/sbin/runuser", ["-u", "nobody", "--", bin.appendingPathComponent("weatherctl").path, "check"])
         let text = String(decoding: check.stdout, as: UTF8.self)
         #expect(check.status == 1 && text.contains("weather.conf cannot be read by this user"), "\(text)")
+        // A backup copy needs only the database's path: `check --copy` by a user who may not read
+        // the settings validates it all the same.
+        let copyFolder = apache.root.appendingPathComponent("backup")
+        try FileManager.default.createDirectory(at: copyFolder, withIntermediateDirectories: true)
+        let copy = copyFolder.appendingPathComponent("weather.sqlite3").path
+        _ = ChildProcessOutput.run("\(binDirectory)/weatherctl", ["migrate"], environment: ["WEATHER_DB_PATH": copy, "WEATHER_CONFIG": "/dev/null", "PATH": "/usr/bin:/bin"])
+        _ = ChildProcessOutput.run("/usr/bin/sqlite3", [copy, "PRAGMA wal_checkpoint(TRUNCATE)"])
+        for suffix in ["-wal", "-shm", "-writer"] { try? FileManager.default.removeItem(atPath: copy + suffix) }
+        _ = ChildProcessOutput.run("/bin/chmod", ["755", copyFolder.path])
+        _ = ChildProcessOutput.run("/bin/chmod", ["644", copy])
+        let validated = ChildProcessOutput.runData("/usr/sbin/runuser", ["-u", "nobody", "--", "/usr/bin/env", "WEATHER_DB_PATH=\(copy)",
+                                                                          bin.appendingPathComponent("weatherctl").path, "check", "--copy"])
+        let validatedText = String(decoding: validated.stdout, as: UTF8.self)
+        #expect(validated.status == 0 && validatedText.contains("passed over: this user cannot read it (--copy)"), "\(validatedText)")
         withExtendedLifetime(fake) {}
     }
 

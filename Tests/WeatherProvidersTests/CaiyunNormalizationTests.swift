@@ -114,6 +114,22 @@ let shanghai = GridPoint(lat: 31.3, lon: 121.5)
         }
         #expect(try report(late, .forecast(days: 3)).daily.map(\.date) == ["2026-11-29", "2026-11-30", "2026-12-01"])
         #expect(try report(late, .forecast(days: 2)).daily.map(\.date) == ["2026-11-30", "2026-12-01"])
+        // Only such a series: one that starts earlier, or skips a day after today, is not covered.
+        let older = try modified { o in
+            var result = o["result"] as! [String: Any]
+            var daily = result["daily"] as! [String: Any]
+            for series in ["temperature", "skycon", "precipitation"] {
+                let entries = daily[series] as! [[String: Any]]
+                daily[series] = ["2026-11-27", "2026-11-28", "2026-11-29", "2026-11-30"].enumerated().map { i, date in
+                    var e = entries[i]
+                    e["date"] = "\(date)T00:00+08:00"
+                    return e
+                }
+            }
+            result["daily"] = daily
+            o["result"] = result
+        }
+        #expect(throws: ProviderFailure.notCovered) { try report(older, .forecast(days: 3)) }
     }
 
     /// A time zone no app's `TimeZone(identifier:)` knows (empty, another script, control

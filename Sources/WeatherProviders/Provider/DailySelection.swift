@@ -44,11 +44,15 @@ enum DailySelection {
     /// may disagree about a day's start, and the fixture tests' clocks do.
     static func consecutiveDays(_ days: [LocalDate: DailyWeather], from now: PlaceClock?, atLeast needed: Int) -> [LocalDate] {
         let sorted = days.keys.sorted()
-        if let now {
-            let fromToday = run(of: sorted.filter { $0 >= now.date })
-            if fromToday.count >= needed { return fromToday }
-        }
-        return run(of: sorted)
+        guard let now else { return run(of: sorted) }
+        let fromToday = run(of: sorted.filter { $0 >= now.date })
+        guard fromToday.count < needed else { return fromToday }
+        // Only a series that starts exactly at yesterday and runs on through today is taken from
+        // its first day (a re-review: any shortfall fell back, so a gap after today, or a series
+        // wholly in the past, was served with yesterday as `daily[0]`).
+        let whole = run(of: sorted)
+        guard whole.first == now.date.adding(days: -1), whole.count >= 2 else { return fromToday }
+        return whole
     }
 
     /// The dates of `sorted` from its first on, as long as none is skipped.

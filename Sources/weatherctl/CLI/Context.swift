@@ -30,7 +30,7 @@ struct Context {
 
     /// The configuration, the file it was read from (nil: the environment alone), and, when
     /// `forReading`, the default files there that this user cannot read (`check` fails on them).
-    func configAndFile(forReading: Bool = true) throws(CLIError) -> (config: GatewayConfig, file: String?, unreadable: [String]) {
+    func configAndFile(forReading: Bool) throws(CLIError) -> (config: GatewayConfig, file: String?, unreadable: [String]) {
         do {
             let loaded = try Bootstrap.loadConfigAndSource(environment: environment, strict: !forReading)
             return (loaded.config, loaded.file, loaded.unreadable)

@@ -54,13 +54,16 @@ enum CheckCommand {
         let config: GatewayConfig
         do {
             let file: String?, unreadable: [String]
-            (config, file, unreadable) = try context.configAndFile()
-            guard unreadable.isEmpty else {
-                // The workers stop on such a file; run as the service user, so would they here.
+            (config, file, unreadable) = try context.configAndFile(forReading: true)
+            // The workers stop on such a file; run as the service user, so would they here. A
+            // backup copy (`--copy`) needs only the database's path: a monitoring user outside the
+            // settings folder's group (0750 on a VPS) validates it all the same (a re-review).
+            guard unreadable.isEmpty || copy else {
                 return [Result(name: "configuration", ok: false, detail: "\(unreadable.joined(separator: ", ")) cannot be read by this user (it, or its folder; check runs as the service user, and a worker that cannot read it stops)")]
             }
-            let source = file.map { "from \($0) and the environment" }
-                ?? "from the environment alone (no file: WEATHER_CONFIG is unset and none of \(Bootstrap.defaultConfigPaths().joined(separator: ", ")) exists)"
+            let passedOver = unreadable.isEmpty ? "" : "; \(unreadable.joined(separator: ", ")) passed over: this user cannot read it (--copy)"
+            let source = (file.map { "from \($0) and the environment" }
+                ?? "from the environment alone (no file: WEATHER_CONFIG is unset and none of \(Bootstrap.defaultConfigPaths().joined(separator: ", ")) exists)") + passedOver
             results.append(Result(name: "configuration", ok: true, detail: "loaded \(source); database \(config.databasePath)"))
         } catch {
             // Unlike a log line, check may name the file.
