@@ -26,6 +26,8 @@ pid $dir/nginx.pid;
 error_log $dir/nginx-error.log warn;
 events { worker_connections 4096; }
 http {
+  # As Debian's stock nginx.conf: the MIME types by extension (the site must answer JSON anyway).
+  include /etc/nginx/mime.types;
   access_log off;
   default_type application/octet-stream;
   client_body_temp_path $dir/client_body;

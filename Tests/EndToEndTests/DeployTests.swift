@@ -34,6 +34,22 @@ import Glibc
         let outside = try HTTPClient.send(port: h.port, "GET", "/weather.sqlite3")
         #expect(outside.status == 404)
         #expect(outside.errorCode == "not_found")
+        // JSON whatever the path's extension, under the stock nginx.conf's mime.types (an
+        // `/index.html` 404 was `text/html`, a TRACE of /openapi.json lacked the charset).
+        for (method, path) in [("GET", "/index.html"), ("GET", "/robots.txt"), ("TRACE", "/openapi.json")] {
+            let r = try HTTPClient.send(port: h.port, method, path)
+            #expect(r.headers["content-type"] == "application/json; charset=utf-8", "\(method) \(path): \(r.headers)")
+        }
+        // HTTP/0.9 gets no bare answer without status line or headers: the connection is closed.
+        let fd = try HTTPClient.connectLoopback(port: h.port, timeout: 5)
+        defer { close(fd) }
+        try HTTPClient.sendAll(fd, ArraySlice(Array("GET /v1/health\r\n".utf8)))
+        var buffer = [UInt8](repeating: 0, count: 512)
+        #expect(buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, 512, 0) } <= 0, "HTTP/0.9 was answered")
+        // The coordinates of a query spelled %3F or ; (a 404) are not logged either.
+        for path in ["/v1/weather%3Flat=31.2304&lon=121.4737", "/v1/weather;lat=31.2304&lon=121.4737"] {
+            _ = try HTTPClient.send(port: h.port, "GET", path)
+        }
         // Raw coordinates reach no log: not the access log, not nginx's error logs even when no
         // worker answers (where nginx would quote the request line), not the gateway's.
         h.stopApp()
@@ -75,6 +91,7 @@ import Glibc
         let revoke = try HTTPClient.send(port: port, "POST", "\(prefix)/v1/weather/session/revoke", headers: ["Content-Type": "application/json"],
                                          body: jsonBytes(["anonymousSessionId": sessionId, "refreshToken": nextRefresh]))
         #expect(revoke.status == 204)
+        #expect(revoke.headers["content-length"] == nil, "a 204 with Content-Length (RFC 9110 §8.6)")
         let after = try HTTPClient.send(port: port, "GET", "\(prefix)/v1/weather?lat=31.2304&lon=121.4737", headers: ["X-Weather-Session-Token": nextAccess])
         #expect(after.status == 401)
         #expect(try HTTPClient.send(port: port, "GET", "\(prefix)/openapi.json").status == 200)

@@ -43,9 +43,14 @@ public struct Response: Sendable {
             out.appendUTF8(h.value)
             out.appendUTF8("\r\n")
         }
-        out.appendUTF8("Content-Length: ")
-        appendDecimal(body.count, to: &out)
-        out.appendUTF8("\r\n\r\n")
+        // A 204 carries no Content-Length (RFC 9110 §8.6: a server must not send one), which the
+        // revoke's 204 did, through nginx and Apache alike.
+        if status != 204 {
+            out.appendUTF8("Content-Length: ")
+            appendDecimal(body.count, to: &out)
+            out.appendUTF8("\r\n")
+        }
+        out.appendUTF8("\r\n")
         return out
     }
 
