@@ -299,6 +299,26 @@ struct WeatherSessionServiceTests {
         #expect(h.gateway.requests.count == 1)
     }
 
+    /// A store that cannot delete the dead session (a folder made read-only) does not keep the
+    /// app on it: after a revocation the next call makes a new session and works from memory. It
+    /// threw the store's error on every call, after the same two refused requests.
+    @Test func aStoreThatCannotDeleteDoesNotKeepADeadSession() async throws {
+        let store = RefusingStore()
+        store.refusing = false
+        let h = Harness(store: store)
+        let first = try await h.service.accessToken()
+        store.refusing = true
+        store.refusingDeletes = true
+        h.gateway.revokeEverything()
+        h.clock.advance(by: .hours(7))
+
+        let second = try await h.service.accessToken()
+        #expect(second != first)
+        #expect(h.gateway.count(.createSession) == 2)
+        #expect(try await h.service.accessToken() == second, "used from memory")
+        #expect(h.gateway.count(.createSession) == 2)
+    }
+
     @Test func refresh401ClearsSessionAndCreatesNewSessionWithSameInstallationID() async throws {
         let h = Harness()
         _ = try await h.service.accessToken()
@@ -694,7 +714,17 @@ final class RefusingStore: WeatherSessionStore, @unchecked Sendable {
         try inner.write(data, for: item)
     }
 
-    func delete(_ item: WeatherSessionStoreItem) throws { try inner.delete(item) }
+    /// Deletes fail too while set (a read-only folder).
+    var refusingDeletes: Bool {
+        get { lock.withLock { refusingDeletesNow } }
+        set { lock.withLock { refusingDeletesNow = newValue } }
+    }
+    private var refusingDeletesNow = false
+
+    func delete(_ item: WeatherSessionStoreItem) throws {
+        if item == .session && refusingDeletes { throw WeatherSessionStoreError.fileSystem(operation: "unlink", path: "session", errno: 13) }
+        try inner.delete(item)
+    }
 }
 
 /// A thread-safe count, for responders and tasks that run concurrently with the test.

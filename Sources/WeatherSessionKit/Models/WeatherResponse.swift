@@ -141,7 +141,9 @@ public struct WeatherResponse: Sendable, Equatable, Codable {
         public static let hit = CacheStatus(rawValue: "hit")
         /// Fetched from the provider for this request.
         public static let miss = CacheStatus(rawValue: "miss")
-        /// The provider is failing; an older cached copy was served instead of an error.
+        /// An older cached copy, served because the provider is failing, or for the moment another
+        /// request is fetching the fresh one (right after the copy's TTL): not by itself a sign of
+        /// an outage, so show no "service degraded" notice on it alone.
         public static let stale = CacheStatus(rawValue: "stale")
     }
 }

@@ -492,21 +492,27 @@ public actor WeatherSessionService {
             do {
                 session = try store.loadSession()
             } catch WeatherSessionStoreError.unreadable(.session) {
-                // Written by an incompatible version or damaged: a new session replaces it.
+                // Written by an incompatible version or damaged: a new session replaces it (and
+                // overwrites it once saved; a store that cannot delete it does not stop that).
                 session = nil
-                try store.deleteSession()
+                try? store.deleteSession()
             }
             sessionLoaded = true
         }
         return session
     }
 
+    /// Forgets a dead session. Deleting it from the store is best effort: a store that cannot
+    /// (a folder made read-only, a locked Keychain) must not keep the app on a session the
+    /// gateway refuses; it threw, every call repeated the two refused requests, and no new
+    /// session was ever made (a black-box run of the kit, session 17). The new session replaces
+    /// the stored one once the store takes writes again.
     private func discardSession() throws {
         session = nil
         sessionLoaded = true
         sessionUnsaved = false
         holds[.refresh] = nil  // that session's quota; a new one starts afresh
-        try store.deleteSession()
+        try? store.deleteSession()
     }
 
     /// Saves a renewed session the store refused before; it stays unsaved if the store still
