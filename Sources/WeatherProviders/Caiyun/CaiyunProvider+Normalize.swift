@@ -35,7 +35,7 @@ extension CaiyunProvider {
         }
         return WeatherReport(
             provider: providerName, location: point, timezone: timezone, current: current,
-            daily: try DailySelection.pick(days, for: query, localToday: PlaceClock(now: now, offsetSeconds: payload.tzshift)),
+            daily: try DailySelection.pick(days, for: query, localToday: Plausible.localToday(now: now, offsetSeconds: payload.tzshift)),
             fetchedAt: now.iso8601
         )
     }

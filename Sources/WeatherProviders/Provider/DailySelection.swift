@@ -5,14 +5,14 @@ import WeatherCore
 enum DailySelection {
     /// - Parameters:
     ///   - days: the provider's days keyed by local date (first occurrence of a date wins).
-    ///   - localToday: the place's clock now (`PlaceClock`), nil when the provider sent no offset.
+    ///   - localToday: the place's date now (`Plausible.localToday`), nil when the provider sent no offset.
     /// - Returns: `.forecast(n)`: `n` consecutive days from the first not before the place's
     ///   today; `.trip(start, end)`: every date of `start...end` in order; `.outlook`: those
     ///   consecutive days, at most `WeatherQuery.maxDays`.
     /// - Throws: `.notCovered` when the provider returned fewer days than asked (for an outlook,
     ///   none) or skipped one, so the chain can try the next provider instead of answering with
     ///   days other than those asked (API.md: `daily` covers exactly the days asked).
-    static func pick(_ days: [LocalDate: DailyWeather], for query: WeatherQuery, localToday: PlaceClock? = nil) throws(ProviderFailure) -> [DailyWeather] {
+    static func pick(_ days: [LocalDate: DailyWeather], for query: WeatherQuery, localToday: LocalDate? = nil) throws(ProviderFailure) -> [DailyWeather] {
         switch query {
         case .forecast(let count):
             precondition(count > 0, "forecast needs at least one day")
@@ -42,16 +42,16 @@ enum DailySelection {
     /// refused: a review found that refusal made every Caiyun-only forecast a 502 then. A series
     /// that starts after today is taken as it comes too: this gateway's clock and the provider's
     /// may disagree about a day's start, and the fixture tests' clocks do.
-    static func consecutiveDays(_ days: [LocalDate: DailyWeather], from now: PlaceClock?, atLeast needed: Int) -> [LocalDate] {
+    static func consecutiveDays(_ days: [LocalDate: DailyWeather], from today: LocalDate?, atLeast needed: Int) -> [LocalDate] {
         let sorted = days.keys.sorted()
-        guard let now else { return run(of: sorted) }
-        let fromToday = run(of: sorted.filter { $0 >= now.date })
+        guard let today else { return run(of: sorted) }
+        let fromToday = run(of: sorted.filter { $0 >= today })
         guard fromToday.count < needed else { return fromToday }
         // Only a series that starts exactly at yesterday and runs on through today is taken from
         // its first day (a re-review: any shortfall fell back, so a gap after today, or a series
         // wholly in the past, was served with yesterday as `daily[0]`).
         let whole = run(of: sorted)
-        guard whole.first == now.date.adding(days: -1), whole.count >= 2 else { return fromToday }
+        guard whole.first == today.adding(days: -1), whole.count >= 2 else { return fromToday }
         return whole
     }
 

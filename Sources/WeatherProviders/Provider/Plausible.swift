@@ -1,17 +1,5 @@
 import WeatherCore
 
-/// A place's wall clock now, from the offset to UTC its provider sends (Caiyun `tzshift` in
-/// seconds, Visual Crossing `tzoffset` in hours): its date.
-struct PlaceClock: Equatable {
-    let date: LocalDate
-
-    /// Nil without an offset, or with one no place has (beyond ±14 h).
-    init?(now: Timestamp, offsetSeconds: Double?) {
-        guard let offsetSeconds, offsetSeconds.isFinite, abs(offsetSeconds) <= 14 * 3600 else { return nil }
-        date = now.adding(seconds: Int64(offsetSeconds.rounded())).utcDate
-    }
-}
-
 /// Values no place on Earth has, or no wire field can mean, read as the provider lacking them:
 /// null (API.md: a value the provider lacks is null, never invented), not passed on as a
 /// confident 1000 °C. The bounds are wide: they catch a unit mix-up or garbage, not weather.
@@ -24,6 +12,14 @@ enum Plausible {
     static func kph(_ value: Double?) -> Double? { within(0...500, value) }
     /// Precipitation intensity in mm/h.
     static func mmPerHour(_ value: Double?) -> Double? { within(0...1000, value) }
+
+    /// The place's date now, from the offset to UTC its provider sends (Caiyun `tzshift` in
+    /// seconds, Visual Crossing `tzoffset` in hours, given here in seconds); nil without one, or
+    /// with one no place has (beyond ±14 h).
+    static func localToday(now: Timestamp, offsetSeconds: Double?) -> LocalDate? {
+        guard let offsetSeconds, offsetSeconds.isFinite, abs(offsetSeconds) <= 14 * 3600 else { return nil }
+        return now.adding(seconds: Int64(offsetSeconds.rounded())).utcDate
+    }
 
     static func within(_ range: ClosedRange<Double>, _ value: Double?) -> Double? {
         guard let value, range.contains(value) else { return nil }

@@ -27,7 +27,7 @@ extension VisualCrossingProvider {
         }
         return WeatherReport(
             provider: providerName, location: point, timezone: timezone, current: current,
-            daily: try DailySelection.pick(dailyWeather(days), for: query, localToday: PlaceClock(now: now, offsetSeconds: payload.tzoffset.map { $0 * 3600 })),
+            daily: try DailySelection.pick(dailyWeather(days), for: query, localToday: Plausible.localToday(now: now, offsetSeconds: payload.tzoffset.map { $0 * 3600 })),
             fetchedAt: now.iso8601
         )
     }

@@ -253,7 +253,7 @@ public actor WeatherSessionService {
             throw WeatherAPIError(response: response)
         }
         refreshPausedUntil = nil
-        try discardSession()
+        discardSession()
     }
 
     /// The installation id: a random version-4 UUID, created and stored on first use.
@@ -383,7 +383,7 @@ public actor WeatherSessionService {
                 throw error
             }
         }
-        try discardSession()
+        discardSession()
         try checkHold(.creation)
         do {
             return try await createSession()
@@ -507,7 +507,7 @@ public actor WeatherSessionService {
     /// gateway refuses; it threw, every call repeated the two refused requests, and no new
     /// session was ever made (a black-box run of the kit, session 17). The new session replaces
     /// the stored one once the store takes writes again.
-    private func discardSession() throws {
+    private func discardSession() {
         session = nil
         sessionLoaded = true
         sessionUnsaved = false

@@ -146,10 +146,10 @@ enum CheckCommand {
         if config.hashKey != nil { return Result(name: name, ok: true, detail: "WEATHER_HASH_KEY is set") }
         let path = config.hashKeyFile
         var st = stat()
-        guard stat(path, &st) == 0 || !besideACopy else {
-            return Result(name: name, ok: true, detail: "\(path) is not beside this copy: keep hash.key with the database's backups (INSTALL.md)")
-        }
         guard stat(path, &st) == 0 else {
+            if besideACopy {
+                return Result(name: name, ok: true, detail: "\(path) is not beside this copy: keep hash.key with the database's backups (INSTALL.md)")
+            }
             // Before the first start there is no key yet, and that is fine as long as a worker
             // running as this user (check runs as the service user) will be able to create it.
             let folder = config.databaseFolder
