@@ -657,6 +657,27 @@ struct WeatherSessionServiceTests {
         #expect(gateway.count(.refresh) == 1)
     }
 
+    /// The same during an optional refresh (the current token still valid): the cancelled caller
+    /// gets `CancellationError`, not the old token, and the next call is not paused.
+    @Test func aCancelledCallerOfAnOptionalRefreshGetsCancellation() async throws {
+        let h = Harness()
+        let first = try await h.service.accessToken()
+        h.clock.advance(by: .hours(7))
+        let gate = Gate()
+        h.gateway.hold(.refresh, until: gate)
+        let service = h.service, gateway = h.gateway
+        let holder = Task { try await service.accessToken() }
+        while gateway.count(.refresh) == 0 { await Task.yield() }
+        let (released, cancelled) = try await cancelWhileItWaits { _ = try await service.accessToken() }
+        #expect(released, "the cancelled caller was still waiting for the renewal")
+        gate.open()
+        #expect(await cancelled.value is CancellationError)
+        let token = try await holder.value
+        #expect(token != first)
+        #expect(try await service.accessToken() == token)
+        #expect(gateway.count(.refresh) == 1)
+    }
+
     /// A harness with a session (its access token) whose revocation the gateway holds until
     /// `gate` opens.
     func sessionWithHeldRevocation() async throws -> (Harness, String, Gate) {

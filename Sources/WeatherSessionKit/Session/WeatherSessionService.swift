@@ -176,6 +176,10 @@ public actor WeatherSessionService {
         // Optional refresh: the current token is still valid, so a failure is not fatal.
         do {
             return try await renew(from: current).accessToken
+        } catch is CancellationError {
+            // The caller went away (the renewal goes on for the others); the old token is no
+            // answer to give it, and no reason to pause the next refresh.
+            throw CancellationError()
         } catch {
             let later = clock.now()
             guard session == current, later < current.expiresAt else {
