@@ -81,14 +81,14 @@ import Glibc
         _ = try h.createSession()
         let ok = try ctl(["check"], h)
         #expect(ok.status == 0, "\(ok.stdout)\(ok.stderr)")
-        for name in ["configuration", "providers", "hash key", "storage", "database", "integrity", "journal mode", "migrations"] {
+        for name in ["configuration", "providers", "legacy token", "hash key", "storage", "database", "integrity", "journal mode", "migrations"] {
             #expect(ok.stdout.contains(name))
         }
         #expect(!ok.stdout.contains("FAIL"))
         let json = try ctl(["check", "--json"], h)
         #expect(json.status == 0)
         #expect(try json.json()["ok"] as? Bool == true)
-        #expect((try json.json()["checks"] as? [[String: Any]])?.count == 8)
+        #expect((try json.json()["checks"] as? [[String: Any]])?.count == 9)
 
         #expect(chmod(keyFile(h), 0o644) == 0)
         defer { chmod(keyFile(h), 0o600) }
@@ -133,6 +133,11 @@ import Glibc
         let both = try ctl(["check"], env.merging(keys.merging(["WEATHER_PROVIDERS": "visualcrossing,caiyun"]) { $1 }) { $1 })
         #expect(both.stdout.contains("visualcrossing, caiyun (in this order)"))
         #expect(!both.stdout.contains("secret") && !both.stderr.contains("secret"))
+        // Whether old app builds' token is accepted: said, never a failure, never the token.
+        #expect(fresh.stdout.contains("legacy token") && fresh.stdout.contains("off (CLOSET_WEATHER_PROXY_TOKEN unset)"))
+        let legacy = try ctl(["check"], env.merging(["CLOSET_WEATHER_PROXY_TOKEN": "legacy-secret-0123456789", "WEATHER_LEGACY_REQUESTS_PER_IP_PER_HOUR": "50"]) { $1 })
+        #expect(legacy.status == 0 && legacy.stdout.contains("on: X-Weather-Token accepted on the weather routes, 50 requests per client address per hour"), "\(legacy.stdout)")
+        #expect(!legacy.stdout.contains("legacy-secret"))
         #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent("hash.key").path))  // check creates nothing
 
         // A folder the service user cannot write: the worker could not create the key either.
@@ -578,6 +583,7 @@ import Glibc
         #expect(settled, "totals: \(totals)")
         #expect(totals["sessionsCreated"] as? Int == 1)
         #expect(totals["status429"] as? Int == 0)
+        #expect(totals["unauthorized"] as? [String: Int] == ["legacy_token": 1], "the 401 by why")
 
         let json = try ctl(["stats", "--hours", "2", "--json"], h).json()
         #expect(json["granularity"] as? String == "hour")
@@ -606,7 +612,8 @@ import Glibc
         let fields = totalLine.split(separator: " ").map(String.init)
         #expect(fields.count == 14 && fields[7] == "\(cache["hit"] as? Int ?? -1)" && fields[8] == "\(cache["miss"] as? Int ?? -1)", "\(fields) \(cache)")
         #expect(fields[9] == "\(cache["stale"] as? Int ?? -1)" && fields[10] == "\(cache["staleWhileRefreshing"] as? Int ?? -1)", "\(fields) \(cache)")
-        #expect(human.stdout.split(separator: "\n").count == 1 + 24 + 1)
+        #expect(human.stdout.split(separator: "\n").count == 1 + 24 + 1 + 1)
+        #expect(human.stdout.hasSuffix("\n\nunauthorized (weather 401s by reason): legacy_token 1\n"), "\(human.stdout)")
 
         let both = try ctl(["stats", "--hours", "1", "--days", "1"], h)
         #expect(both.status == 64)

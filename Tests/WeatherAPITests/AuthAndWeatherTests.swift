@@ -49,6 +49,38 @@ import WeatherProviders
         #expect(t.weather(token: nil, legacy: "").status == 401)
     }
 
+    /// Once the legacy path is off, an old app's `X-Weather-Token` is told so (the generic 401
+    /// said a valid one would do), and each weather 401 says why in its log line and counters,
+    /// so an operator tells old app builds from guesses and from ended sessions.
+    @Test func a401SaysWhyAndAnOldAppIsToldTheLegacyPathIsOff() throws {
+        let off = try TestGateway { $0.legacyToken = nil; $0.flushInterval = 0 }
+        let old = off.weather(token: nil, legacy: "legacy-token-0123456789")
+        #expect(old.status == 401 && old.errorCode == "unauthorized")
+        let message = try #require((old.json["error"] as? [String: Any])?["message"] as? String)
+        #expect(message.contains("no longer accepts X-Weather-Token") && message.contains("update the app"), "\(message)")
+        #expect(off.log.lines.last?.hasSuffix(" refused=legacy_off") == true, "\(off.log.lines.last ?? "")")
+        #expect(off.weather(token: nil).status == 401 && off.log.lines.last?.hasSuffix(" refused=no_token") == true)
+
+        let on = try TestGateway { $0.flushInterval = 0 }
+        let wrong = on.weather(token: nil, legacy: "legacy-token-012345678X")
+        #expect(wrong.status == 401 && (wrong.json["error"] as? [String: Any])?["message"] as? String == HTTPError.unauthorized.message)
+        #expect(on.log.lines.last?.hasSuffix(" refused=legacy_token") == true)
+        let dead = "wta_" + String(repeating: "A", count: 43)
+        _ = on.weather(token: dead)
+        #expect(on.log.lines.last?.hasSuffix(" refused=session_token") == true)
+        _ = on.weather(token: dead, legacy: "legacy-token-012345678X")
+        #expect(on.log.lines.last?.hasSuffix(" refused=session_token") == true, "a session token names the session")
+        _ = on.weather(token: nil)
+        #expect(on.log.lines.last?.hasSuffix(" refused=no_token") == true)
+        #expect(!on.log.lines.joined().contains("012345678X"))
+
+        on.gateway.afterResponse(force: true)
+        off.gateway.afterResponse(force: true)
+        let counted = try on.store.db.statement("SELECT name, value FROM weather_counters WHERE name LIKE 'unauthorized.%' ORDER BY name").rows { "\($0.text(0)!)=\($0.int(1))" }
+        #expect(counted == ["unauthorized.legacy_token=1", "unauthorized.no_token=1", "unauthorized.session_token=2"])
+        #expect(try off.store.db.scalarInt("SELECT value FROM weather_counters WHERE name = 'unauthorized.legacy_off'") == 1)
+    }
+
     @Test func authModeIsCountedPerHourInBatches() throws {
         let t = try TestGateway { $0.flushInterval = 10 }
         let s = t.createSession()
@@ -105,6 +137,32 @@ import WeatherProviders
             #expect(line.contains("request_id=\(id) "))
             #expect(!line.contains("\r") && !line.contains("\n") && !line.contains("Set-Cookie"))
             #expect(!line.contains(String(value.suffix(20))))
+        }
+    }
+
+    /// The legacy token's search in a client's request id compares every byte of every window
+    /// (API.md: constant-time) and finds what the plain search finds: at the start, the end, the
+    /// middle, overlapping near-misses, one byte off anywhere, longer than the id.
+    @Test func theLegacyTokensSearchInARequestIdAgreesWithThePlainOne() {
+        var generator = SystemRandomNumberGenerator()
+        let secret = Array("legacy-token-0123456789".utf8)
+        var cases: [[UInt8]] = [secret, Array("req.".utf8) + secret, secret + Array(".1".utf8), Array(secret.dropLast()),
+                                Array("legacy-legacy-token-0123456789x".utf8), [], Array(secret.prefix(5))]
+        for _ in 0..<2_000 {
+            var id = (0..<Int.random(in: 0...128, using: &generator)).map { _ in UInt8.random(in: 0x61...0x64, using: &generator) }
+            if id.count >= secret.count, Bool.random(using: &generator) {
+                let at = Int.random(in: 0...(id.count - secret.count), using: &generator)
+                id.replaceSubrange(at..<(at + secret.count), with: secret)
+                if Bool.random(using: &generator) { id[at + Int.random(in: 0..<secret.count, using: &generator)] ^= 1 }
+            }
+            cases.append(id)
+        }
+        for id in cases {
+            id.withUnsafeBufferPointer { text in
+                secret.withUnsafeBufferPointer { secret in
+                    #expect(Gateway.occursInConstantTime(secret, in: text) == Gateway.occurs(secret, in: text), "\(String(decoding: text, as: UTF8.self))")
+                }
+            }
         }
     }
 

@@ -250,6 +250,7 @@ import WeatherCore
         let t = try TestGateway { $0.limits.legacyRequestsPerIPPerHour = 2 }
         for _ in 0..<2 { #expect(t.weather(token: nil, legacy: "legacy-token-0123456789").status == 200) }
         expectLimited(t.weather(token: nil, legacy: "legacy-token-0123456789"), retryAfter: 1800)
+        #expect(t.log.lines.last?.hasSuffix(" refused=legacy_ip") == true, "the log line names the quota")
         #expect(t.weather(token: nil, legacy: "legacy-token-0123456789", ip: "192.0.2.99").status == 200)
         // Sessions from the same IP have their own quota.
         #expect(t.weather(token: t.createSession()["weatherAccessToken"] as? String).status == 200)

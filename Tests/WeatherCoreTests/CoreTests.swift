@@ -60,6 +60,22 @@ import Testing
         }
     }
 
+    /// `KEY=value   # note` made the note part of the value (a legacy token no old app sends,
+    /// with `check` passing): refused by the variable's name, the value never shown. A quoted
+    /// value keeps what it holds; `#` inside a value without a space before it stays.
+    @Test func aTrailingCommentInTheFileIsRefused() throws {
+        for line in ["CLOSET_WEATHER_PROXY_TOKEN=legacy-secret-0123456789   # shipped in app 1.x", "CAIYUN_API_TOKEN=caiyun-secret\t#key"] {
+            #expect {
+                try ConfigLoader.parseFile("# settings\n" + line + "\n")
+            } throws: { error in
+                let text = (error as? ConfigError)?.description ?? ""
+                return text.contains(String(line.prefix { $0 != "=" })) && text.contains("comment after its value") && !text.contains("secret")
+            }
+        }
+        let kept = try ConfigLoader.parseFile("CLOSET_WEATHER_PROXY_TOKEN=\"legacy #token 0123456789\"\nCAIYUN_API_TOKEN=key#1\n")
+        #expect(kept == ["CLOSET_WEATHER_PROXY_TOKEN": "legacy #token 0123456789", "CAIYUN_API_TOKEN": "key#1"])
+    }
+
     /// A refresh token that would die before the access token it renews is refused at start.
     @Test func aRefreshTokenTTLNotAboveTheAccessTTLIsRefused() throws {
         for (refresh, access) in [("100", nil), ("43200", nil), ("600", "600")] as [(String, String?)] {

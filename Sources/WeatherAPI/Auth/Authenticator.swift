@@ -20,10 +20,13 @@ public struct Authenticator {
             if let grant, grant.isLive(at: now) { return Identity(mode: .weatherSession, grant: grant) }
         }
         // A bad session token falls back to the legacy token during the migration.
-        if let legacy = legacyToken, let presented = request.headers["x-weather-token"],
-           TokenMinter.matches(presented, legacy) {
+        let presented = request.headers["x-weather-token"].flatMap { $0.isEmpty ? nil : $0 }
+        if let legacy = legacyToken, let presented, TokenMinter.matches(presented, legacy) {
             return Identity(mode: .weatherToken, grant: nil)
         }
-        throw .unauthorized
+        throw .unauthorized(
+            presented != nil && legacyToken == nil ? .legacyOff
+                : request.headers["x-weather-session-token"] != nil ? .sessionToken
+                : presented != nil ? .legacyToken : .noToken)
     }
 }

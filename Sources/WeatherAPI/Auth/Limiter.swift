@@ -83,8 +83,7 @@ final class Limiter {
             do { grant = try store.take(fromStore, extra: extra, nowMs: nowMs) } catch { throw .storageUnavailable }
             switch grant {
             case .refused(let retryAfter, let bucket):
-                metrics.count(Counters.Name.limited(String(bucket.prefix { $0 != ":" })), at: context.now)
-                throw .rateLimited(retryAfter: retryAfter)
+                throw refusal(by: bucket, retryAfter: retryAfter, context: context)
             case .granted(let units):
                 if lastTaken.count >= Self.tableLimit { lastTaken.removeAll(keepingCapacity: true) }
                 for (b, n) in zip(fromStore, units) {
@@ -102,6 +101,14 @@ final class Limiter {
         }
     }
 
+    /// The 429 of the quota whose bucket key is `bucketKey` (its name is the key's prefix), counted
+    /// as `limited.<name>` and named in the log line.
+    private func refusal(by bucketKey: String, retryAfter: Int64, context: Context) -> HTTPError {
+        let limit = String(bucketKey.prefix { $0 != ":" })
+        metrics.count(Counters.Name.limited(limit), at: context.now)
+        return .rateLimited(retryAfter: retryAfter, limit: limit)
+    }
+
     /// 429 when `bucket` has no unit free (here, in a lease, or in the store), without taking one:
     /// the request is charged by `charge` once it has cost something.
     func requireRoom(_ bucket: LimitBucket, context: Context) throws(HTTPError) {
@@ -109,8 +116,7 @@ final class Limiter {
         let wait: Int64
         do { wait = try store.wait(for: bucket, nowMs: context.now.seconds * 1000) } catch { throw .storageUnavailable }
         guard wait > 0 else { return }
-        metrics.count(Counters.Name.limited(String(bucket.key.prefix { $0 != ":" })), at: context.now)
-        throw .rateLimited(retryAfter: wait)
+        throw refusal(by: bucket.key, retryAfter: wait, context: context)
     }
 
     /// Takes the unit `requireRoom` found free. What it has already done stands whatever this
@@ -163,8 +169,7 @@ final class Limiter {
             remember(key, countedUntil: counted)
             return
         }
-        metrics.count(Counters.Name.limited("cells"), at: context.now)
-        throw .rateLimited(retryAfter: max(1, (fullUntil - nowMs + 999) / 1000))
+        throw refusal(by: "cells", retryAfter: max(1, (fullUntil - nowMs + 999) / 1000), context: context)
     }
 
     private func remember(_ key: CellKey, countedUntil until: Int64) {
@@ -185,8 +190,7 @@ final class Limiter {
         case .refused(let retryAfter, let bucket):
             if fullSessions.count >= Self.tableLimit { fullSessions.removeAll(keepingCapacity: true) }
             fullSessions[sessionId] = nowMs + retryAfter * 1000
-            metrics.count(Counters.Name.limited(String(bucket.prefix { $0 != ":" })), at: context.now)
-            throw .rateLimited(retryAfter: retryAfter)
+            throw refusal(by: bucket, retryAfter: retryAfter, context: context)
         }
     }
 

@@ -64,5 +64,7 @@ public struct Counters {
         public static func providerCall(_ p: String) -> String { "provider.\(p).calls" }
         public static func providerError(_ p: String) -> String { "provider.\(p).errors" }
         public static func limited(_ limit: String) -> String { "limited.\(limit)" }
+        /// 401s of the weather routes by `AuthRefusal`.
+        public static func unauthorized(_ reason: String) -> String { "unauthorized.\(reason)" }
     }
 }

@@ -62,6 +62,7 @@ public final class Gateway {
         var method = params["REQUEST_METHOD"].map { String($0.prefix(16)) } ?? "-"
         var response: Response
         var storageFailed = false
+        var refused: String?
         do throws(HTTPError) {
             let request = try Request.parse(params: params, mountPrefix: config.mountPrefix, readBody: readBody)
             method = request.method
@@ -71,10 +72,12 @@ public final class Gateway {
         } catch {
             response = error.response
             storageFailed = error.code == HTTPError.storageUnavailable.code
+            refused = error.reason
         }
         Self.addHeadersOfEveryAnswer(to: &response, requestId: requestId)
 
         if response.status == 401 || response.status == 429 { metrics.count(Counters.Name.status(response.status), at: now) }
+        if response.status == 401, let refused { metrics.count(Counters.Name.unauthorized(refused), at: now) }
         var line = LogLine()
         line.addPlain("ts", now.iso8601)
         line.addPlain("request_id", requestId)  // checked by acceptableRequestId, or ours
@@ -86,6 +89,7 @@ public final class Gateway {
         line.addPlain("auth", context.authMode?.rawValue)
         line.addPlain("cache", context.cache)
         line.addPlain("providers", context.providers)
+        line.addPlain("refused", refused)  // a fixed word: the quota of a 429, why a 401
         if storageFailed { line.add("storage_error", store.lastFailure?.message) }
         log.write(line.text)
         return response
@@ -133,7 +137,7 @@ public final class Gateway {
         let holdsSecret = id.withUTF8 { text in
             legacy.withUTF8 { legacy in
                 Self.occurs(Self.accessPrefix, in: text) || Self.occurs(Self.refreshPrefix, in: text)
-                    || (!legacy.isEmpty && Self.occurs(legacy, in: text))
+                    || (!legacy.isEmpty && Self.occursInConstantTime(legacy, in: text))
                     || Self.holdsUUIDOrDecimal(text)
             }
         }
@@ -159,6 +163,24 @@ public final class Gateway {
     }
 
     private static let accessPrefix = Array(TokenKind.access.prefix.utf8), refreshPrefix = Array(TokenKind.refresh.prefix.utf8)
+
+    /// Whether `secret` occurs in `text` (a request id: at most 128 bytes), in a time that depends
+    /// on the two lengths alone: every byte of every window is compared, and nothing stops at a
+    /// difference. API.md compares the legacy token in constant time; `occurs` stops at the first
+    /// byte that differs, so a client's `X-Request-Id` timed the token a byte at a time (a
+    /// black-box audit). At most 113 windows of the token's length: a few thousand byte operations.
+    static func occursInConstantTime(_ secret: UnsafeBufferPointer<UInt8>, in text: UnsafeBufferPointer<UInt8>) -> Bool {
+        let count = secret.count
+        guard count > 0, count <= text.count else { return false }
+        var found: UInt8 = 0
+        for start in 0...(text.count - count) {
+            var difference: UInt8 = 0
+            for i in 0..<count { difference |= text[start + i] ^ secret[i] }
+            // 1 when the window matched, without a branch on the bytes.
+            found |= UInt8(truncatingIfNeeded: (UInt16(difference) &- 1) >> 8)
+        }
+        return found != 0
+    }
 
     /// Whether `pattern` occurs in `text` (a request id: at most 128 bytes), compared byte by byte.
     static func occurs(_ pattern: some Collection<UInt8>, in text: UnsafeBufferPointer<UInt8>) -> Bool {

@@ -83,16 +83,29 @@ public struct HTTPError: Error, Sendable, Equatable {
     public var code: String
     public var message: String
     public var headers: [String: String] = [:]
+    /// Why, for the request's log line only (`refused=`; never sent): the quota that refused a
+    /// 429, what a 401 lacked. A short fixed word, never anything the client sent.
+    public var reason: String?
 
-    public init(status: Int, code: String, message: String, headers: [String: String] = [:]) {
+    public init(status: Int, code: String, message: String, headers: [String: String] = [:], reason: String? = nil) {
         self.status = status
         self.code = code
         self.message = message
         self.headers = headers
+        self.reason = reason
     }
 
     public static func invalidRequest(_ message: String) -> HTTPError { HTTPError(status: 400, code: "invalid_request", message: message) }
     public static let unauthorized = HTTPError(status: 401, code: "unauthorized", message: "a live X-Weather-Session-Token or a valid X-Weather-Token is required")
+    /// 401 for a weather request, with why (`AuthRefusal`). An old app's `X-Weather-Token`
+    /// once the legacy path is off is told so: "a valid X-Weather-Token" would be untrue.
+    public static func unauthorized(_ refusal: AuthRefusal) -> HTTPError {
+        var error = refusal == .legacyOff
+            ? HTTPError(status: 401, code: "unauthorized", message: "this gateway no longer accepts X-Weather-Token; update the app (it creates an anonymous session, POST /v1/weather/session)")
+            : unauthorized
+        error.reason = refusal.rawValue
+        return error
+    }
     public static let invalidRefreshToken = HTTPError(status: 401, code: "invalid_refresh_token", message: "the refresh token is unknown, expired, revoked or belongs to another session")
     public static let refreshTokenReused = HTTPError(status: 401, code: "refresh_token_reused", message: "this refresh token was already used; the session is revoked, create a new one")
     public static let notFound = HTTPError(status: 404, code: "not_found", message: "no such route")
@@ -105,8 +118,9 @@ public struct HTTPError: Error, Sendable, Equatable {
     /// cannot help, so the message does not suggest one (API.md names no code of its own).
     public static let daysNotCovered = HTTPError(status: 502, code: "provider_error", message: "the weather providers of this gateway do not cover the days asked")
     public static let providerTimeout = HTTPError(status: 504, code: "provider_timeout", message: "the weather provider did not answer in time")
-    public static func rateLimited(retryAfter: Int64) -> HTTPError {
-        HTTPError(status: 429, code: "rate_limited", message: "too many requests; retry after \(retryAfter) seconds", headers: ["Retry-After": "\(retryAfter)"])
+    /// 429 from the quota named `limit` (the prefix of its bucket key, as `limited.<limit>` counts it).
+    public static func rateLimited(retryAfter: Int64, limit: String) -> HTTPError {
+        HTTPError(status: 429, code: "rate_limited", message: "too many requests; retry after \(retryAfter) seconds", headers: ["Retry-After": "\(retryAfter)"], reason: limit)
     }
     public static func methodNotAllowed(_ allow: [String]) -> HTTPError {
         HTTPError(status: 405, code: "method_not_allowed", message: "use \(allow.joined(separator: " or ")) on this route", headers: ["Allow": allow.joined(separator: ", ")])
@@ -132,4 +146,19 @@ extension Array where Element == UInt8 {
         var s = s
         s.withUTF8 { append(contentsOf: $0) }
     }
+}
+
+/// Why a weather request was refused 401, for its log line (`refused=`) and `weatherctl stats`
+/// (`unauthorized.<reason>`): after the legacy path is turned off, old app builds (`legacy_off`)
+/// stand apart from guesses (`legacy_token`) and from sessions that ended (`session_token`).
+public enum AuthRefusal: String, Sendable {
+    /// An `X-Weather-Token` while `CLOSET_WEATHER_PROXY_TOKEN` is unset (and no live session).
+    case legacyOff = "legacy_off"
+    /// An `X-Weather-Session-Token` that is malformed, unknown, expired or revoked, and no
+    /// legacy token that matches.
+    case sessionToken = "session_token"
+    /// An `X-Weather-Token` that does not match.
+    case legacyToken = "legacy_token"
+    /// Neither header.
+    case noToken = "no_token"
 }

@@ -28,7 +28,8 @@ public enum ConfigLoader {
         "WEATHER_LIMIT_DAY_SECONDS", "WEATHER_FLUSH_INTERVAL", "WEATHER_BODY_TIMEOUT",
     ]
 
-    /// Parses a `KEY=VALUE` file: `#` comments, blank lines, optional `export `, optional quotes.
+    /// Parses a `KEY=VALUE` file: `#` comments, blank lines, optional `export `, optional quotes. An
+    /// unquoted value holding a space or tab followed by `#` (a trailing comment) is refused.
     /// Lines end in LF or CRLF (a file saved on Windows, uploaded to a shared host): to Swift
     /// "\r\n" is one `Character`, which splitting on "\n" never splits, so such a file was one
     /// line and its first value took in every line after it.
@@ -50,6 +51,11 @@ public enum ConfigLoader {
             var value = String(line[line.index(after: eq)...]).trimmingSpaces()
             if value.count >= 2, let f = value.first, f == "\"" || f == "'", value.last == f {
                 value = String(value.dropFirst().dropLast())
+            } else if value.contains(" #") || value.contains("\t#") {
+                // `KEY=value   # note` made the note part of the value: a legacy token no old app
+                // sends, a provider key the provider refuses, and the start went on as if fine
+                // (a black-box audit). Refused by name, as a bad value is; never shown.
+                throw ConfigError(variable: key, problem: "has a comment after its value: the settings file has none (put it on a line of its own starting with #, or quote the value)")
             }
             out[key] = value
         }

@@ -15,7 +15,8 @@ enum CheckCommand {
         details: """
             Checks, in order: the configuration loads; which weather providers the workers will call
             (never a failure: none means the weather routes answer 503, Caiyun alone that trips
-            further ahead than its 15 days answer 502); the hash key is set (WEATHER_HASH_KEY) or its
+            further ahead than its 15 days answer 502); whether the legacy X-Weather-Token is
+            accepted, and its quota (never a failure); the hash key is set (WEATHER_HASH_KEY) or its
             file beside the database exists, is readable, long enough and mode 0600 (not readable
             by group or others), or does not exist yet in a folder this user can write (the first
             worker creates it); the database, the files beside it and its folder are writable by
@@ -72,6 +73,7 @@ enum CheckCommand {
             return [Result(name: "configuration", ok: false, detail: error.message + named)]
         }
         results.append(providers(config))
+        results.append(legacyPath(config))
 
         let store: any OperatorStore
         do {
@@ -135,6 +137,17 @@ enum CheckCommand {
         default: names.joined(separator: ", ") + (names.count > 1 ? " (in this order)" : "")
         }
         return Result(name: "providers", ok: true, detail: detail)
+    }
+
+    /// Whether old app builds' `X-Weather-Token` is accepted. Informational: turning the path off
+    /// is the end of the migration (`weatherctl stats` shows who still uses it, and afterwards
+    /// the 401s it causes as `legacy_off`).
+    static func legacyPath(_ config: GatewayConfig) -> Result {
+        let quota = config.limits.legacyRequestsPerIPPerHour
+        let detail = config.legacyToken == nil
+            ? "off (CLOSET_WEATHER_PROXY_TOKEN unset): old app builds' X-Weather-Token gets 401, counted as unauthorized legacy_off in weatherctl stats"
+            : "on: X-Weather-Token accepted on the weather routes, " + (quota == 0 ? "without a quota (WEATHER_LEGACY_REQUESTS_PER_IP_PER_HOUR=0)" : "\(quota) requests per client address per hour")
+        return Result(name: "legacy token", ok: true, detail: detail)
     }
 
     /// The key workers hash installation ids with: set in the configuration, or a private file.

@@ -15,15 +15,19 @@ enum StatsCommand {
         details: """
             Reads only: also a backup copy, or the database as a user who may not write its folder
             (then a file with no -wal or -shm beside it is read immutable, and exits 1 if a worker
-            changes it meanwhile). Periods are UTC and include the current, unfinished one. Columns: requests answered by
-            authMode (weather_session, weather_token), sessions created, refreshes (including
+            changes it meanwhile). Periods are UTC and include the current, unfinished one. Columns: weather
+            requests by the authMode they proved (weather_session, weather_token; also those then
+            refused 400 or 429), sessions created, refreshes (including
             idempotent retries), 401 and 429 responses, cache hits, misses, stale answers because
             no provider answered (STALE) and stale answers while another worker was refreshing
             the cell (REFRESHING; both are cache: "stale" to the client), the hit ratio (hits /
             all four), and provider calls and errors. Workers flush counters every
             WEATHER_FLUSH_INTERVAL seconds (a quiet one after that long without a request), so
-            the newest seconds may be missing. --json adds the per-provider and per-limit
-            (limited.<name>) breakdowns to every period.
+            the newest seconds may be missing. Below the table: calls and errors by provider, 429s
+            by the quota that refused them (limited), and the weather routes' 401s by reason
+            (unauthorized: legacy_off, an old app's X-Weather-Token after the legacy path was
+            turned off; legacy_token, a wrong one; session_token, a session token that is not
+            live; no_token). --json adds these breakdowns to every period.
             Below the table: the configured providers the workers are skipping right now, in a
             pause after failing (WEATHER_PROVIDER_COOLDOWN), with its end, the failures in a row
             and the last one (--json: pausedProviders). Pauses live in the page the workers share
@@ -71,9 +75,13 @@ enum StatsCommand {
         var providerErrors: Int64 { providers.reduce(0) { $0 + value(Counters.Name.providerError($1)) } }
 
         /// `limited.<name>` counts by limit name.
-        var limited: [(String, Int64)] {
-            let prefix = Counters.Name.limited("")
-            return counts.filter { $0.key.hasPrefix(prefix) }.map { (String($0.key.dropFirst(prefix.count)), $0.value) }.sorted { $0.0 < $1.0 }
+        var limited: [(String, Int64)] { breakdown(Counters.Name.limited("")) }
+        /// `unauthorized.<reason>` counts: the weather routes' 401s by why (`AuthRefusal`).
+        var refused: [(String, Int64)] { breakdown(Counters.Name.unauthorized("")) }
+
+        /// The counters named `<prefix><part>`, by part, sorted.
+        func breakdown(_ prefix: String) -> [(String, Int64)] {
+            counts.filter { $0.key.hasPrefix(prefix) }.map { (String($0.key.dropFirst(prefix.count)), $0.value) }.sorted { $0.0 < $1.0 }
         }
     }
 
@@ -153,9 +161,10 @@ enum StatsCommand {
                 "\($0) \(total.value(Counters.Name.providerCall($0)))/\(total.value(Counters.Name.providerError($0)))"
             }.joined(separator: ", ") + "\n"
         }
-        let limited = total.limited
-        if !limited.isEmpty {
-            text += (providers.isEmpty ? "\n" : "") + "limited (429 by limit): " + limited.map { "\($0.0) \($0.1)" }.joined(separator: ", ") + "\n"
+        var separated = !providers.isEmpty
+        for (title, counts) in [("limited (429 by limit)", total.limited), ("unauthorized (weather 401s by reason)", total.refused)] where !counts.isEmpty {
+            text += (separated ? "" : "\n") + "\(title): " + counts.map { "\($0.0) \($0.1)" }.joined(separator: ", ") + "\n"
+            separated = true
         }
         return text
     }
@@ -195,6 +204,7 @@ enum StatsCommand {
                 ]))
             })),
             ("limited", .object(p.limited.map { ($0.0, .int($0.1)) })),
+            ("unauthorized", .object(p.refused.map { ($0.0, .int($0.1)) })),
         ]
     }
 }
