@@ -336,6 +336,37 @@ import WeatherProviders
         #expect(stale.json["cache"] as? String == "stale" && dates(stale) == days(from: "2026-11-30", 2))
     }
 
+    /// A forecast is fresh no longer than the place's today: a minute after its midnight the
+    /// outlook is fetched again, and `daily[0]` is the new today, not yesterday for the rest of
+    /// the TTL; so is a trip from the new today through today+14, which yesterday's outlook
+    /// cannot hold (a Caiyun-only gateway answered it 502). A trip's own row keeps its TTL.
+    @Test func aForecastIsFreshNoLongerThanThePlacesToday() throws {
+        let t = try TestGateway()
+        t.clock.current = Timestamp(iso8601: "2026-11-30T15:55:00Z")!  // 23:55 in Shanghai
+        t.source.utcOffset = 8 * 3600
+        let token = t.createSession()["weatherAccessToken"] as? String
+        let before = t.weather(token: token, query: "lat=31.2304&lon=121.4737&days=1")
+        #expect(before.json["cache"] as? String == "miss" && dates(before) == ["2026-11-30"])
+        let trip = t.weather(token: token, query: "lat=31.2304&lon=121.4737&start=2026-12-02&end=2026-12-04", path: "/v1/weather/trip")
+        #expect(trip.status == 200 && dates(trip) == days(from: "2026-12-02", 3))
+        #expect(t.source.calls == 1, "the trip was cut from the outlook")
+        t.clock.advance(4 * 60)
+        #expect(dates(t.weather(token: token, query: "lat=31.2304&lon=121.4737&days=1")) == ["2026-11-30"], "still today there")
+        #expect(t.source.calls == 1)
+
+        t.clock.advance(2 * 60)  // 00:01 on 1 December
+        let after = t.weather(token: token, query: "lat=31.2304&lon=121.4737&days=1")
+        #expect(after.json["cache"] as? String == "miss" && dates(after) == ["2026-12-01"])
+        #expect(t.source.calls == 2)
+        let fortnight = t.weather(token: token, query: "lat=31.2304&lon=121.4737&start=2026-12-01&end=2026-12-15", path: "/v1/weather/trip")
+        #expect(fortnight.status == 200 && dates(fortnight) == days(from: "2026-12-01", 15))
+        #expect(t.source.calls == 2, "cut from the new outlook")
+        // The new outlook keeps the whole TTL (its today ends in 24 h).
+        t.clock.advance(9 * 60)
+        #expect(t.weather(token: token, query: "lat=31.2304&lon=121.4737&days=3").json["cache"] as? String == "hit")
+        #expect(t.source.calls == 2)
+    }
+
     @Test func aTripWithinTheOutlookIsCutFromItWithoutCurrent() throws {
         let t = try TestGateway()
         let token = t.createSession()["weatherAccessToken"] as? String

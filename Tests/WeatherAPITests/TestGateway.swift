@@ -25,6 +25,9 @@ final class FakeWeatherSource: WeatherSource {
     var outlookDays = 15
     /// False as for a far trip with no provider that forecasts that far (`uncoveredFetch`).
     var covering = true
+    /// The place's offset to UTC in seconds, as a provider sends it: when set, days start at the
+    /// place's date and reports say when its today ends. Nil: UTC dates, no end.
+    var utcOffset: Int64?
 
     func uncoveredFetch(_ query: WeatherQuery, now: Timestamp) -> WeatherFetch? {
         covering ? nil : WeatherFetch(result: .failure(.notCovered), attempts: [], trail: "caiyun:not_covered")
@@ -34,11 +37,13 @@ final class FakeWeatherSource: WeatherSource {
         calls += 1
         lastQuery = query
         if let failure { return WeatherFetch(result: .failure(failure), attempts: [("caiyun", true)]) }
-        let days = Self.days(for: query, now: now, outlookDays: outlookDays)
+        let local = now.adding(seconds: utcOffset ?? 0)
+        let days = Self.days(for: query, now: local, outlookDays: outlookDays)
+        let todayEndsAt = utcOffset.map { _ in now.seconds + 86_400 - ((local.seconds % 86_400) + 86_400) % 86_400 }
         let current: CurrentWeather? = if query.includesCurrent {
             CurrentWeather(observedAt: now.iso8601, temperatureC: 12.5, apparentTemperatureC: nil, humidity: 0.5, windSpeedKph: 3, precipitationMmPerHour: 0, condition: .cloudy)
         } else { nil }
-        return WeatherFetch(result: .success(WeatherReport(provider: "caiyun", location: point, timezone: "Asia/Shanghai", current: current, daily: days, fetchedAt: now.iso8601)), attempts: [("caiyun", false)])
+        return WeatherFetch(result: .success(WeatherReport(provider: "caiyun", location: point, timezone: "Asia/Shanghai", current: current, daily: days, fetchedAt: now.iso8601, todayEndsAt: todayEndsAt)), attempts: [("caiyun", false)])
     }
 }
 

@@ -19,6 +19,18 @@ let shanghai = GridPoint(lat: 31.3, lon: 121.5)
         return try Fixture.encode(object)
     }
 
+    /// The report says when the place's today ends (its next midnight, from `tzshift`), so the
+    /// cache keeps a forecast fresh no longer; not part of the JSON. No offset, no end.
+    @Test func theReportSaysWhenThePlacesTodayEnds() throws {
+        let r = try report(Fixture.bytes(Fixture.caiyunWeather))
+        #expect(r.todayEndsAt == Timestamp(iso8601: "2026-11-30T16:00:00Z")!.seconds)  // 00:00 in Shanghai, UTC+8
+        #expect(!String(decoding: r.json, as: UTF8.self).contains("todayEndsAt"))
+        let vc = try VisualCrossingProvider.report(from: HTTPResult(status: 200, body: Fixture.bytes(Fixture.vcForecast)), for: .forecast(days: 7), at: newYork, now: fixtureNow)
+        #expect(vc.todayEndsAt == Timestamp(iso8601: "2026-11-30T05:00:00Z")!.seconds)  // 00:00 in New York, UTC-5
+        let noShift = try report(modified { $0["tzshift"] = nil })
+        #expect(noShift.todayEndsAt == nil)
+    }
+
     /// Values no place has, or in the wrong unit, are the provider's error: null, not passed on
     /// (1000 °C, a negative wind) nor clamped into a confident fraction (humidity 62 → 1). A
     /// day's minimum above its maximum makes both null; an observation time of 1970 or a year

@@ -268,7 +268,14 @@ final class WeatherHandler {
         switch fetched.result {
         case .success(let report):
             let body = report.json
-            let until = now.adding(seconds: config.cacheTTL)
+            var until = now.adding(seconds: config.cacheTTL)
+            // A forecast starts at the place's today: fresh no longer than that day, or just after
+            // midnight a cached one answered with yesterday as `daily[0]` (and a Caiyun-only
+            // gateway refused a trip through today+14 its cut could not hold; a black-box date
+            // audit). A trip's dates are its own.
+            if query.includesCurrent, let end = report.todayEndsAt, end > now.seconds, end < until.seconds {
+                until = Timestamp(seconds: end)
+            }
             do {
                 try store.storeWeather(key: key, body: body, fetchedAt: now, freshUntil: until,
                                        staleUntil: now.adding(seconds: config.cacheTTL + config.cacheStaleTTL))

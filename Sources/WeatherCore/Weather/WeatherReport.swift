@@ -10,10 +10,18 @@ public struct WeatherReport: Codable, Sendable, Equatable {
     public var daily: [DailyWeather]
     /// When the provider answered, wire format (`2026-11-30T02:03:11Z`).
     public var fetchedAt: String
+    /// When the place's today (`daily`'s first day for a forecast) ends, in epoch seconds, from
+    /// the offset the provider sent; nil when it sent none. Not part of the JSON: the cache keeps a
+    /// forecast fresh no longer than this, so that `daily[0]` is not yesterday after midnight.
+    public var todayEndsAt: Int64?
+
+    enum CodingKeys: String, CodingKey {
+        case provider, location, timezone, current, daily, fetchedAt
+    }
 
     public init(
         provider: String, location: GridPoint, timezone: String,
-        current: CurrentWeather?, daily: [DailyWeather], fetchedAt: String
+        current: CurrentWeather?, daily: [DailyWeather], fetchedAt: String, todayEndsAt: Int64? = nil
     ) {
         self.provider = provider
         self.location = location
@@ -21,6 +29,7 @@ public struct WeatherReport: Codable, Sendable, Equatable {
         self.current = current
         self.daily = daily
         self.fetchedAt = fetchedAt
+        self.todayEndsAt = todayEndsAt
     }
 }
 

@@ -36,7 +36,8 @@ extension CaiyunProvider {
         return WeatherReport(
             provider: providerName, location: point, timezone: timezone, current: current,
             daily: try DailySelection.pick(days, for: query, localToday: Plausible.localToday(now: now, offsetSeconds: payload.tzshift)),
-            fetchedAt: now.iso8601
+            fetchedAt: now.iso8601,
+            todayEndsAt: Plausible.localDayEnd(now: now, offsetSeconds: payload.tzshift)?.seconds
         )
     }
 

@@ -21,6 +21,16 @@ enum Plausible {
         return now.adding(seconds: Int64(offsetSeconds.rounded())).utcDate
     }
 
+    /// When the place's date now ends (its next midnight, as a UTC instant), from the same offset;
+    /// nil without one. By the offset of now: a clock change before midnight (Santiago's, Havana's
+    /// at 00:00) moves the real midnight by that hour.
+    static func localDayEnd(now: Timestamp, offsetSeconds: Double?) -> Timestamp? {
+        guard let offsetSeconds, offsetSeconds.isFinite, abs(offsetSeconds) <= 14 * 3600 else { return nil }
+        let local = now.seconds + Int64(offsetSeconds.rounded())
+        let intoDay = ((local % 86_400) + 86_400) % 86_400
+        return now.adding(seconds: 86_400 - intoDay)
+    }
+
     static func within(_ range: ClosedRange<Double>, _ value: Double?) -> Double? {
         guard let value, range.contains(value) else { return nil }
         return value

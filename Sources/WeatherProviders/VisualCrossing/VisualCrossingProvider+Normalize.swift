@@ -28,7 +28,8 @@ extension VisualCrossingProvider {
         return WeatherReport(
             provider: providerName, location: point, timezone: timezone, current: current,
             daily: try DailySelection.pick(dailyWeather(days), for: query, localToday: Plausible.localToday(now: now, offsetSeconds: payload.tzoffset.map { $0 * 3600 })),
-            fetchedAt: now.iso8601
+            fetchedAt: now.iso8601,
+            todayEndsAt: Plausible.localDayEnd(now: now, offsetSeconds: payload.tzoffset.map { $0 * 3600 })?.seconds
         )
     }
 
