@@ -97,10 +97,14 @@ final class StubProvider: WeatherProvider, @unchecked Sendable {
     }
 
     /// An answer without the days asked is a call, not an error of the provider (its health in
-    /// `weatherctl stats`); with any other failure in the chain the answer is a provider error.
+    /// `weatherctl stats`); yet the fetch failed as a provider error ("try again later"), not as
+    /// days no provider covers ("asking again will not help"): the provider may have them when
+    /// asked again (its day not turned yet). With any other failure in the chain, the same.
     @Test func notCoveredAfterACallIsACallButNoError() {
         let outcome = run([StubProvider("a", .failure(.notCovered))])
-        #expect(outcome.result == .failure(.notCovered))
+        #expect(outcome.result == .failure(.providerError))
+        let skippedThenShort = run([StubProvider("s", covers: false), StubProvider("a", .failure(.notCovered))])
+        #expect(skippedThenShort.result == .failure(.providerError))
         #expect(outcome.providerCalls == 1 && outcome.providerErrors == 0)
         let mixed = run([StubProvider("a", .failure(.notCovered)), StubProvider("b", .failure(.httpStatus(500, retryAfter: nil)))])
         #expect(mixed.result == .failure(.providerError))

@@ -18,7 +18,7 @@ public struct ProviderChain: Sendable {
     /// Providers whose `canCover` is false are skipped without a call. When none succeeds, the
     /// failure is `.timeout` if the last provider actually called timed out (API: 504; with pauses,
     /// also when the last provider is paused after a timeout), `.notCovered` when every provider
-    /// was skipped for the dates or answered without them (API: 502, but no retry can help), and
+    /// was skipped for the dates (API: 502, but no retry can help), and
     /// `.providerError` otherwise (API: 502), including when the chain is empty. The details of
     /// each failure stay in `attempts` for the log line.
     /// Every failure fails over, 429 included: the next provider has its own quota.
@@ -79,7 +79,10 @@ public struct ProviderChain: Sendable {
                 lastFailure = error
             }
         }
-        let failure: ProviderFailure = if !attempts.isEmpty && attempts.allSatisfy({ $0.failure == .notCovered }) {
+        // Only when nobody was asked: a provider that answered without some of the days (its day
+        // not turned yet, just after the place's midnight) may well have them when asked again,
+        // and `.notCovered` tells the client that asking again will not help (a contract audit).
+        let failure: ProviderFailure = if !attempts.isEmpty && attempts.allSatisfy({ $0.failure == .notCovered && !$0.calledProvider }) {
             .notCovered
         } else {
             lastFailure == .timeout ? .timeout : .providerError
