@@ -253,6 +253,21 @@ import WeatherProviders
         #expect(a.errorCode == "invalid_request")
     }
 
+    /// A value whose escapes are malformed, or not UTF-8, or NUL, is refused naming its parameter
+    /// (API.md: the message names the field); a name that is not plain is not repeated.
+    @Test func aBadlyEncodedValueNamesItsParameter() throws {
+        let t = try TestGateway()
+        let token = t.createSession()["weatherAccessToken"] as? String
+        for (query, message) in [("lat=%ZZ&lon=1", "parameter lat is not valid percent-encoded UTF-8"),
+                                 ("lat=1&lon=%FF", "parameter lon is not valid percent-encoded UTF-8"),
+                                 ("lat=1&lon=2&days=%00", "parameter days is not valid percent-encoded UTF-8"),
+                                 ("lat=1&lon=2&x%3Cy%3E=%ZZ", "the query string is not valid percent-encoded UTF-8"),
+                                 ("lat=1&%ZZ=2", "the query string is not valid percent-encoded UTF-8")] {
+            let a = t.weather(token: token, query: query)
+            #expect(a.status == 400 && (a.json["error"] as? [String: Any])?["message"] as? String == message, "\(query)")
+        }
+    }
+
     /// Text that rounds to a bound but is within it, or is the bound, stays accepted.
     @Test(arguments: ["lat=89.99999999999999999999&lon=1", "lat=-90.00000000000000000000&lon=1", "lat=090&lon=-180.0",
                       "lat=1&lon=179.999999999999999999", "lat=%2B90&lon=-000180.000"])

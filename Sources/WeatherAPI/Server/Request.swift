@@ -75,9 +75,7 @@ public struct Request: Sendable {
             throw HTTPError.invalidRequest("the path is not valid UTF-8")
         }
 
-        guard let query = parseQuery(rawQuery) else {
-            throw HTTPError.invalidRequest("the query string is not valid UTF-8")
-        }
+        let query = try parseQuery(rawQuery)
 
         var headers = HeaderFields()
         // The first byte sorts out most names before the generic prefix comparison.
@@ -137,9 +135,13 @@ public struct Request: Sendable {
 
     /// `a=1&b=2` into decoded pairs, in order, on bytes; empty pairs are skipped. `nil` when an
     /// escape is malformed, or a name or value is not UTF-8 or holds a NUL.
-    static func parseQuery(_ raw: String) -> [(name: String, value: String)]? {
+    /// The query's `name=value` pairs, decoded. A pair whose escapes are malformed, or that is not
+    /// UTF-8 or holds NUL once decoded, is 400 naming its parameter when the name is plain
+    /// (API.md: the message names the field), else the query string.
+    static func parseQuery(_ raw: String) throws(HTTPError) -> [(name: String, value: String)] {
         var raw = raw
-        return raw.withUTF8 { all -> [(name: String, value: String)]? in
+        var refused: String?
+        let pairs = raw.withUTF8 { all -> [(name: String, value: String)]? in
             var out: [(name: String, value: String)] = []
             var start = 0
             while start <= all.count {
@@ -150,14 +152,26 @@ public struct Request: Sendable {
                     while eq < end, all[eq] != UInt8(ascii: "=") { eq += 1 }
                     let name = UnsafeBufferPointer(rebasing: all[start..<eq])
                     let value = eq < end ? UnsafeBufferPointer(rebasing: all[(eq + 1)..<end]) : UnsafeBufferPointer(start: nil, count: 0)
-                    guard let n = percentDecode(bytes: name, plusIsSpace: true), let v = percentDecode(bytes: value, plusIsSpace: true),
-                          !hasNULOrReplacement(n, replacementToo: false), !hasNULOrReplacement(v, replacementToo: false) else { return nil }
+                    guard let n = percentDecode(bytes: name, plusIsSpace: true), !hasNULOrReplacement(n, replacementToo: false) else { return nil }
+                    guard let v = percentDecode(bytes: value, plusIsSpace: true), !hasNULOrReplacement(v, replacementToo: false) else {
+                        refused = n
+                        return nil
+                    }
                     out.append((n, v))
                 }
                 start = end + 1
             }
             return out
         }
+        guard let pairs else {
+            // Only a short name of letters, digits and `_` is repeated back.
+            if let name = refused, (1...32).contains(name.utf8.count),
+               name.utf8.allSatisfy({ $0 == UInt8(ascii: "_") || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }) {
+                throw HTTPError.invalidRequest("parameter \(name) is not valid percent-encoded UTF-8")
+            }
+            throw HTTPError.invalidRequest("the query string is not valid percent-encoded UTF-8")
+        }
+        return pairs
     }
 
     /// `%XX` decoding; `nil` when the escapes are malformed or the result is not UTF-8.
