@@ -72,6 +72,10 @@ import Testing
                 return text.contains(String(line.prefix { $0 != "=" })) && text.contains("comment after its value") && !text.contains("secret")
             }
         }
+        // WEATHER_CONFIG names the file: inside it, it was passed over without a word.
+        #expect(throws: ConfigError(variable: "WEATHER_CONFIG", problem: "is read from the environment only, not from the settings file")) {
+            try ConfigLoader.load(environment: [:], file: ConfigLoader.parseFile("WEATHER_CONFIG=/etc/other.conf\n"))
+        }
         let kept = try ConfigLoader.parseFile("CLOSET_WEATHER_PROXY_TOKEN=\"legacy #token 0123456789\"\nCAIYUN_API_TOKEN=key#1\n")
         #expect(kept == ["CLOSET_WEATHER_PROXY_TOKEN": "legacy #token 0123456789", "CAIYUN_API_TOKEN": "key#1"])
     }

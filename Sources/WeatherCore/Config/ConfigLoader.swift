@@ -92,6 +92,10 @@ public enum ConfigLoader {
             }
             throw ConfigError(variable: key, problem: "is not a known setting")
         }
+        // It names the file; inside that file it would be silently passed over (a contract audit).
+        if file["WEATHER_CONFIG"] != nil {
+            throw ConfigError(variable: "WEATHER_CONFIG", problem: "is read from the environment only, not from the settings file")
+        }
         for key in environment.keys where key.hasPrefix("WEATHER_") && !knownVariables.contains(key) {
             throw ConfigError(variable: key, problem: "is not a known setting")
         }
