@@ -73,6 +73,36 @@ let newYork = GridPoint(lat: 40.7, lon: -74)
         #expect(r.daily.map(\.precipitationProbability) == [0.065, 0.323, 0.9, 1.0, 0.0, 0.032, 0.645])
     }
 
+    /// On the day the clocks go back, an answer whose top-level `tzoffset` is the day's first
+    /// offset (+2 in Paris on 31 October) put 23:30 local (+1) into 1 November and left today
+    /// out; the days' own midnights (`datetimeEpoch`) say which day holds now and when it ends.
+    @Test func todayIsTheDayWhoseMidnightsHoldNow() throws {
+        let midnights = ["2027-10-30": "2027-10-29T22:00:00Z", "2027-10-31": "2027-10-30T22:00:00Z",
+                         "2027-11-01": "2027-10-31T23:00:00Z", "2027-11-02": "2027-11-01T23:00:00Z"]
+        let body = try modified { o in
+            o["timezone"] = "Europe/Paris"
+            o["tzoffset"] = 2.0
+            var days = o["days"] as! [[String: Any]]
+            days = Array(days.prefix(4))
+            for (i, date) in midnights.keys.sorted().enumerated() {
+                days[i]["datetime"] = date
+                days[i]["datetimeEpoch"] = Double(Timestamp(iso8601: midnights[date]!)!.seconds)
+            }
+            o["days"] = days
+        }
+        let now = Timestamp(iso8601: "2027-10-31T22:30:00Z")!  // 23:30 in Paris, now at +1
+        let r = try VisualCrossingProvider.report(from: HTTPResult(status: 200, body: body), for: .forecast(days: 2), at: newYork, now: now)
+        #expect(r.daily.map(\.date) == ["2027-10-31", "2027-11-01"])
+        #expect(r.todayEndsAt == Timestamp(iso8601: "2027-10-31T23:00:00Z")!.seconds)
+        // Without the days' midnights, the top-level offset as before.
+        let bare = try modified { o in
+            o["tzoffset"] = 2.0
+            o["days"] = (o["days"] as! [[String: Any]]).map { var d = $0; d["datetimeEpoch"] = nil; return d }
+        }
+        #expect(try VisualCrossingProvider.report(from: HTTPResult(status: 200, body: bare), for: .forecast(days: 2), at: newYork, now: fixtureNow).todayEndsAt
+                == Timestamp(iso8601: "2026-11-30T22:00:00Z")!.seconds)
+    }
+
     @Test func forecastIsTrimmedAndShortAnswersAreNotCovered() throws {
         #expect(try report(Fixture.bytes(Fixture.vcForecast), .forecast(days: 2)).daily.map(\.date) == ["2026-11-30", "2026-12-01"])
         #expect(throws: ProviderFailure.notCovered) { try report(Fixture.bytes(Fixture.vcForecast), .forecast(days: 15)) }

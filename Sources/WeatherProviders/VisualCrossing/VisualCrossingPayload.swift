@@ -11,9 +11,13 @@ struct VisualCrossingPayload {
         /// Percent 0...100; `null` on far dates served from statistics.
         var precipprob: Double?
         var icon: String?
+        /// The day's local midnight, epoch seconds: when the day begins, whatever the offset
+        /// does that day.
+        var datetimeEpoch: Double?
 
         init(_ o: ProviderObject) throws(ProviderFailure) {
             datetime = try o.requiredString("datetime")
+            datetimeEpoch = try o.double("datetimeEpoch")
             tempmin = try o.double("tempmin")
             tempmax = try o.double("tempmax")
             precipprob = try o.double("precipprob")

@@ -25,12 +25,32 @@ extension VisualCrossingProvider {
             // value the provider lacks is null, API.md), not a 502 for the whole forecast.
             current = payload.currentConditions.map { currentWeather($0, now: now) } ?? .unknown
         }
+        let offset = payload.tzoffset.map { $0 * 3600 }
+        let today = Self.today(in: days, now: now)
         return WeatherReport(
             provider: providerName, location: point, timezone: timezone, current: current,
-            daily: try DailySelection.pick(dailyWeather(days), for: query, localToday: Plausible.localToday(now: now, offsetSeconds: payload.tzoffset.map { $0 * 3600 })),
+            daily: try DailySelection.pick(dailyWeather(days), for: query, localToday: today?.date ?? Plausible.localToday(now: now, offsetSeconds: offset)),
             fetchedAt: now.iso8601,
-            todayEndsAt: Plausible.localDayEnd(now: now, offsetSeconds: payload.tzoffset.map { $0 * 3600 })?.seconds
+            todayEndsAt: today?.endsAt ?? Plausible.localDayEnd(now: now, offsetSeconds: offset)?.seconds
         )
+    }
+
+    /// The sent day that holds `now`, by the days' own midnights (`datetimeEpoch`), and when it
+    /// ends; nil when none does (the series starts later, or says no midnights). Preferred to
+    /// the top-level `tzoffset`, which Visual Crossing gives once for the whole answer: on a day
+    /// the clocks change, an offset of the day's start put its last hour into the next day, and
+    /// today was left out (a black-box date audit).
+    static func today(in days: [VisualCrossingPayload.Day], now: Timestamp) -> (date: LocalDate, endsAt: Int64)? {
+        for (i, day) in days.enumerated() {
+            guard let start = day.datetimeEpoch.flatMap(Timestamp.init(epochSeconds:)), start.seconds <= now.seconds,
+                  let date = LocalDate(day.datetime) else { continue }
+            // A day lasts 23 to 25 hours; the next day's midnight ends it when it is sent.
+            let next = i + 1 < days.count ? days[i + 1].datetimeEpoch.flatMap(Timestamp.init(epochSeconds:)) : nil
+            let end = next.map(\.seconds) ?? start.seconds + 86_400
+            guard end > now.seconds, end - start.seconds <= 25 * 3600, end - start.seconds >= 23 * 3600 else { continue }
+            return (date, end)
+        }
+        return nil
     }
 
     /// `datetimeEpoch` is the observation time; without a usable one `observedAt` is null.
