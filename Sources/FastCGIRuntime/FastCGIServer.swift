@@ -524,6 +524,37 @@ public enum FastCGIServer {
         unblockStopSignals()
     }
 
+    /// Descriptors a worker holds before it takes a connection: standard streams, the socket,
+    /// the database, its `-wal`, `-shm` and `-writer`, the checkpointer's connection, and one
+    /// for a provider call, with room to spare.
+    public static let descriptorsNeeded: rlim_t = 32
+
+    /// Raises the soft limit on open files towards the hard one (to 1024 at most) and nil when
+    /// `descriptorsNeeded` are then allowed; else why not, for the start-up error. Under
+    /// `ulimit -n 8` a worker started and then could take no connection: each `accept` failed
+    /// (EMFILE) and was retried every 0.1 s while the web server waited out its timeout, health
+    /// included (an operations audit).
+    public static func ensureDescriptors() -> String? {
+        var limit = rlimit()
+        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return nil }
+        let wanted: rlim_t = 1024
+        if limit.rlim_cur < wanted && limit.rlim_max > limit.rlim_cur {
+            var raised = limit
+            raised.rlim_cur = min(limit.rlim_max, wanted)
+            if setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &raised) == 0 { limit = raised }
+        }
+        guard limit.rlim_cur < descriptorsNeeded else { return nil }
+        return "the open-file limit is \(limit.rlim_cur) (ulimit -n, systemd LimitNOFILE=, or the host's cap); a worker needs at least \(descriptorsNeeded)"
+    }
+
+    /// Files the program creates (the database, its `-wal`, `-shm` and `-writer`) are never
+    /// readable or writable by others, whatever umask it was started with (a shell's 022 made
+    /// them 0644 outside systemd, whose unit sets 0077): the umask only ever gains 027.
+    public static func restrictFileCreation() {
+        let current = umask(0o027)
+        umask(current | 0o027)
+    }
+
     /// One malloc arena: a worker serves one request at a time, and every extra arena (the provider
     /// client's name-lookup thread would get one) keeps free pages of its own.
     public static func useOneMallocArena() { mallopt(M_ARENA_MAX, 1) }

@@ -20,6 +20,7 @@ let usage = """
     """
 
 FastCGIServer.installSignalHandlers()
+FastCGIServer.restrictFileCreation()
 
 var listenAddress: String?
 var workers = 1
@@ -136,6 +137,10 @@ if listenAddress == nil && FastCGIServer.isCGI {
     exit(0)
 }
 
+if let shortOfFiles = FastCGIServer.ensureDescriptors() {
+    StandardErrorLog().write("weather-fcgi: \(shortOfFiles)")
+    exit(71)
+}
 var listenFD: Int32 = 0
 if let listenAddress {
     do { listenFD = try FastCGIServer.listen(listenAddress, mode: socketMode) } catch {

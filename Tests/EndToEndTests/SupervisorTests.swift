@@ -310,6 +310,36 @@ import Glibc
     /// A hang-up (the terminal of a start by hand closing) stops the supervisor and its workers as
     /// SIGTERM does, status 0; it killed them outright, without writing what they counted. Under
     /// `nohup` (SIGHUP ignored) it changes nothing.
+    /// Under `ulimit -n 8` a worker started, then failed every `accept` (EMFILE) while the web
+    /// server waited out its timeout (an operations audit). A soft limit below what a worker
+    /// needs is raised towards the hard one; a hard limit below it stops the start (71, saying
+    /// so, no socket left). And the files it creates are for its user and group alone, whatever
+    /// umask it came with (a shell's 022 made the database 0644).
+    @Test func aWorkerShortOfDescriptorsRaisesItsLimitOrRefusesToStart() throws {
+        let dir = try Self.scratch()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let socket = dir.appendingPathComponent("w.sock").path
+        let refused = ChildProcessOutput.runData("/bin/bash", ["-c", "ulimit -n 16; exec /usr/bin/timeout -k 5 30 \(binDirectory)/weather-fcgi --listen \(socket) 2>&1"],
+                                                 environment: Self.environment(dir))
+        let said = String(decoding: refused.stdout, as: UTF8.self)
+        #expect(refused.status == 71, "\(said)")
+        #expect(said.contains("the open-file limit is 16") && said.contains("needs at least 32"), "\(said)")
+        #expect(!FileManager.default.fileExists(atPath: socket))
+
+        let app = try ChildProcess("/bin/bash", ["-c", "ulimit -S -n 16; umask 022; exec \(binDirectory)/weather-fcgi --listen \(socket)"],
+                                   environment: Self.environment(dir))
+        defer { app.stop() }
+        #expect(waitUntil { Self.health(socket) == "Status: 200 OK" }, "a raised limit serves")
+        let limits = (try? String(contentsOfFile: "/proc/\(app.pid)/limits", encoding: .utf8)) ?? ""
+        let files = limits.split(separator: "\n").first { $0.hasPrefix("Max open files") }.map { $0.split(separator: " ", omittingEmptySubsequences: true) }
+        #expect(files.map { Int($0[3]) ?? 0 } ?? 0 >= 32, "\(limits)")
+        for suffix in ["", "-wal", "-shm", "-writer"] {
+            var st = stat()
+            let path = dir.appendingPathComponent("data/weather.sqlite3\(suffix)").path
+            #expect(stat(path, &st) == 0 && st.st_mode & 0o007 == 0, "\(path) is \(String(st.st_mode & 0o777, radix: 8))")
+        }
+    }
+
     @Test func aHangUpStopsGracefullyUnlessIgnored() throws {
         let dir = try Self.scratch()
         defer { try? FileManager.default.removeItem(at: dir) }

@@ -19,11 +19,16 @@ import WeatherCore
         let programFileBefore = fm.fileExists(atPath: program + "/.htaccess")
         let cwdFileBefore = fm.fileExists(atPath: ".htaccess")
 
+        // Under the program's umask (027 at least), still readable by a web server of another user.
+        let umaskBefore = umask(0o077)
         Bootstrap.denyWebAccess(toFoldersOf: [data + "/weather.conf", data + "/weather.sqlite3", own + "/w.sqlite3",
                                               "w.sqlite3", program + "/w.sqlite3"])
+        umask(umaskBefore)
 
         let written = try String(contentsOfFile: data + "/.htaccess", encoding: .utf8)
         #expect(written.contains("Require all denied") && written.contains("Deny from all"))
+        var st = stat()
+        #expect(stat(data + "/.htaccess", &st) == 0 && st.st_mode & 0o777 == 0o644)
         #expect(try String(contentsOfFile: own + "/.htaccess", encoding: .utf8) == "# the operator's\n")
         #expect(fm.fileExists(atPath: program + "/.htaccess") == programFileBefore, "the program's own folder is left alone")
         #expect(fm.fileExists(atPath: ".htaccess") == cwdFileBefore, "a relative path is left alone")

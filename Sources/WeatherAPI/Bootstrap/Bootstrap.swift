@@ -111,6 +111,7 @@ public enum Bootstrap {
         for folder in Set(files.filter { $0.hasPrefix("/") }.map(folder(of:))) where folder != program {
             let fd = open(folder + "/.htaccess", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
             guard fd >= 0 else { continue }
+            fchmod(fd, 0o644)  // the web server, maybe another user, must read it; the umask keeps others out of the rest
             let written = denyEverything.utf8CString.withUnsafeBufferPointer { write(fd, $0.baseAddress, denyEverything.utf8.count) }
             close(fd)
             if written != denyEverything.utf8.count { unlink(folder + "/.htaccess") }
