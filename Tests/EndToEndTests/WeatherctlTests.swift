@@ -331,6 +331,17 @@ import Glibc
         #expect(human.status == 0)
         #expect(human.stdout == "no pending migrations\n")
 
+        // An older release's database (a backup copy from before 0004): the reading commands
+        // read it as it is and say so; a writing command still asks for migrate.
+        _ = ChildProcessOutput.run("/usr/bin/sqlite3", [env["WEATHER_DB_PATH"]!, "DELETE FROM d1_migrations WHERE name LIKE '0004%'"])
+        let older = try ctl(["stats", "--json"], env)
+        #expect(older.status == 0 && older.stderr.contains("1 pending migration(s) (0004_") && older.stderr.contains("read as it is"), "\(older.stderr)")
+        #expect(try older.json()["totals"] is [String: Any])
+        #expect(try ctl(["sessions", "list"], env).status == 0)
+        let write = try ctl(["prune"], env)
+        #expect(write.status == 1 && write.stderr.contains("run `weatherctl migrate`"), "\(write.stderr)")
+        #expect(try ctl(["migrate", "--json"], env).json()["applied"] as? [String] == migrationFileNames.filter { $0.hasPrefix("0004") })
+
         // A newer release applied a migration this one does not know: check fails and migrate
         // refuses, naming it, where both said all was applied.
         _ = ChildProcessOutput.run("/usr/bin/sqlite3", [env["WEATHER_DB_PATH"]!, "INSERT INTO d1_migrations(name, applied_at) VALUES ('9999_from_the_future.sql', '2027-01-01 00:00:00')"])
