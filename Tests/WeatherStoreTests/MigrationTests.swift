@@ -69,6 +69,24 @@ import WeatherCore
         #expect(try columns("d1_migrations") == ["id INTEGER 0 1", "name TEXT 0 0", "applied_at TIMESTAMP 1 0"])
     }
 
+    /// Another program's database is refused, not given this gateway's tables; a file holding
+    /// the sessions table without the migrations' record (a D1 export) is migrated.
+    @Test func anotherProgramsDatabaseIsRefused() throws {
+        let foreign = try tempDB()
+        try foreign.execute("CREATE TABLE moz_places(id INTEGER PRIMARY KEY, url TEXT)")
+        #expect {
+            try Migrator.apply(to: foreign)
+        } throws: { error in
+            "\(error)".contains("1 table(s) of another program") && "\(error)".contains("WEATHER_DB_PATH")
+        }
+        #expect(try foreign.scalarInt("SELECT count(*) FROM sqlite_master WHERE type = 'table'") == 1, "nothing added")
+
+        let export = try tempDB()
+        try export.execute(embeddedMigrations[0].sql)
+        #expect(try Migrator.apply(to: export) == embeddedMigrations.map(\.name))
+        #expect(try Migrator.apply(to: tempDB()) == embeddedMigrations.map(\.name), "an empty file")
+    }
+
     @Test func applyingTwiceRecordsEachFileOnce() throws {
         let db = try tempDB()
         #expect(try Migrator.apply(to: db) == embeddedMigrations.map(\.name))

@@ -1,3 +1,4 @@
+import CSQLite
 import WeatherCore
 
 /// One migration file: its file name (as `d1_migrations.name` records it) and its SQL.
@@ -21,6 +22,14 @@ public enum Migrator {
     /// its record, so workers starting at once apply each file exactly once. Returns the names applied.
     @discardableResult
     public static func apply(_ migrations: [Migration] = embeddedMigrations, to db: Database) throws -> [String] {
+        // Another program's database (a WEATHER_DB_PATH pointing at the wrong file) was given our
+        // tables without a word (an operations audit): tables, yet neither the migrations'
+        // record nor the sessions table (which a D1 export brings) is refused.
+        if try db.scalarInt("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'd1_migrations'") == nil,
+           try db.scalarInt("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'anonymous_weather_sessions'") == nil,
+           let other = try db.scalarInt("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"), other > 0 {
+            throw DatabaseError(resultCode: SQLITE_ERROR, message: "the file holds \(other) table(s) of another program and none of this gateway's; is WEATHER_DB_PATH the right file?", sql: nil)
+        }
         try db.execute(createTable)
         var applied: [String] = []
         for m in migrations.sorted(by: { $0.name < $1.name }) {
