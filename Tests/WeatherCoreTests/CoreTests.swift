@@ -64,7 +64,8 @@ import Testing
     /// with `check` passing): refused by the variable's name, the value never shown. A quoted
     /// value keeps what it holds; `#` inside a value without a space before it stays.
     @Test func aTrailingCommentInTheFileIsRefused() throws {
-        for line in ["CLOSET_WEATHER_PROXY_TOKEN=legacy-secret-0123456789   # shipped in app 1.x", "CAIYUN_API_TOKEN=caiyun-secret\t#key"] {
+        for line in ["CLOSET_WEATHER_PROXY_TOKEN=legacy-secret-0123456789   # shipped in app 1.x", "CAIYUN_API_TOKEN=caiyun-secret\t#key",
+                     "CLOSET_WEATHER_PROXY_TOKEN= # retired, the secret was in app 1.x", "WEATHER_PLATFORMS=#default"] {
             #expect {
                 try ConfigLoader.parseFile("# settings\n" + line + "\n")
             } throws: { error in

@@ -77,9 +77,25 @@ import WeatherCore
         #expect {
             try Migrator.apply(to: foreign)
         } throws: { error in
-            "\(error)".contains("1 table(s) of another program") && "\(error)".contains("WEATHER_DB_PATH")
+            "\(error)".contains("1 table(s) or view(s) of another program") && "\(error)".contains("WEATHER_DB_PATH")
         }
         #expect(try foreign.scalarInt("SELECT count(*) FROM sqlite_master WHERE type = 'table'") == 1, "nothing added")
+        // Opening it to write refuses before anything changes: still its own journal mode, no
+        // -writer page beside it (they were switched to WAL and given one before refusing).
+        let path = try scratchDirectory("cw-store").appendingPathComponent("other.sqlite3").path
+        do {
+            let other = try Database(path: path)  // empty: opened as ours, then made another program's
+            try other.execute("PRAGMA journal_mode=DELETE")
+            try other.execute("CREATE TABLE moz_places(id INTEGER PRIMARY KEY, url TEXT)")
+        }
+        let writerBefore = FileManager.default.fileExists(atPath: path + "-writer")
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
+        #expect(throws: DatabaseError.self) { _ = try Database(path: path, gatewayFile: true) }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before)
+        #expect(FileManager.default.fileExists(atPath: path + "-writer") == writerBefore)
+        let view = try tempDB()
+        try view.execute("CREATE VIEW v AS SELECT 1")
+        #expect(throws: DatabaseError.self) { try Migrator.apply(to: view) }
 
         let export = try tempDB()
         try export.execute(embeddedMigrations[0].sql)

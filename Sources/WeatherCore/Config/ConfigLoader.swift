@@ -29,7 +29,8 @@ public enum ConfigLoader {
     ]
 
     /// Parses a `KEY=VALUE` file: `#` comments, blank lines, optional `export `, optional quotes. An
-    /// unquoted value holding a space or tab followed by `#` (a trailing comment) is refused.
+    /// unquoted value that starts with `#` or holds a space or tab followed by `#` (a trailing
+    /// comment) is refused.
     /// Lines end in LF or CRLF (a file saved on Windows, uploaded to a shared host): to Swift
     /// "\r\n" is one `Character`, which splitting on "\n" never splits, so such a file was one
     /// line and its first value took in every line after it.
@@ -51,10 +52,11 @@ public enum ConfigLoader {
             var value = String(line[line.index(after: eq)...]).trimmingSpaces()
             if value.count >= 2, let f = value.first, f == "\"" || f == "'", value.last == f {
                 value = String(value.dropFirst().dropLast())
-            } else if value.contains(" #") || value.contains("\t#") {
+            } else if value.hasPrefix("#") || value.contains(" #") || value.contains("\t#") {
                 // `KEY=value   # note` made the note part of the value: a legacy token no old app
                 // sends, a provider key the provider refuses, and the start went on as if fine
-                // (a black-box audit). Refused by name, as a bad value is; never shown.
+                // (a black-box audit); `KEY= # retired` turned the legacy path on with the note
+                // as its token (a re-check). Refused by name, as a bad value is; never shown.
                 throw ConfigError(variable: key, problem: "has a comment after its value: the settings file has none (put it on a line of its own starting with #, or quote the value)")
             }
             out[key] = value
@@ -93,7 +95,7 @@ public enum ConfigLoader {
             throw ConfigError(variable: key, problem: "is not a known setting")
         }
         // It names the file; inside that file it would be silently passed over (a contract audit).
-        if file["WEATHER_CONFIG"] != nil {
+        if let named = file["WEATHER_CONFIG"], !named.isEmpty {  // empty: "the default", as everywhere
             throw ConfigError(variable: "WEATHER_CONFIG", problem: "is read from the environment only, not from the settings file")
         }
         for key in environment.keys where key.hasPrefix("WEATHER_") && !knownVariables.contains(key) {

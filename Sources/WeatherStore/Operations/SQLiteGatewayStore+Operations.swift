@@ -262,6 +262,7 @@ extension SQLiteGatewayStore: OperatorStore {
     /// Reads `d1_migrations` without creating it, so a check never writes.
     public func pendingMigrations() throws(StoreError) -> [String] {
         try operate {
+            try Migrator.refuseAnotherProgramsFile(db)  // not "all pending": migrate would refuse it
             guard try db.scalarInt("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'd1_migrations'") != nil else {
                 return embeddedMigrations.map(\.name).sorted()
             }

@@ -40,7 +40,10 @@ public final class Database {
     /// need to create the `-shm` index and refuse. Without those two files no connection has the
     /// database open and nothing waits in a WAL, so the file alone is all of it, as long as no
     /// worker opens it meanwhile: `changedWhileReadImmutable` tells.
-    public init(path: String, readOnly: Bool = false, walWrites: WALWrites = .perFrame) throws(DatabaseError) {
+    ///
+    /// `gatewayFile`: the file is to be the gateway's; one holding another program's tables is
+    /// refused before anything in it changes (`Migrator.refuseAnotherProgramsFile`).
+    public init(path: String, readOnly: Bool = false, walWrites: WALWrites = .perFrame, gatewayFile: Bool = false) throws(DatabaseError) {
         let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
         let vfs = walWrites == .perCommit && !readOnly && csqlite_wal_register() == SQLITE_OK ? csqlite_wal_vfs_name() : nil
         var db = try Self.open(path, flags: flags, vfs: vfs)
@@ -59,6 +62,8 @@ public final class Database {
         immutableSnapshot = snapshot
         Database.installBusyHandler(db)
         if !readOnly {
+            // Before anything is changed: not another program's file.
+            if gatewayFile { try Migrator.refuseAnotherProgramsFile(self) }
             // Several workers may open a new file at once; switching to WAL needs a moment alone.
             // SQLite answers SQLITE_BUSY to the switch at once, without its busy handler, when
             // another connection is switching or migrating the new file right then (a first

@@ -21,11 +21,11 @@ public final class SQLiteGatewayStore: GatewayStore {
         // cache holds (an index built over a big table), and a connection of the per-commit VFS
         // (`cache_spill=OFF`) would keep every one of them in memory until its commit.
         do {
-            let migrating = try Database(path: path)
+            let migrating = try Database(path: path, gatewayFile: true)
             defer { migrating.close() }
             try Migrator.apply(to: migrating)
         }
-        db = try Database(path: path, walWrites: .perCommit)
+        db = try Database(path: path, walWrites: .perCommit, gatewayFile: true)
         self.path = path
         needsReopen = db.isReadOnly
         db.queueWritersAndDeferCheckpoints()

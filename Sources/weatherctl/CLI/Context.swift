@@ -71,7 +71,8 @@ struct Context {
         }
         let store: SQLiteGatewayStore
         do {
-            store = SQLiteGatewayStore(database: try Database(path: path, readOnly: opening == .readOnly || opening == .migratedReadOnly))
+            let readOnly = opening == .readOnly || opening == .migratedReadOnly
+            store = SQLiteGatewayStore(database: try Database(path: path, readOnly: readOnly, gatewayFile: !readOnly))
             opened.databases.append(store.db)
         } catch {
             throw .failure("cannot open the database \(path) (WEATHER_DB_PATH): \(error.summary)")
