@@ -59,7 +59,13 @@ import WeatherProviders
         let message = try #require((old.json["error"] as? [String: Any])?["message"] as? String)
         #expect(message.contains("no longer accepts X-Weather-Token") && message.contains("update the app"), "\(message)")
         #expect(off.log.lines.last?.hasSuffix(" refused=legacy_off") == true, "\(off.log.lines.last ?? "")")
-        #expect(off.weather(token: nil).status == 401 && off.log.lines.last?.hasSuffix(" refused=no_token") == true)
+        let none = off.weather(token: nil)
+        #expect(none.status == 401 && off.log.lines.last?.hasSuffix(" refused=no_token") == true)
+        #expect((none.json["error"] as? [String: Any])?["message"] as? String == "a live X-Weather-Session-Token is required")
+        // An app sending both whose session ended is told about its session, not to update.
+        let both = off.weather(token: "wta_" + String(repeating: "A", count: 43), legacy: "legacy-token-0123456789")
+        #expect(both.status == 401 && off.log.lines.last?.hasSuffix(" refused=session_token") == true)
+        #expect((both.json["error"] as? [String: Any])?["message"] as? String == "a live X-Weather-Session-Token is required")
 
         let on = try TestGateway { $0.flushInterval = 0 }
         let wrong = on.weather(token: nil, legacy: "legacy-token-012345678X")
@@ -79,6 +85,7 @@ import WeatherProviders
         let counted = try on.store.db.statement("SELECT name, value FROM weather_counters WHERE name LIKE 'unauthorized.%' ORDER BY name").rows { "\($0.text(0)!)=\($0.int(1))" }
         #expect(counted == ["unauthorized.legacy_token=1", "unauthorized.no_token=1", "unauthorized.session_token=2"])
         #expect(try off.store.db.scalarInt("SELECT value FROM weather_counters WHERE name = 'unauthorized.legacy_off'") == 1)
+        #expect(try off.store.db.scalarInt("SELECT value FROM weather_counters WHERE name = 'unauthorized.session_token'") == 1)
     }
 
     @Test func authModeIsCountedPerHourInBatches() throws {

@@ -678,6 +678,19 @@ struct WeatherSessionServiceTests {
         #expect(gateway.count(.refresh) == 1)
     }
 
+    /// A refresh that itself ends in `CancellationError` (the transport or the app's activity
+    /// gave up) is a failed optional refresh: a caller that was not cancelled gets the current,
+    /// still valid token, and the next refresh waits `refreshRetryInterval`.
+    @Test func aRefreshEndingInCancellationIsAFailureForCallersThatWereNotCancelled() async throws {
+        let h = Harness()
+        let first = try await h.service.accessToken()
+        h.clock.advance(by: .hours(7))
+        h.gateway.respond(to: .refresh) { _ in throw CancellationError() }
+        #expect(try await h.service.accessToken() == first)
+        #expect(try await h.service.accessToken() == first)
+        #expect(h.gateway.count(.refresh) == 1, "paused after the failure")
+    }
+
     /// A harness with a session (its access token) whose revocation the gateway holds until
     /// `gate` opens.
     func sessionWithHeldRevocation() async throws -> (Harness, String, Gate) {

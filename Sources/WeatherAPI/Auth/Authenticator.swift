@@ -24,9 +24,11 @@ public struct Authenticator {
         if let legacy = legacyToken, let presented, TokenMinter.matches(presented, legacy) {
             return Identity(mode: .weatherToken, grant: nil)
         }
-        throw .unauthorized(
-            presented != nil && legacyToken == nil ? .legacyOff
-                : request.headers["x-weather-session-token"] != nil ? .sessionToken
-                : presented != nil ? .legacyToken : .noToken)
+        // A session token names the session first: an app sending both headers whose session
+        // ended is no old build, whether or not the legacy path is on (a review).
+        let refusal: AuthRefusal = request.headers["x-weather-session-token"] != nil ? .sessionToken
+            : presented == nil ? .noToken
+            : legacyToken == nil ? .legacyOff : .legacyToken
+        throw .unauthorized(refusal, legacyPathOn: legacyToken != nil)
     }
 }

@@ -1438,7 +1438,7 @@ let openAPIDocument = ##"""
       },
       "UnauthorizedError": {
         "type": "object",
-        "description": "401 on the weather routes: neither a live X-Weather-Session-Token nor a valid X-Weather-Token. Once the gateway no longer accepts the legacy token (CLOSET_WEATHER_PROXY_TOKEN unset), a request with an X-Weather-Token gets the same code with a message saying so and asking for an app update.",
+        "description": "401 on the weather routes: neither a live X-Weather-Session-Token nor a valid X-Weather-Token. Once the gateway no longer accepts the legacy token (CLOSET_WEATHER_PROXY_TOKEN unset), a request with an X-Weather-Token and no session token gets the same code with a message saying so and asking for an app update; the other 401s then say that a live X-Weather-Session-Token is required.",
         "required": [
           "error"
         ],

@@ -84,7 +84,8 @@ public struct HTTPError: Error, Sendable, Equatable {
     public var message: String
     public var headers: [String: String] = [:]
     /// Why, for the request's log line only (`refused=`; never sent): the quota that refused a
-    /// 429, what a 401 lacked. A short fixed word, never anything the client sent.
+    /// 429, what a 401 lacked. A short fixed word (an `AuthRefusal`, a bucket key's prefix),
+    /// never anything the client sent: it is logged as it is.
     public var reason: String?
 
     public init(status: Int, code: String, message: String, headers: [String: String] = [:], reason: String? = nil) {
@@ -97,12 +98,17 @@ public struct HTTPError: Error, Sendable, Equatable {
 
     public static func invalidRequest(_ message: String) -> HTTPError { HTTPError(status: 400, code: "invalid_request", message: message) }
     public static let unauthorized = HTTPError(status: 401, code: "unauthorized", message: "a live X-Weather-Session-Token or a valid X-Weather-Token is required")
-    /// 401 for a weather request, with why (`AuthRefusal`). An old app's `X-Weather-Token`
-    /// once the legacy path is off is told so: "a valid X-Weather-Token" would be untrue.
-    public static func unauthorized(_ refusal: AuthRefusal) -> HTTPError {
-        var error = refusal == .legacyOff
-            ? HTTPError(status: 401, code: "unauthorized", message: "this gateway no longer accepts X-Weather-Token; update the app (it creates an anonymous session, POST /v1/weather/session)")
-            : unauthorized
+    /// 401 for a weather request, with why (`AuthRefusal`). Once the legacy path is off, an old
+    /// app's `X-Weather-Token` is told so, and no answer speaks of "a valid X-Weather-Token".
+    public static func unauthorized(_ refusal: AuthRefusal, legacyPathOn: Bool) -> HTTPError {
+        var error = switch (refusal, legacyPathOn) {
+        case (.legacyOff, _):
+            HTTPError(status: 401, code: "unauthorized", message: "this gateway no longer accepts X-Weather-Token; update the app (it creates an anonymous session, POST /v1/weather/session)")
+        case (_, false):
+            HTTPError(status: 401, code: "unauthorized", message: "a live X-Weather-Session-Token is required")
+        default:
+            unauthorized
+        }
         error.reason = refusal.rawValue
         return error
     }

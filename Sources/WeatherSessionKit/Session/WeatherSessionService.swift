@@ -176,9 +176,11 @@ public actor WeatherSessionService {
         // Optional refresh: the current token is still valid, so a failure is not fatal.
         do {
             return try await renew(from: current).accessToken
-        } catch is CancellationError {
-            // The caller went away (the renewal goes on for the others); the old token is no
-            // answer to give it, and no reason to pause the next refresh.
+        } catch is CancellationError where Task.isCancelled {
+            // This caller went away (the renewal goes on for the others); the old token is no
+            // answer to give it, and no reason to pause the next refresh. A renewal that itself
+            // ended in `CancellationError` (a transport or activity giving up) is a failed
+            // refresh like any other, below (a review).
             throw CancellationError()
         } catch {
             let later = clock.now()
