@@ -389,6 +389,23 @@ import WeatherProviders
         #expect(t.source.calls == 2)
     }
 
+    /// An answer from a provider whose day has not turned yet (a series from yesterday just
+    /// after midnight) is kept a minute, not the TTL, then asked for again.
+    @Test func anAnswerFromAProviderWhoseDayHasNotTurnedIsKeptAMinute() throws {
+        let t = try TestGateway()
+        t.source.dayNotTurned = true
+        let token = t.createSession()["weatherAccessToken"] as? String
+        #expect(t.weather(token: token, query: "lat=31.2304&lon=121.4737&days=2").json["cache"] as? String == "miss")
+        t.clock.advance(59)
+        #expect(t.weather(token: token, query: "lat=31.2304&lon=121.4737&days=2").json["cache"] as? String == "hit")
+        t.source.dayNotTurned = false
+        t.clock.advance(2)
+        #expect(t.weather(token: token, query: "lat=31.2304&lon=121.4737&days=2").json["cache"] as? String == "miss")
+        t.clock.advance(500)
+        #expect(t.weather(token: token, query: "lat=31.2304&lon=121.4737&days=2").json["cache"] as? String == "hit")
+        #expect(t.source.calls == 2)
+    }
+
     @Test func aTripWithinTheOutlookIsCutFromItWithoutCurrent() throws {
         let t = try TestGateway()
         let token = t.createSession()["weatherAccessToken"] as? String

@@ -28,6 +28,8 @@ final class FakeWeatherSource: WeatherSource {
     /// The place's offset to UTC in seconds, as a provider sends it: when set, days start at the
     /// place's date and reports say when its today ends. Nil: UTC dates, no end.
     var utcOffset: Int64?
+    /// Reports say the provider's day has not turned yet (`WeatherReport.dayNotTurned`).
+    var dayNotTurned = false
 
     func uncoveredFetch(_ query: WeatherQuery, now: Timestamp) -> WeatherFetch? {
         covering ? nil : WeatherFetch(result: .failure(.notCovered), attempts: [], trail: "caiyun:not_covered")
@@ -43,7 +45,9 @@ final class FakeWeatherSource: WeatherSource {
         let current: CurrentWeather? = if query.includesCurrent {
             CurrentWeather(observedAt: now.iso8601, temperatureC: 12.5, apparentTemperatureC: nil, humidity: 0.5, windSpeedKph: 3, precipitationMmPerHour: 0, condition: .cloudy)
         } else { nil }
-        return WeatherFetch(result: .success(WeatherReport(provider: "caiyun", location: point, timezone: "Asia/Shanghai", current: current, daily: days, fetchedAt: now.iso8601, todayEndsAt: todayEndsAt)), attempts: [("caiyun", false)])
+        var report = WeatherReport(provider: "caiyun", location: point, timezone: "Asia/Shanghai", current: current, daily: days, fetchedAt: now.iso8601, todayEndsAt: todayEndsAt)
+        report.dayNotTurned = dayNotTurned
+        return WeatherFetch(result: .success(report), attempts: [("caiyun", false)])
     }
 }
 

@@ -29,6 +29,27 @@ let shanghai = GridPoint(lat: 31.3, lon: 121.5)
         #expect(vc.todayEndsAt == Timestamp(iso8601: "2026-11-30T05:00:00Z")!.seconds)  // 00:00 in New York, UTC-5
         let noShift = try report(modified { $0["tzshift"] = nil })
         #expect(noShift.todayEndsAt == nil)
+        #expect(!r.dayNotTurned && !noShift.dayNotTurned)
+    }
+
+    /// Half a minute after Shanghai's midnight the same series (from 30 November) is a provider
+    /// whose day has not turned: a forecast answered from yesterday, or an outlook one day short,
+    /// says so (the cache keeps it a minute); a trip never does.
+    @Test func aSeriesFromYesterdayJustAfterMidnightSaysTheDayHasNotTurned() throws {
+        let justAfter = Timestamp(iso8601: "2026-11-30T16:00:30Z")!
+        func at(_ query: WeatherQuery) throws -> WeatherReport {
+            try CaiyunProvider.report(from: HTTPResult(status: 200, body: Fixture.bytes(Fixture.caiyunWeather)), for: query, at: shanghai, now: justAfter)
+        }
+        let forecast = try at(.forecast(days: 7))
+        #expect(forecast.daily.first?.date == "2026-11-30" && forecast.dayNotTurned)
+        let outlook = try at(.outlook)
+        #expect(outlook.daily.first?.date == "2026-12-01" && outlook.daily.count == 6 && outlook.dayNotTurned)
+        #expect(try !at(.forecast(days: 3)).dayNotTurned, "three days from today are all there")
+        #expect(try !at(.trip(start: LocalDate("2026-12-01")!, end: LocalDate("2026-12-02")!)).dayNotTurned)
+        // At noon the same series is a provider quirk, not a day about to turn: the usual TTL.
+        let noon = try CaiyunProvider.report(from: HTTPResult(status: 200, body: Fixture.bytes(Fixture.caiyunWeather)), for: .forecast(days: 7),
+                                             at: shanghai, now: Timestamp(iso8601: "2026-12-01T04:00:00Z")!)
+        #expect(noon.daily.first?.date == "2026-11-30" && !noon.dayNotTurned)
     }
 
     /// Values no place has, or in the wrong unit, are the provider's error: null, not passed on

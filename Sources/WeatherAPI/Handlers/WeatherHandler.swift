@@ -73,6 +73,9 @@ final class WeatherHandler {
         return .json(200, Self.envelope(body, authMode: identity.mode, cache: label), headers: [("Cache-Control", "private, no-cache")])
     }
 
+    /// How long an answer from a provider whose day has not turned yet stays fresh.
+    static let notTurnedSeconds: Int64 = 60
+
     /// `weatherBody`'s state for a stale copy answered while another worker fetches the cell.
     static let staleWhileRefreshing = "stale_refreshing"
 
@@ -272,9 +275,16 @@ final class WeatherHandler {
             // A forecast starts at the place's today: fresh no longer than that day, or just after
             // midnight a cached one answered with yesterday as `daily[0]` (and a Caiyun-only
             // gateway refused a trip through today+14 its cut could not hold; a black-box date
-            // audit). A trip's dates are its own.
-            if query.includesCurrent, let end = report.todayEndsAt, end > now.seconds, end < until.seconds {
-                until = Timestamp(seconds: end)
+            // audit). Up to a minute later, at random, so that the cells of one time zone do not
+            // all go stale in the same second, nor meet every provider before its day has turned.
+            // An answer from a provider whose day has not turned yet is kept for a minute, not
+            // the TTL (a review). A trip's dates are its own.
+            if query.includesCurrent {
+                if report.dayNotTurned {
+                    until = Timestamp(seconds: min(until.seconds, now.seconds + Self.notTurnedSeconds))
+                } else if let end = report.todayEndsAt, end > now.seconds {
+                    until = Timestamp(seconds: min(until.seconds, end + Int64.random(in: 0..<60)))
+                }
             }
             do {
                 try store.storeWeather(key: key, body: body, fetchedAt: now, freshUntil: until,

@@ -14,6 +14,10 @@ public struct WeatherReport: Codable, Sendable, Equatable {
     /// the offset the provider sent; nil when it sent none. Not part of the JSON: the cache keeps a
     /// forecast fresh no longer than this, so that `daily[0]` is not yesterday after midnight.
     public var todayEndsAt: Int64?
+    /// The provider's day has not turned yet (its series starts at the place's yesterday, just
+    /// after midnight) and the answer shows it: `daily` starts at yesterday, or an outlook came
+    /// back short. Not part of the JSON: the cache keeps such an answer fresh only briefly.
+    public var dayNotTurned = false
 
     enum CodingKeys: String, CodingKey {
         case provider, location, timezone, current, daily, fetchedAt

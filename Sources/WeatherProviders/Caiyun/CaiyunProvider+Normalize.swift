@@ -33,12 +33,15 @@ extension CaiyunProvider {
                 current = .unknown
             }
         }
-        return WeatherReport(
-            provider: providerName, location: point, timezone: timezone, current: current,
-            daily: try DailySelection.pick(days, for: query, localToday: Plausible.localToday(now: now, offsetSeconds: payload.tzshift)),
+        let today = Plausible.localToday(now: now, offsetSeconds: payload.tzshift)
+        let picked = try DailySelection.pick(days, for: query, localToday: today)
+        var report = WeatherReport(
+            provider: providerName, location: point, timezone: timezone, current: current, daily: picked,
             fetchedAt: now.iso8601,
             todayEndsAt: Plausible.localDayEnd(now: now, offsetSeconds: payload.tzshift)?.seconds
         )
+        report.dayNotTurned = DailySelection.dayNotTurned(days, picked: picked, for: query, localToday: today, todayEndsAt: report.todayEndsAt, now: now)
+        return report
     }
 
     /// `server_time` is when Caiyun computed the answer, the closest thing to an observation time

@@ -34,6 +34,20 @@ enum DailySelection {
         }
     }
 
+    /// Whether `picked`, chosen from `days` for `query`, shows a provider whose day has not
+    /// turned yet: in the first two hours of the place's day (`todayEndsAt`, from now), its
+    /// series starts exactly at the place's yesterday, and the answer starts there too, or is
+    /// an outlook short of `WeatherQuery.maxDays` (yesterday left out). A series that only has a
+    /// stray yesterday besides every day asked is not one, nor one that starts at yesterday all
+    /// day long (kept a minute, it would cost a call a minute for every cell).
+    static func dayNotTurned(_ days: [LocalDate: DailyWeather], picked: [DailyWeather], for query: WeatherQuery,
+                             localToday: LocalDate?, todayEndsAt: Int64?, now: Timestamp) -> Bool {
+        guard query.includesCurrent, let today = localToday, let end = todayEndsAt, end - now.seconds > 86_400 - 7_200,
+              days.keys.min() == today.adding(days: -1) else { return false }
+        if let first = picked.first.flatMap({ LocalDate($0.date) }), first < today { return true }
+        return query == .outlook && picked.count < WeatherQuery.maxDays
+    }
+
     /// The dates of `days` from the first one on, as long as none is skipped; days before the
     /// place's today (a stray yesterday in one series) are left out when the provider's offset
     /// tells that today and `needed` days remain without them. A series that still starts at

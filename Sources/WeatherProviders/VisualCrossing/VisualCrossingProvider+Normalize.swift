@@ -27,12 +27,16 @@ extension VisualCrossingProvider {
         }
         let offset = payload.tzoffset.map { $0 * 3600 }
         let today = Self.today(in: days, now: now)
-        return WeatherReport(
-            provider: providerName, location: point, timezone: timezone, current: current,
-            daily: try DailySelection.pick(dailyWeather(days), for: query, localToday: today?.date ?? Plausible.localToday(now: now, offsetSeconds: offset)),
+        let localToday = today?.date ?? Plausible.localToday(now: now, offsetSeconds: offset)
+        let byDate = try dailyWeather(days)
+        let picked = try DailySelection.pick(byDate, for: query, localToday: localToday)
+        var report = WeatherReport(
+            provider: providerName, location: point, timezone: timezone, current: current, daily: picked,
             fetchedAt: now.iso8601,
             todayEndsAt: today?.endsAt ?? Plausible.localDayEnd(now: now, offsetSeconds: offset)?.seconds
         )
+        report.dayNotTurned = DailySelection.dayNotTurned(byDate, picked: picked, for: query, localToday: localToday, todayEndsAt: report.todayEndsAt, now: now)
+        return report
     }
 
     /// The sent day that holds `now`, by the days' own midnights (`datetimeEpoch`), and when it
