@@ -547,14 +547,6 @@ public enum FastCGIServer {
         return "the open-file limit is \(limit.rlim_cur) (ulimit -n, systemd LimitNOFILE=, or the host's cap); a worker needs at least \(descriptorsNeeded)"
     }
 
-    /// Files the program creates (the database, its `-wal`, `-shm` and `-writer`) are never
-    /// readable or writable by others, whatever umask it was started with (a shell's 022 made
-    /// them 0644 outside systemd, whose unit sets 0077): the umask only ever gains 027.
-    public static func restrictFileCreation() {
-        let current = umask(0o027)
-        umask(current | 0o027)
-    }
-
     /// One malloc arena: a worker serves one request at a time, and every extra arena (the provider
     /// client's name-lookup thread would get one) keeps free pages of its own.
     public static func useOneMallocArena() { mallopt(M_ARENA_MAX, 1) }

@@ -20,7 +20,7 @@ let usage = """
     """
 
 FastCGIServer.installSignalHandlers()
-FastCGIServer.restrictFileCreation()
+Bootstrap.restrictFileCreation()
 
 var listenAddress: String?
 var workers = 1

@@ -5,6 +5,5 @@ import Glibc
 #endif
 
 // Wiring only: the commands live in Commands/, the command line in CLI/.
-// A database `migrate` creates is not for others, whatever the shell's umask (as weather-fcgi).
-umask(umask(0o027) | 0o027)
+Bootstrap.restrictFileCreation()
 exit(WeatherCtl.main(Array(CommandLine.arguments.dropFirst()), environment: Bootstrap.processEnvironment(), now: Timestamp.systemNow()))

@@ -307,9 +307,6 @@ import Glibc
         #expect(Self.health(socket, within: 5) == "Status: 200 OK")
     }
 
-    /// A hang-up (the terminal of a start by hand closing) stops the supervisor and its workers as
-    /// SIGTERM does, status 0; it killed them outright, without writing what they counted. Under
-    /// `nohup` (SIGHUP ignored) it changes nothing.
     /// Under `ulimit -n 8` a worker started, then failed every `accept` (EMFILE) while the web
     /// server waited out its timeout (an operations audit). A soft limit below what a worker
     /// needs is raised towards the hard one; a hard limit below it stops the start (71, saying
@@ -340,6 +337,9 @@ import Glibc
         }
     }
 
+    /// A hang-up (the terminal of a start by hand closing) stops the supervisor and its workers as
+    /// SIGTERM does, status 0; it killed them outright, without writing what they counted. Under
+    /// `nohup` (SIGHUP ignored) it changes nothing.
     @Test func aHangUpStopsGracefullyUnlessIgnored() throws {
         let dir = try Self.scratch()
         defer { try? FileManager.default.removeItem(at: dir) }

@@ -265,11 +265,11 @@ import WeatherProviders
     @Test func aBadlyEncodedValueNamesItsParameter() throws {
         let t = try TestGateway()
         let token = t.createSession()["weatherAccessToken"] as? String
-        for (query, message) in [("lat=%ZZ&lon=1", "parameter lat is not valid percent-encoded UTF-8"),
-                                 ("lat=1&lon=%FF", "parameter lon is not valid percent-encoded UTF-8"),
-                                 ("lat=1&lon=2&days=%00", "parameter days is not valid percent-encoded UTF-8"),
-                                 ("lat=1&lon=2&x%3Cy%3E=%ZZ", "the query string is not valid percent-encoded UTF-8"),
-                                 ("lat=1&%ZZ=2", "the query string is not valid percent-encoded UTF-8")] {
+        for (query, message) in [("lat=%ZZ&lon=1", "parameter lat is not valid percent-encoded UTF-8 without NUL"),
+                                 ("lat=1&lon=%FF", "parameter lon is not valid percent-encoded UTF-8 without NUL"),
+                                 ("lat=1&lon=2&days=%00", "parameter days is not valid percent-encoded UTF-8 without NUL"),
+                                 ("lat=1&lon=2&x%3Cy%3E=%ZZ", "the query string is not valid percent-encoded UTF-8 without NUL"),
+                                 ("lat=1&%ZZ=2", "the query string is not valid percent-encoded UTF-8 without NUL")] {
             let a = t.weather(token: token, query: query)
             #expect(a.status == 400 && (a.json["error"] as? [String: Any])?["message"] as? String == message, "\(query)")
         }

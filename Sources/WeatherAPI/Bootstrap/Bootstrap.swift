@@ -97,6 +97,16 @@ public enum Bootstrap {
 
         """
 
+    /// Files the programs create (the database, its `-wal`, `-shm` and `-writer`; `weatherctl
+    /// migrate`'s new database) are never readable or writable by others, whatever umask they
+    /// were started with (a shell's 022 made them 0644 outside systemd, whose unit sets 0077):
+    /// the umask only ever gains 027. Group write goes too: every writer runs as the service
+    /// user (INSTALL.md).
+    public static func restrictFileCreation() {
+        let current = umask(0o027)
+        umask(current | 0o027)
+    }
+
     /// Writes an `.htaccess` refusing every request into the folder of each of `files` that has none. For the
     /// shared-hosting layout only (settings found beside the program): the data folder belongs
     /// beside the document root, but a sub-domain whose root the host puts inside `public_html`,

@@ -133,11 +133,10 @@ public struct Request: Sendable {
         return rest.isEmpty ? "/" : (rest.hasPrefix("/") ? rest : path)
     }
 
-    /// `a=1&b=2` into decoded pairs, in order, on bytes; empty pairs are skipped. `nil` when an
-    /// escape is malformed, or a name or value is not UTF-8 or holds a NUL.
-    /// The query's `name=value` pairs, decoded. A pair whose escapes are malformed, or that is not
-    /// UTF-8 or holds NUL once decoded, is 400 naming its parameter when the name is plain
-    /// (API.md: the message names the field), else the query string.
+    /// `a=1&b=2` into decoded pairs, in order, on bytes; empty pairs are skipped. A pair whose
+    /// escapes are malformed, or that is not UTF-8 or holds NUL once decoded, is 400 naming its
+    /// parameter when the name is plain (API.md: the message names the field), else the query
+    /// string.
     static func parseQuery(_ raw: String) throws(HTTPError) -> [(name: String, value: String)] {
         var raw = raw
         var refused: String?
@@ -167,9 +166,9 @@ public struct Request: Sendable {
             // Only a short name of letters, digits and `_` is repeated back.
             if let name = refused, (1...32).contains(name.utf8.count),
                name.utf8.allSatisfy({ $0 == UInt8(ascii: "_") || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }) {
-                throw HTTPError.invalidRequest("parameter \(name) is not valid percent-encoded UTF-8")
+                throw HTTPError.invalidRequest("parameter \(name) is not valid percent-encoded UTF-8 without NUL")
             }
-            throw HTTPError.invalidRequest("the query string is not valid percent-encoded UTF-8")
+            throw HTTPError.invalidRequest("the query string is not valid percent-encoded UTF-8 without NUL")
         }
         return pairs
     }
