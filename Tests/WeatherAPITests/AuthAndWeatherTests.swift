@@ -389,6 +389,22 @@ import WeatherProviders
         #expect(t.source.calls == 2)
     }
 
+    /// A trip within the outlook's reach that the outlook cannot hold because the provider sent
+    /// it short, and that no provider is asked for alone (a Caiyun-only gateway, a trip ending
+    /// at UTC today+14), is the provider's shortfall: the generic 502, not "do not cover".
+    @Test func aTripAShortOutlookCannotHoldIsAProviderError() throws {
+        let t = try TestGateway()
+        t.source.outlookDays = 14
+        t.source.covering = false
+        let token = t.createSession()["weatherAccessToken"] as? String
+        let trip = t.weather(token: token, query: "lat=31.2304&lon=121.4737&start=2026-12-13&end=2026-12-14", path: "/v1/weather/trip")
+        #expect(trip.status == 502 && (trip.json["error"] as? [String: Any])?["message"] as? String == HTTPError.providerError.message, "\(String(decoding: trip.body, as: UTF8.self))")
+        t.source.outlookDays = 15
+        t.clock.advance(700)
+        let held = t.weather(token: token, query: "lat=31.2304&lon=121.4737&start=2026-12-13&end=2026-12-14", path: "/v1/weather/trip")
+        #expect(held.status == 200, "a full outlook holds it")
+    }
+
     /// An answer from a provider whose day has not turned yet (a series from yesterday just
     /// after midnight) is kept a minute, not the TTL, then asked for again.
     @Test func anAnswerFromAProviderWhoseDayHasNotTurnedIsKeptAMinute() throws {

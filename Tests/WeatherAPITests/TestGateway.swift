@@ -23,7 +23,8 @@ final class FakeWeatherSource: WeatherSource {
     var lastQuery: WeatherQuery?
     /// Days in an outlook's answer (providers send 15).
     var outlookDays = 15
-    /// False as for a far trip with no provider that forecasts that far (`uncoveredFetch`).
+    /// False as for a trip further ahead than any provider is asked for (`uncoveredFetch`; an
+    /// outlook or a forecast is always covered).
     var covering = true
     /// The place's offset to UTC in seconds, as a provider sends it: when set, days start at the
     /// place's date and reports say when its today ends. Nil: UTC dates, no end.
@@ -32,7 +33,8 @@ final class FakeWeatherSource: WeatherSource {
     var dayNotTurned = false
 
     func uncoveredFetch(_ query: WeatherQuery, now: Timestamp) -> WeatherFetch? {
-        covering ? nil : WeatherFetch(result: .failure(.notCovered), attempts: [], trail: "caiyun:not_covered")
+        guard !covering, case .trip = query else { return nil }
+        return WeatherFetch(result: .failure(.notCovered), attempts: [], trail: "caiyun:not_covered")
     }
 
     func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) -> WeatherFetch {

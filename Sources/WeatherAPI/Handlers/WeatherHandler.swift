@@ -121,6 +121,16 @@ final class WeatherHandler {
             }
             if let cut = keptCut(of: outlook, for: query, key: key, now: now) { return (cut, outlook.state) }
             if let failure = outlook.failure { return try ownCopy(key: key, insteadOf: failure, now: now) }
+            do throws(HTTPError) {
+                let answer = try weatherBody(point: point, query: query, context: &context)
+                return (answer.body, answer.state)
+            } catch where error.message == HTTPError.daysNotCovered.message && ReportSlice.forecast(outlook.body, days: WeatherQuery.maxDays) == nil {
+                // The outlook came back short of its 15 days, so it could not hold the trip, and
+                // the trip alone is further than a provider is asked for: the provider's
+                // shortfall, not days this gateway cannot cover (a date re-check; "asking again
+                // will not help" was untrue).
+                throw .providerError
+            }
         }
         let answer = try weatherBody(point: point, query: query, context: &context)
         return (answer.body, answer.state)
