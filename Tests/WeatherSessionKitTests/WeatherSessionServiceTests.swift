@@ -637,11 +637,14 @@ struct WeatherSessionServiceTests {
     }
 
     /// A caller cancelled while a renewal it joined is held (a SwiftUI `.task` whose view went
-    /// away) is released at once; the renewal goes on and its tokens are kept.
-    @Test func aCancelledCallerStopsWaitingAndTheRenewalGoesOn() async throws {
+    /// away) is released at once with `CancellationError`; the renewal goes on and its tokens are
+    /// kept. The same during an optional refresh (after 7 h, the current token still valid): the
+    /// cancelled caller got the old token instead, and the next refresh was paused.
+    @Test(arguments: [13.0, 7.0])
+    func aCancelledCallerStopsWaitingAndTheRenewalGoesOn(hoursLater: Double) async throws {
         let h = Harness()
         let first = try await h.service.accessToken()
-        h.clock.advance(by: .hours(13))
+        h.clock.advance(by: .hours(hoursLater))
         let gate = Gate()
         h.gateway.hold(.refresh, until: gate)
         let service = h.service, gateway = h.gateway
@@ -654,26 +657,6 @@ struct WeatherSessionServiceTests {
         let token = try await holder.value
         #expect(token != first)
         #expect(try h.store.loadSession()?.accessToken == token)
-        #expect(gateway.count(.refresh) == 1)
-    }
-
-    /// The same during an optional refresh (the current token still valid): the cancelled caller
-    /// gets `CancellationError`, not the old token, and the next call is not paused.
-    @Test func aCancelledCallerOfAnOptionalRefreshGetsCancellation() async throws {
-        let h = Harness()
-        let first = try await h.service.accessToken()
-        h.clock.advance(by: .hours(7))
-        let gate = Gate()
-        h.gateway.hold(.refresh, until: gate)
-        let service = h.service, gateway = h.gateway
-        let holder = Task { try await service.accessToken() }
-        while gateway.count(.refresh) == 0 { await Task.yield() }
-        let (released, cancelled) = try await cancelWhileItWaits { _ = try await service.accessToken() }
-        #expect(released, "the cancelled caller was still waiting for the renewal")
-        gate.open()
-        #expect(await cancelled.value is CancellationError)
-        let token = try await holder.value
-        #expect(token != first)
         #expect(try await service.accessToken() == token)
         #expect(gateway.count(.refresh) == 1)
     }
