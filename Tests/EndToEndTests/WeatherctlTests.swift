@@ -121,6 +121,17 @@ import Glibc
         try "WEATHER_CACHE_TTL=600\r\n".write(toFile: confFile, atomically: true, encoding: .utf8)
         let withFile = try ctl(["check"], env.merging(["WEATHER_CONFIG": confFile]) { $1 })
         #expect(withFile.status == 0 && withFile.stdout.contains("loaded from \(confFile) and the environment"), "\(withFile.stdout)")
+        // A value with what looks like a comment after it: kept as it always was, and said by
+        // check (a FAIL naming the setting, never its value) and by the gateway's start.
+        try "WEATHER_CACHE_TTL=600\nCLOSET_WEATHER_PROXY_TOKEN=legacy-secret-0123456789  # app 1.x\n".write(toFile: confFile, atomically: true, encoding: .utf8)
+        let commented = try ctl(["check"], env.merging(["WEATHER_CONFIG": confFile]) { $1 })
+        let row = commented.stdout.split(separator: "\n").first { $0.contains("comments") }.map(String.init) ?? ""
+        #expect(commented.status == 1 && row.hasPrefix("FAIL") && row.contains("CLOSET_WEATHER_PROXY_TOKEN holds \" #\"") && row.contains("put it in quotes"), "\(commented.stdout)")
+        #expect(!commented.stdout.contains("legacy-secret") && !commented.stdout.contains("app 1.x"))
+        let started = ChildProcessOutput.runData("/bin/bash", ["-c", "\(binDirectory)/weather-fcgi 2>&1 >/dev/null"], environment: env.merging(
+            ["WEATHER_CONFIG": confFile, "GATEWAY_INTERFACE": "CGI/1.1", "REQUEST_METHOD": "GET", "REQUEST_URI": "/v1/health", "WEATHER_HASH_KEY": String(repeating: "k", count: 32)]) { $1 })
+        let log = String(decoding: started.stdout, as: UTF8.self)
+        #expect(started.status == 0 && log.contains("CLOSET_WEATHER_PROXY_TOKEN holds \" #\"") && !log.contains("legacy-secret"), "\(log)")
         try "WEATHER_CACHE_TTL\n".write(toFile: confFile, atomically: true, encoding: .utf8)
         let badFile = try ctl(["check"], env.merging(["WEATHER_CONFIG": confFile]) { $1 })
         #expect(badFile.status == 1 && badFile.stdout.contains("line 1, is not KEY=VALUE (WEATHER_CONFIG is \(confFile))"), "\(badFile.stdout)")

@@ -45,8 +45,10 @@ public enum Bootstrap {
         var settings: [String: String] = [:]
         var read: String?, besideProgram: String?
         var unreadable: [String] = []
+        var commented: [String] = []
         // A file's error says which file: the settings may come from one of several places.
         func parse(_ text: String, role: String) throws -> [String: String] {
+            commented = ConfigLoader.commentedSettings(text).filter { relevant[$0] == nil }
             do { return try ConfigLoader.parseFile(text) } catch {
                 throw ConfigError(variable: "\(role), \(error.variable),", problem: error.problem)
             }
@@ -79,7 +81,17 @@ public enum Bootstrap {
                 break
             }
         }
-        return (try ConfigLoader.load(environment: relevant, file: settings), read, besideProgram, unreadable)
+        var config = try ConfigLoader.load(environment: relevant, file: settings)
+        config.commentedSettings = commented
+        return (config, read, besideProgram, unreadable)
+    }
+
+    /// What to say of `commentedSettings` (a start-up log line, `weatherctl check`): names only.
+    public static func commentedSettingsNotice(_ names: [String]) -> String {
+        "the settings file's \(names.joined(separator: ", ")) hold\(names.count == 1 ? "s" : "") \" #\" or start\(names.count == 1 ? "s" : "") with \"#\": "
+            + "everything after = is the value, that text included (a token, a key or a path then has it in it); "
+            + "if it is meant as a comment, move it to a line of its own, knowing that the value then changes "
+            + "(WEATHER_DB_PATH would name another file, WEATHER_HASH_KEY be another key); to keep the value, put it in quotes"
     }
 
     /// What `denyWebAccess(toFoldersOf:)` writes: Apache 2.4's rule, and 2.2's where 2.4's module is missing.

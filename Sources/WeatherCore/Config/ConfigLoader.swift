@@ -28,9 +28,9 @@ public enum ConfigLoader {
         "WEATHER_LIMIT_DAY_SECONDS", "WEATHER_FLUSH_INTERVAL", "WEATHER_BODY_TIMEOUT",
     ]
 
-    /// Parses a `KEY=VALUE` file: `#` comments, blank lines, optional `export `, optional quotes. An
-    /// unquoted value that starts with `#` or holds a space or tab followed by `#` (a trailing
-    /// comment) is refused.
+    /// Parses a `KEY=VALUE` file: `#` comments, blank lines, optional `export `, optional quotes.
+    /// Everything after `=` is the value, as in a systemd `EnvironmentFile`: a `#` later in the
+    /// line is part of it (`commentedSettings` names such lines).
     /// Lines end in LF or CRLF (a file saved on Windows, uploaded to a shared host): to Swift
     /// "\r\n" is one `Character`, which splitting on "\n" never splits, so such a file was one
     /// line and its first value took in every line after it.
@@ -52,16 +52,31 @@ public enum ConfigLoader {
             var value = String(line[line.index(after: eq)...]).trimmingSpaces()
             if value.count >= 2, let f = value.first, f == "\"" || f == "'", value.last == f {
                 value = String(value.dropFirst().dropLast())
-            } else if value.hasPrefix("#") || value.contains(" #") || value.contains("\t#") {
-                // `KEY=value   # note` made the note part of the value: a legacy token no old app
-                // sends, a provider key the provider refuses, and the start went on as if fine
-                // (a black-box audit); `KEY= # retired` turned the legacy path on with the note
-                // as its token (a re-check). Refused by name, as a bad value is; never shown.
-                throw ConfigError(variable: key, problem: "has a comment after its value: the settings file has none (put it on a line of its own starting with #, or quote the value)")
             }
             out[key] = value
         }
         return out
+    }
+
+    /// The settings of a `KEY=VALUE` file whose unquoted value starts with `#` or holds a space or
+    /// tab followed by `#`: what looks like a comment after the value is part of it (a legacy
+    /// token no old app sends, a provider key the provider refuses; `KEY= # retired` turned the
+    /// legacy path on with the note as its token). Said, not refused (black-box audits, and an
+    /// upgrade audit: refusing it sent an operator who moved the note to its own line to a new,
+    /// empty database, the old one being named with the note). Names only, sorted.
+    public static func commentedSettings(_ text: String) -> [String] {
+        var names: Set<String> = []
+        for raw in text.split(whereSeparator: { $0 == "\n" || $0 == "\r\n" || $0 == "\r" }) {
+            var line = raw.trimmingSpaces()
+            if line.isEmpty || line.hasPrefix("#") { continue }
+            if line.hasPrefix("export ") { line = String(line.dropFirst(7)).trimmingSpaces() }
+            guard let eq = line.firstIndex(of: "=") else { continue }
+            let key = String(line[..<eq]).trimmingSpaces()
+            let value = String(line[line.index(after: eq)...]).trimmingSpaces()
+            if value.count >= 2, let f = value.first, f == "\"" || f == "'", value.last == f { continue }
+            if isSettingName(key), value.hasPrefix("#") || value.contains(" #") || value.contains("\t#") { names.insert(key) }
+        }
+        return names.sorted()
     }
 
     static let settingPrefixes = ["WEATHER_", "CAIYUN_", "VISUAL_CROSSING_", "CLOSET_WEATHER_"]

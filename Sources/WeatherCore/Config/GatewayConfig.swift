@@ -4,6 +4,9 @@ public struct GatewayConfig: Sendable, Equatable {
     /// `nil`: generate once into `hashKeyFile` (0600, beside the database).
     public var hashKey: String?
     public var legacyToken: String?
+    /// Settings read from the file whose value holds what looks like a trailing comment
+    /// (`ConfigLoader.commentedSettings`; the environment's values are not among them).
+    public var commentedSettings: [String] = []
     public var caiyunToken: String?
     public var caiyunBaseURL: String = "https://api.caiyunapp.com"
     public var visualCrossingKey: String?

@@ -13,7 +13,8 @@ enum CheckCommand {
         summary: "check configuration, hash key, database integrity, WAL and migrations",
         options: [OptionSpec(name: "--copy", value: nil, help: "the database is a backup copy: check what it holds, not whether workers could serve from it")],
         details: """
-            Checks, in order: the configuration loads; which weather providers the workers will call
+            Checks, in order: the configuration loads (and no value in its file holds what looks
+            like a trailing comment, " #", which would be part of the value); which weather providers the workers will call
             (never a failure: none means the weather routes answer 503, Caiyun alone that trips
             further ahead than its 15 days answer 502); whether the legacy X-Weather-Token is
             accepted, and its quota (never a failure); the hash key is set (WEATHER_HASH_KEY) or its
@@ -66,6 +67,9 @@ enum CheckCommand {
             let source = (file.map { "from \($0) and the environment" }
                 ?? "from the environment alone (no file: WEATHER_CONFIG is unset and none of \(Bootstrap.defaultConfigPaths().joined(separator: ", ")) exists)") + passedOver
             results.append(Result(name: "configuration", ok: true, detail: "loaded \(source); database \(config.databasePath)"))
+            if !config.commentedSettings.isEmpty {
+                results.append(Result(name: "comments", ok: false, detail: Bootstrap.commentedSettingsNotice(config.commentedSettings)))
+            }
         } catch {
             // Unlike a log line, check may name the file.
             let named = context.environment["WEATHER_CONFIG"].flatMap { $0.isEmpty ? nil : " (WEATHER_CONFIG is \($0))" }
