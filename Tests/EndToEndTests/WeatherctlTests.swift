@@ -81,14 +81,23 @@ import Glibc
         _ = try h.createSession()
         let ok = try ctl(["check"], h)
         #expect(ok.status == 0, "\(ok.stdout)\(ok.stderr)")
-        for name in ["configuration", "providers", "legacy token", "hash key", "storage", "database", "integrity", "journal mode", "migrations"] {
+        for name in ["configuration", "providers", "legacy token", "hash key", "storage", "file modes", "database", "integrity", "journal mode", "migrations"] {
             #expect(ok.stdout.contains(name))
         }
         #expect(!ok.stdout.contains("FAIL"))
         let json = try ctl(["check", "--json"], h)
         #expect(json.status == 0)
         #expect(try json.json()["ok"] as? Bool == true)
-        #expect((try json.json()["checks"] as? [[String: Any]])?.count == 9)
+        #expect((try json.json()["checks"] as? [[String: Any]])?.count == 10)
+
+        // A database others may read (files made before this release kept a shell's 0644), in
+        // a folder that lets them in: said, and a failure.
+        chmod((h.databasePath as NSString).deletingLastPathComponent, 0o755)
+        #expect(chmod(h.databasePath, 0o644) == 0)
+        let exposed = try ctl(["check"], h)
+        let modes = exposed.stdout.split(separator: "\n").first { $0.contains("file modes") }.map(String.init) ?? ""
+        #expect(exposed.status == 1 && modes.hasPrefix("FAIL") && modes.contains("other users may read \(h.databasePath)"), "\(exposed.stdout)")
+        #expect(chmod(h.databasePath, 0o640) == 0)
 
         #expect(chmod(keyFile(h), 0o644) == 0)
         defer { chmod(keyFile(h), 0o600) }

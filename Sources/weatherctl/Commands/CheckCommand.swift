@@ -22,7 +22,8 @@ enum CheckCommand {
             by group or others), or does not exist yet in a folder this user can write (the first
             worker creates it); the database, the files beside it and its folder are writable by
             this user (run as root: by the folder's owner, the service user) on a file system that
-            is not read-only and has at least 64 MiB free; the database exists and opens; PRAGMA integrity_check is ok;
+            is not read-only and has at least 64 MiB free; other users of the machine cannot read the
+            database (its folder keeps them out, or its files give them nothing); the database exists and opens; PRAGMA integrity_check is ok;
             journal_mode is wal (for a copy opened immutable, as its header records); no migration
             is pending, and none was applied by a newer release than this one. Exits 1 when any check fails. A copy this user may not write beside is read
             as `stats` reads it (see weatherctl stats --help). With --copy (a backup copy), the
@@ -100,6 +101,7 @@ enum CheckCommand {
             var room = storage(config)
             if !room.ok && store.isReadOnlySnapshot { room.detail += " (for a backup copy: weatherctl check --copy)" }
             results.append(room)
+            results.append(fileModes(config))
         }
         results.append(Result(name: "database", ok: true, detail: "opens"))
         func probe(_ name: String, _ body: () throws(StoreError) -> (Bool, String)) {
@@ -190,6 +192,27 @@ enum CheckCommand {
         let length = n > 0 ? buffer.prefix(n).filter { $0 != 10 && $0 != 13 && $0 != 32 }.count : 0
         guard length >= 32 else { return Result(name: name, ok: false, detail: "\(path) is empty or shorter than 32 characters") }
         return Result(name: name, ok: true, detail: "\(path) mode \(octal(mode))")
+    }
+
+    /// Whether other users of the machine can read the database: its folder lets them in (o+x)
+    /// and a file of it is readable by them (o+r). The workers create the files without
+    /// permissions for others since session 18, but files made before keep their modes, 0644
+    /// under a shell's umask (an upgrade audit). The sessions' rows and the hashes are the
+    /// service's alone.
+    static func fileModes(_ config: GatewayConfig) -> Result {
+        let name = "file modes"
+        let folder = config.databaseFolder.isEmpty ? "." : config.databaseFolder
+        var dir = stat()
+        guard stat(folder, &dir) == 0 else { return Result(name: name, ok: true, detail: "not checked (\(folder): \(String(cString: strerror(errno))))") }
+        let files = ["", "-wal", "-shm", "-writer"].map { config.databasePath + $0 }
+        let readable = files.filter { path in
+            var st = stat()
+            return stat(path, &st) == 0 && st.st_mode & 0o004 != 0
+        }
+        guard dir.st_mode & 0o001 != 0, !readable.isEmpty else {
+            return Result(name: name, ok: true, detail: "the database is not readable by other users")
+        }
+        return Result(name: name, ok: false, detail: "other users may read \(readable.joined(separator: ", ")) (its folder lets them in); run chmod o-rwx on them, or on the folder")
     }
 
     /// Less free space than this fails `storage`: the WAL alone may grow to 64 MiB before a
