@@ -66,6 +66,9 @@ import WeatherProviders
         let both = off.weather(token: "wta_" + String(repeating: "A", count: 43), legacy: "legacy-token-0123456789")
         #expect(both.status == 401 && off.log.lines.last?.hasSuffix(" refused=session_token") == true)
         #expect((both.json["error"] as? [String: Any])?["message"] as? String == "a live X-Weather-Session-Token is required")
+        // An empty session header is no session token.
+        _ = off.weather(token: "", legacy: "legacy-token-0123456789")
+        #expect(off.log.lines.last?.hasSuffix(" refused=legacy_off") == true, "\(off.log.lines.last ?? "")")
 
         let on = try TestGateway { $0.flushInterval = 0 }
         let wrong = on.weather(token: nil, legacy: "legacy-token-012345678X")
@@ -84,7 +87,7 @@ import WeatherProviders
         off.gateway.afterResponse(force: true)
         let counted = try on.store.db.statement("SELECT name, value FROM weather_counters WHERE name LIKE 'unauthorized.%' ORDER BY name").rows { "\($0.text(0)!)=\($0.int(1))" }
         #expect(counted == ["unauthorized.legacy_token=1", "unauthorized.no_token=1", "unauthorized.session_token=2"])
-        #expect(try off.store.db.scalarInt("SELECT value FROM weather_counters WHERE name = 'unauthorized.legacy_off'") == 1)
+        #expect(try off.store.db.scalarInt("SELECT value FROM weather_counters WHERE name = 'unauthorized.legacy_off'") == 2)
         #expect(try off.store.db.scalarInt("SELECT value FROM weather_counters WHERE name = 'unauthorized.session_token'") == 1)
     }
 
@@ -406,19 +409,45 @@ import WeatherProviders
     }
 
     /// An answer from a provider whose day has not turned yet (a series from yesterday just
-    /// after midnight) is kept a minute, not the TTL, then asked for again.
-    @Test func anAnswerFromAProviderWhoseDayHasNotTurnedIsKeptAMinute() throws {
+    /// after midnight) is kept for as long as the day has run, a minute at least, not the TTL:
+    /// asked again after a minute, then after two, and so on while the provider lags.
+    @Test func anAnswerFromAProviderWhoseDayHasNotTurnedIsKeptAsLongAsTheDayHasRun() throws {
         let t = try TestGateway()
+        t.clock.current = Timestamp(iso8601: "2026-11-30T16:00:30Z")!  // 00:00:30 in Shanghai
+        t.source.utcOffset = 8 * 3600
         t.source.dayNotTurned = true
         let token = t.createSession()["weatherAccessToken"] as? String
-        #expect(t.weather(token: token, query: "lat=31.2304&lon=121.4737&days=2").json["cache"] as? String == "miss")
+        func cache() -> String? { t.weather(token: token, query: "lat=31.2304&lon=121.4737&days=2").json["cache"] as? String }
+        #expect(cache() == "miss")
         t.clock.advance(59)
-        #expect(t.weather(token: token, query: "lat=31.2304&lon=121.4737&days=2").json["cache"] as? String == "hit")
+        #expect(cache() == "hit")
+        t.clock.advance(2)  // 00:01:31: fetched again, still lagging: kept 91 s
+        #expect(cache() == "miss" && t.source.calls == 2)
+        t.clock.advance(90)
+        #expect(cache() == "hit")
         t.source.dayNotTurned = false
         t.clock.advance(2)
-        #expect(t.weather(token: token, query: "lat=31.2304&lon=121.4737&days=2").json["cache"] as? String == "miss")
+        #expect(cache() == "miss")
         t.clock.advance(500)
-        #expect(t.weather(token: token, query: "lat=31.2304&lon=121.4737&days=2").json["cache"] as? String == "hit")
+        #expect(cache() == "hit")
+        #expect(t.source.calls == 3)
+    }
+
+    /// The end of a forecast's freshness at the place's midnight is put off by 0 to 59 s, never
+    /// past the TTL.
+    @Test(arguments: [Int64(0), 59])
+    func aForecastStopsBeingFreshWithinAMinuteAfterMidnight(spread: Int64) throws {
+        let t = try TestGateway()
+        t.gateway.weatherHandler.midnightSpread = { spread }
+        t.clock.current = Timestamp(iso8601: "2026-11-30T15:59:30Z")!  // 23:59:30 in Shanghai
+        t.source.utcOffset = 8 * 3600
+        let token = t.createSession()["weatherAccessToken"] as? String
+        func cache() -> String? { t.weather(token: token, query: "lat=31.2304&lon=121.4737&days=1").json["cache"] as? String }
+        #expect(cache() == "miss")
+        t.clock.advance(30 + spread - 1)
+        #expect(cache() == "hit", "fresh until midnight + \(spread) s")
+        t.clock.advance(1)
+        #expect(cache() == "miss")
         #expect(t.source.calls == 2)
     }
 

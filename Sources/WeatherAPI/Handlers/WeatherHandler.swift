@@ -15,6 +15,9 @@ final class WeatherHandler {
     let owner: String
     /// This worker's copies of fresh cache rows (see `FreshBodies`).
     private var fresh: FreshBodies
+    /// Seconds after the place's midnight at which a forecast stops being fresh, 0 to 59 at
+    /// random (see `weatherBody`); tests fix it.
+    var midnightSpread: () -> Int64 = { Int64.random(in: 0..<60) }
 
     init(config: GatewayConfig, auth: Authenticator, limiter: Limiter, metrics: Metrics, store: any GatewayStore, source: (any WeatherSource)?) {
         self.config = config
@@ -73,7 +76,7 @@ final class WeatherHandler {
         return .json(200, Self.envelope(body, authMode: identity.mode, cache: label), headers: [("Cache-Control", "private, no-cache")])
     }
 
-    /// How long an answer from a provider whose day has not turned yet stays fresh.
+    /// How long an answer from a provider whose day has not turned yet stays fresh at least.
     static let notTurnedSeconds: Int64 = 60
 
     /// `weatherBody`'s state for a stale copy answered while another worker fetches the cell.
@@ -121,14 +124,11 @@ final class WeatherHandler {
             }
             if let cut = keptCut(of: outlook, for: query, key: key, now: now) { return (cut, outlook.state) }
             if let failure = outlook.failure { return try ownCopy(key: key, insteadOf: failure, now: now) }
-            do throws(HTTPError) {
-                let answer = try weatherBody(point: point, query: query, context: &context)
-                return (answer.body, answer.state)
-            } catch where error.message == HTTPError.daysNotCovered.message && ReportSlice.forecast(outlook.body, days: WeatherQuery.maxDays) == nil {
-                // The outlook came back short of its 15 days, so it could not hold the trip, and
-                // the trip alone is further than a provider is asked for: the provider's
-                // shortfall, not days this gateway cannot cover (a date re-check; "asking again
-                // will not help" was untrue).
+            // The outlook came back short of its 15 days, so it could not hold the trip, and the
+            // trip alone is further than a provider is asked for: the provider's shortfall, not
+            // days this gateway cannot cover (a date re-check; "asking again will not help" was
+            // untrue).
+            if source?.uncoveredFetch(query, now: now) != nil, ReportSlice.forecast(outlook.body, days: WeatherQuery.maxDays) == nil {
                 throw .providerError
             }
         }
@@ -287,14 +287,13 @@ final class WeatherHandler {
             // gateway refused a trip through today+14 its cut could not hold; a black-box date
             // audit). Up to a minute later, at random, so that the cells of one time zone do not
             // all go stale in the same second, nor meet every provider before its day has turned.
-            // An answer from a provider whose day has not turned yet is kept for a minute, not
-            // the TTL (a review). A trip's dates are its own.
-            if query.includesCurrent {
-                if report.dayNotTurned {
-                    until = Timestamp(seconds: min(until.seconds, now.seconds + Self.notTurnedSeconds))
-                } else if let end = report.todayEndsAt, end > now.seconds {
-                    until = Timestamp(seconds: min(until.seconds, end + Int64.random(in: 0..<60)))
-                }
+            // An answer from a provider whose day has not turned yet is kept for as long as the
+            // day has run, a minute at least (a review): asked again at about 00:01, 00:02,
+            // 00:04, 00:08 … while the provider lags, not every minute for hours. A trip's
+            // dates are its own.
+            if query.includesCurrent, let end = report.todayEndsAt, end > now.seconds {
+                let keep = report.dayNotTurned ? now.seconds + max(Self.notTurnedSeconds, 86_400 - (end - now.seconds)) : end + midnightSpread()
+                until = Timestamp(seconds: min(until.seconds, keep))
             }
             do {
                 try store.storeWeather(key: key, body: body, fetchedAt: now, freshUntil: until,

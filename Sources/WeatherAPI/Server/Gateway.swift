@@ -13,6 +13,8 @@ public final class Gateway {
     public let metrics: Metrics
     private let router: Router
     let limiter: Limiter
+    /// The weather routes' handler (tests set its `midnightSpread`).
+    let weatherHandler: WeatherHandler
     private var requestCounter: UInt64 = 0
     private let requestIdPrefix: String
 
@@ -35,6 +37,7 @@ public final class Gateway {
         let sessions = SessionServices(store: store, minter: minter, config: config, limiter: limiter, metrics: metrics)
         let auth = Authenticator(store: store, minter: minter, legacyToken: config.legacyToken)
         let weatherHandler = WeatherHandler(config: config, auth: auth, limiter: limiter, metrics: metrics, store: store, source: weather)
+        self.weatherHandler = weatherHandler
 
         var router = Router()
         router.add("GET", "/v1/health", HealthHandler(store: store))

@@ -158,10 +158,10 @@ extension Array where Element == UInt8 {
 /// (`unauthorized.<reason>`): after the legacy path is turned off, old app builds (`legacy_off`)
 /// stand apart from guesses (`legacy_token`) and from sessions that ended (`session_token`).
 public enum AuthRefusal: String, Sendable {
-    /// An `X-Weather-Token` while `CLOSET_WEATHER_PROXY_TOKEN` is unset (and no live session).
+    /// An `X-Weather-Token` while `CLOSET_WEATHER_PROXY_TOKEN` is unset, and no session token.
     case legacyOff = "legacy_off"
-    /// An `X-Weather-Session-Token` that is malformed, unknown, expired or revoked, and no
-    /// legacy token that matches.
+    /// A non-empty `X-Weather-Session-Token` that is malformed, unknown, expired or revoked,
+    /// and no legacy token that matches.
     case sessionToken = "session_token"
     /// An `X-Weather-Token` that does not match.
     case legacyToken = "legacy_token"

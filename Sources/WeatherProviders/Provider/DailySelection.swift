@@ -35,7 +35,8 @@ enum DailySelection {
     }
 
     /// Whether `picked`, chosen from `days` for `query`, shows a provider whose day has not
-    /// turned yet: in the first two hours of the place's day (`todayEndsAt`, from now), its
+    /// turned yet: in the first two hours of the place's day (`todayEndsAt`, from now; a day of
+    /// 23 or 25 hours by Visual Crossing's own midnights moves that by its hour), its
     /// series starts exactly at the place's yesterday, and the answer starts there too, or is
     /// an outlook short of `WeatherQuery.maxDays` (yesterday left out). A series that only has a
     /// stray yesterday besides every day asked is not one, nor one that starts at yesterday all

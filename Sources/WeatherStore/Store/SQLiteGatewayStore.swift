@@ -498,7 +498,7 @@ public final class SQLiteGatewayStore: GatewayStore {
         guard needsReopen, let path else { return }
         db.close()
         do {
-            db = try Database(path: path, walWrites: .perCommit)
+            db = try Database(path: path, walWrites: .perCommit, gatewayFile: true)
             db.queueWritersAndDeferCheckpoints()
             // Opened read-only (disk still read-only): try again on the next call.
             needsReopen = db.isReadOnly
