@@ -129,7 +129,8 @@ import WeatherProviders
         #expect(echoed.headers["x-request-id"] == "abc123")
         #expect(t.log.lines.last?.contains("request_id=abc123") == true)
         // nginx's ids (32 hex digits), Apache-like ones and dots between letters are echoed.
-        for kept in ["0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c", "Z2xhc3Nlcy1hYmM_DEF-x", "ios.app-1.x", "0b6f1c4e-6f5a-4c0e-9d2b"] {
+        for kept in ["0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c", "Z2xhc3Nlcy1hYmM_DEF-x", "ios.app-1.x", "0b6f1c4e-6f5a-4c0e-9d2b",
+                     "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"] {
             #expect(t.send("GET", "/v1/health", headers: ["X-Request-Id": kept]).headers["x-request-id"] == kept)
         }
         // Refused, not cleaned: the gateway's own id instead (`t-<n>`), in the header and the log.
@@ -137,6 +138,8 @@ import WeatherProviders
         let token = try #require(t.createSession()["weatherAccessToken"] as? String)
         for value in ["a b\r\nSet-Cookie: x", "a\r\nSet-Cookie:x", "abc\u{0}", String(repeating: "a", count: 129), "id;drop",
                       token, "wtr_abcdefghijklmnop", "req-\(token)", "x-wta_abc", "legacy-token-0123456789", "req.legacy-token-0123456789.1",
+                      // A token's body without its prefix (43 base64url characters).
+                      String(token.dropFirst(4)), "id." + String(token.dropFirst(4)),
                       // An installation id or a coordinate is not logged either.
                       "0b6f1c4e-6f5a-4c0e-9d2b-2c1e8f3a7d11", "req-0B6F1C4E-6F5A-4C0E-9D2B-2C1E8F3A7D11-2", "31.230416-121.473701", "lat31.2"] {
             let hostile = t.send("GET", "/v1/health", headers: ["X-Request-Id": value])
@@ -174,6 +177,20 @@ import WeatherProviders
                 }
             }
         }
+    }
+
+    /// A method that is not one of HTTP's is logged as `other`: a FastCGI peer or a CGI caller
+    /// may send anything there (a security re-audit found a coordinate and a token logged).
+    @Test func anUnknownMethodIsLoggedAsOther() throws {
+        let t = try TestGateway()
+        for method in ["31.234567", "legacy-token-0123456789", "BREW"] {
+            let a = t.send(method, "/v1/health")
+            #expect(a.status == 400 || a.status == 405)
+            let line = try #require(t.log.lines.last)
+            #expect(line.contains(" method=other ") && !line.contains(method), "\(line)")
+        }
+        _ = t.send("GET", "/v1/health")
+        #expect(t.log.lines.last?.contains(" method=GET ") == true)
     }
 
     @Test func unknownRouteIs404AndWrongMethodIs405WithAllow() throws {
@@ -272,6 +289,8 @@ import WeatherProviders
                                  ("lat=1&lon=%FF", "parameter lon is not valid percent-encoded UTF-8 without NUL"),
                                  ("lat=1&lon=2&days=%00", "parameter days is not valid percent-encoded UTF-8 without NUL"),
                                  ("lat=1&lon=2&x%3Cy%3E=%ZZ", "the query string is not valid percent-encoded UTF-8 without NUL"),
+                                 // A name no route reads might be a secret: not repeated.
+                                 ("lat=1&lon=2&legacytoken0123456789=%FF", "the query string is not valid percent-encoded UTF-8 without NUL"),
                                  ("lat=1&%ZZ=2", "the query string is not valid percent-encoded UTF-8 without NUL")] {
             let a = t.weather(token: token, query: query)
             #expect(a.status == 400 && (a.json["error"] as? [String: Any])?["message"] as? String == message, "\(query)")

@@ -78,6 +78,20 @@ import Testing
         let values = try ConfigLoader.parseFile(text)
         #expect(values["CLOSET_WEATHER_PROXY_TOKEN"] == "legacy-secret-0123456789   # shipped in app 1.x")
         #expect(values["VISUAL_CROSSING_API_KEY"] == "vc #secret" && values["WEATHER_DB_PATH"] == "/srv/w#1.sqlite3")
+        // A legacy token that starts with # is a note, not a token: refused (nothing is lost).
+        #expect(throws: ConfigError.self) { try ConfigLoader.load(environment: [:], file: ["CLOSET_WEATHER_PROXY_TOKEN": "# retired since 2026-11"]) }
+        // A setting whose `=` was forgotten is not repeated with its value run on.
+        for line in ["WEATHER_HASH_KEYq3Zk8vJ2mR7tY1wX5nB0cD4fG6hK9p0123456789=", "CLOSET_WEATHER_PROXY_TOKENLEGACY0123456789ABCDEF=1"] {
+            #expect {
+                try ConfigLoader.load(environment: [:], file: ConfigLoader.parseFile(line + "\n"))
+            } throws: { error in
+                let text = "\(error)"
+                return text.contains("not shown") && !text.contains("q3Zk8") && !text.contains("LEGACY0123")
+            }
+        }
+        #expect(throws: ConfigError(variable: "WEATHER_CAHCE_TTL", problem: "is not a known setting")) {
+            try ConfigLoader.load(environment: [:], file: ["WEATHER_CAHCE_TTL": "5"])
+        }
         // WEATHER_CONFIG names the file: inside it, it was passed over without a word.
         #expect(throws: ConfigError(variable: "WEATHER_CONFIG", problem: "is read from the environment only, not from the settings file")) {
             try ConfigLoader.load(environment: [:], file: ConfigLoader.parseFile("WEATHER_CONFIG=/etc/other.conf\n"))

@@ -93,6 +93,18 @@ import WeatherCore
         #expect(throws: (any Error).self) { _ = try SQLiteGatewayStore(path: path) }
         #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before)
         #expect(!writerBefore && !FileManager.default.fileExists(atPath: path + "-writer"))
+        // Another D1 project's export has a migrations' record of its own: told by its names.
+        let d1 = try tempDB()
+        try d1.execute("""
+            CREATE TABLE d1_migrations(id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT UNIQUE, applied_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP NOT NULL);
+            INSERT INTO d1_migrations(name) VALUES ('0001_users.sql');
+            CREATE TABLE users(id TEXT, secret TEXT)
+            """)
+        #expect(throws: DatabaseError.self) { try Migrator.apply(to: d1) }
+        // Ours, stopped after its record was made but before 0001's tables: migrated.
+        let started = try tempDB()
+        try started.execute(Migrator.createTable)
+        #expect(try Migrator.apply(to: started) == embeddedMigrations.map(\.name))
         let view = try tempDB()
         try view.execute("CREATE VIEW v AS SELECT 1")
         #expect(throws: DatabaseError.self) { try Migrator.apply(to: view) }

@@ -62,13 +62,13 @@ public final class Gateway {
         var context = Context(requestId: requestId, clientIP: clientIP, now: now)
 
         var route = "-"
-        var method = params["REQUEST_METHOD"].map { String($0.prefix(16)) } ?? "-"
+        var method = Self.loggedMethod(params["REQUEST_METHOD"])
         var response: Response
         var storageFailed = false
         var refused: String?
         do throws(HTTPError) {
             let request = try Request.parse(params: params, mountPrefix: config.mountPrefix, readBody: readBody)
-            method = request.method
+            method = Self.loggedMethod(request.method)
             let resolved = router.resolve(request)
             route = resolved.route
             response = try resolved.result.get().respond(to: request, context: &context)
@@ -85,7 +85,7 @@ public final class Gateway {
         line.addPlain("ts", now.iso8601)
         line.addPlain("request_id", requestId)  // checked by acceptableRequestId, or ours
         line.addPlain("worker", requestIdPrefix)
-        line.add("method", method)  // may be whatever the client sent
+        line.addPlain("method", method)  // `loggedMethod`: a name of HTTP's or `other`
         line.addPlain("route", route)  // a route of the router, or "-"
         line.addPlain("status", String(response.status))
         line.addPlain("duration_ms", MonotonicTime.milliseconds(since: started))
@@ -126,6 +126,16 @@ public final class Gateway {
         response.headers.append(("X-Content-Type-Options", "nosniff"))
     }
 
+    /// The method as the log line names it: one of HTTP's own, else `other` (a FastCGI peer or a
+    /// CGI caller may send anything there, a token or a coordinate; a security re-audit).
+    static func loggedMethod(_ method: String?) -> String {
+        guard let method else { return "-" }
+        switch method {
+        case "GET", "POST", "HEAD", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT": return method
+        default: return "other"
+        }
+    }
+
     /// A request id from the web server is echoed only when it is short and plain, so it cannot
     /// inject anything into headers or logs, and when it holds no token: the shipped nginx and
     /// Apache hosts replace the client's header, but behind an `.htaccess` it arrives as sent, and
@@ -141,10 +151,31 @@ public final class Gateway {
             legacy.withUTF8 { legacy in
                 Self.occurs(Self.accessPrefix, in: text) || Self.occurs(Self.refreshPrefix, in: text)
                     || (!legacy.isEmpty && Self.occursInConstantTime(legacy, in: text))
-                    || Self.holdsUUIDOrDecimal(text)
+                    || Self.holdsUUIDOrDecimal(text) || Self.holdsTokenBody(text)
             }
         }
         return holdsSecret ? nil : id
+    }
+
+    /// Whether `text` holds 43 base64url characters in a row, not all hex digits and dashes: a
+    /// token's body even without its `wta_`/`wtr_` prefix (a security re-audit found one echoed
+    /// and logged). Ids of hex digits and dashes (nginx's 32, a trace parent's 55) are kept.
+    static func holdsTokenBody(_ text: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard text.count >= 43 else { return false }
+        var run = 0, beyondHex = false
+        for c in text {
+            let lower = c | 0x20
+            let hex = c &- UInt8(ascii: "0") < 10 || lower &- UInt8(ascii: "a") < 6 || c == UInt8(ascii: "-")
+            guard hex || lower &- UInt8(ascii: "a") < 26 || c == UInt8(ascii: "_") else {
+                run = 0
+                beyondHex = false
+                continue
+            }
+            run += 1
+            beyondHex = beyondHex || !hex
+            if run >= 43 && beyondHex { return true }
+        }
+        return false
     }
 
     /// Whether `text` holds something shaped like an installation id (a UUID, 8-4-4-4-12 hex

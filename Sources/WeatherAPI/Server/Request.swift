@@ -103,6 +103,9 @@ public struct Request: Sendable {
         return request
     }
 
+    /// The query parameters the routes read (`WeatherParameters`).
+    static let parameterNamesOfTheRoutes: Set<String> = ["lat", "lon", "days", "start", "end"]
+
     /// The parameters `parse` and `Gateway.handle` read. A FastCGI server may drop every other
     /// one before building the dictionary (web servers send thirty or so per request).
     public static let parameterNames = [
@@ -163,9 +166,9 @@ public struct Request: Sendable {
             return out
         }
         guard let pairs else {
-            // Only a short name of letters, digits and `_` is repeated back.
-            if let name = refused, (1...32).contains(name.utf8.count),
-               name.utf8.allSatisfy({ $0 == UInt8(ascii: "_") || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }) {
+            // Only a parameter some route reads is named: any other name might be a secret (the
+            // legacy token as a name came back in the error body; a security re-audit).
+            if let name = refused, Self.parameterNamesOfTheRoutes.contains(name) {
                 throw HTTPError.invalidRequest("parameter \(name) is not valid percent-encoded UTF-8 without NUL")
             }
             throw HTTPError.invalidRequest("the query string is not valid percent-encoded UTF-8 without NUL")

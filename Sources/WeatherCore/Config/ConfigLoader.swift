@@ -103,8 +103,12 @@ public enum ConfigLoader {
     /// Builds the configuration: `environment` first, then `file`.
     public static func load(environment: [String: String], file: [String: String] = [:]) throws(ConfigError) -> GatewayConfig {
         for key in file.keys where !knownVariables.contains(key) {
-            // A typo of a setting is named; anything else might be a secret on a line of its own.
-            guard settingPrefixes.contains(where: key.hasPrefix) else {
+            // A typo of a setting is named; anything else might be a secret on a line of its own,
+            // and so might a "name" that is a setting with its value run on (the `=` forgotten:
+            // `WEATHER_HASH_KEYq3Zk…=` printed the key; a security re-audit): only a name of
+            // capitals, digits and `_` no longer than the longest setting is repeated.
+            guard settingPrefixes.contains(where: key.hasPrefix), key.utf8.count <= 40,
+                  key.utf8.allSatisfy({ $0 == UInt8(ascii: "_") || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) }) else {
                 throw ConfigError(variable: "a name in the configuration file", problem: "is not a known setting (\(key.count) characters, not shown; settings begin with \(settingPrefixes.joined(separator: ", ")))")
             }
             throw ConfigError(variable: key, problem: "is not a known setting")
@@ -158,6 +162,11 @@ public enum ConfigLoader {
         c.legacyToken = value("CLOSET_WEATHER_PROXY_TOKEN")
         if let t = c.legacyToken, t.utf8.count < 16 {
             throw ConfigError(variable: "CLOSET_WEATHER_PROXY_TOKEN", problem: "must be at least 16 characters")
+        }
+        // `CLOSET_WEATHER_PROXY_TOKEN= # retired` turned the legacy path on with the note as its
+        // token (a security re-audit): refused, which loses nothing, unlike a path's note.
+        if let t = c.legacyToken, t.hasPrefix("#") {
+            throw ConfigError(variable: "CLOSET_WEATHER_PROXY_TOKEN", problem: "starts with # (a comment? to turn the legacy path off, leave it empty)")
         }
         c.caiyunToken = value("CAIYUN_API_TOKEN")
         c.visualCrossingKey = value("VISUAL_CROSSING_API_KEY")
