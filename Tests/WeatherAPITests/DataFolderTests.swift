@@ -34,6 +34,26 @@ import WeatherCore
         #expect(fm.fileExists(atPath: ".htaccess") == cwdFileBefore, "a relative path is left alone")
     }
 
+    /// `CLOSET_WEATHER_PROXY_TOKEN= # retired` turned the legacy path on with the note as its
+    /// token: an unquoted file value that is only a note is refused; a token that starts with #
+    /// is still taken in quotes or from the environment (one fixed in shipped apps may).
+    @Test func aLegacyTokenThatIsOnlyANoteIsRefused() throws {
+        let fm = FileManager.default
+        let root = fm.temporaryDirectory.appendingPathComponent("cw-note-\(UUID().uuidString.prefix(8))")
+        try fm.createDirectory(at: root, withIntermediateDirectories: true)
+        defer { try? fm.removeItem(at: root) }
+        let path = root.appendingPathComponent("weather.conf").path
+        try "CLOSET_WEATHER_PROXY_TOKEN= # retired, was in app 1.x\n".write(toFile: path, atomically: true, encoding: .utf8)
+        #expect {
+            try Bootstrap.loadConfig(environment: ["WEATHER_CONFIG": path])
+        } throws: { error in
+            "\(error)".contains("CLOSET_WEATHER_PROXY_TOKEN is a comment in the settings file") && !"\(error)".contains("app 1.x")
+        }
+        try "CLOSET_WEATHER_PROXY_TOKEN=\"#legacy-token-in-app-1x\"\n".write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(try Bootstrap.loadConfig(environment: ["WEATHER_CONFIG": path]).legacyToken == "#legacy-token-in-app-1x")
+        #expect(try Bootstrap.loadConfig(environment: ["CLOSET_WEATHER_PROXY_TOKEN": "#legacy-token-in-app-1x"]).legacyToken == "#legacy-token-in-app-1x")
+    }
+
     /// A configuration file's error says which file (the settings may come from several places),
     /// by its role, not its path (API.md: no file path in a log line), and when it cannot be read,
     /// why; the refused line's content is still never shown.

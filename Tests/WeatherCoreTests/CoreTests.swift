@@ -78,9 +78,8 @@ import Testing
         let values = try ConfigLoader.parseFile(text)
         #expect(values["CLOSET_WEATHER_PROXY_TOKEN"] == "legacy-secret-0123456789   # shipped in app 1.x")
         #expect(values["VISUAL_CROSSING_API_KEY"] == "vc #secret" && values["WEATHER_DB_PATH"] == "/srv/w#1.sqlite3")
-        // A legacy token that starts with # is a note, not a token: refused (nothing is lost).
-        #expect(throws: ConfigError.self) { try ConfigLoader.load(environment: [:], file: ["CLOSET_WEATHER_PROXY_TOKEN": "# retired since 2026-11"]) }
-        // A setting whose `=` was forgotten is not repeated with its value run on.
+        // A setting whose `=` was forgotten is not repeated with its value run on, from the file
+        // or from the environment (an `EnvironmentFile` line).
         for line in ["WEATHER_HASH_KEYq3Zk8vJ2mR7tY1wX5nB0cD4fG6hK9p0123456789=", "CLOSET_WEATHER_PROXY_TOKENLEGACY0123456789ABCDEF=1"] {
             #expect {
                 try ConfigLoader.load(environment: [:], file: ConfigLoader.parseFile(line + "\n"))
@@ -89,6 +88,9 @@ import Testing
                 return text.contains("not shown") && !text.contains("q3Zk8") && !text.contains("LEGACY0123")
             }
         }
+        #expect {
+            try ConfigLoader.load(environment: ["WEATHER_HASH_KEYq3Zk8vJ2mR7tY1wX5nB0cD4fG6hK9p0123456789": ""])
+        } throws: { error in "\(error)".contains("not shown") && !"\(error)".contains("q3Zk8") }
         #expect(throws: ConfigError(variable: "WEATHER_CAHCE_TTL", problem: "is not a known setting")) {
             try ConfigLoader.load(environment: [:], file: ["WEATHER_CAHCE_TTL": "5"])
         }

@@ -101,6 +101,16 @@ import WeatherCore
             CREATE TABLE users(id TEXT, secret TEXT)
             """)
         #expect(throws: DatabaseError.self) { try Migrator.apply(to: d1) }
+        // Or none (a project whose schema was made by hand), or only ours over another's tables.
+        for names in ["", "INSERT INTO d1_migrations(name) VALUES ('0001_anonymous_weather_sessions.sql');"] {
+            let other = try tempDB()
+            try other.execute("""
+                CREATE TABLE d1_migrations(id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT UNIQUE, applied_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP NOT NULL);
+                \(names)
+                CREATE TABLE users(id TEXT, secret TEXT)
+                """)
+            #expect(throws: DatabaseError.self) { try Migrator.apply(to: other) }
+        }
         // Ours, stopped after its record was made but before 0001's tables: migrated.
         let started = try tempDB()
         try started.execute(Migrator.createTable)

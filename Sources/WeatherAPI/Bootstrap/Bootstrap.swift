@@ -81,6 +81,13 @@ public enum Bootstrap {
                 break
             }
         }
+        // `CLOSET_WEATHER_PROXY_TOKEN= # retired` turned the legacy path on with the note as its
+        // token (a security re-audit): an unquoted file value that is only a note is refused,
+        // which loses nothing. A token that starts with # is still taken from the environment
+        // or in quotes (one fixed in shipped app builds may).
+        if commented.contains("CLOSET_WEATHER_PROXY_TOKEN"), settings["CLOSET_WEATHER_PROXY_TOKEN"]?.hasPrefix("#") == true {
+            throw ConfigError(variable: "CLOSET_WEATHER_PROXY_TOKEN", problem: "is a comment in the settings file (to turn the legacy path off, leave it empty; a token that starts with # goes in quotes)")
+        }
         var config = try ConfigLoader.load(environment: relevant, file: settings)
         config.commentedSettings = commented
         return (config, read, besideProgram, unreadable)

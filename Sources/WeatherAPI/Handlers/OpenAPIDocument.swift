@@ -1406,7 +1406,7 @@ let openAPIDocument = ##"""
       },
       "InvalidRequestError": {
         "type": "object",
-        "description": "400: malformed JSON, a missing or bad field or query parameter (the message names it), a query parameter or body member given twice, a query string or path that is not valid percent-encoded UTF-8, or a bad Content-Length.",
+        "description": "400: malformed JSON, a missing or bad field or query parameter (the message names it; a parameter the route does not read is not named), a query parameter or body member given twice, a query string or path that is not valid percent-encoded UTF-8, or a bad Content-Length.",
         "required": [
           "error"
         ],

@@ -62,13 +62,12 @@ public final class Gateway {
         var context = Context(requestId: requestId, clientIP: clientIP, now: now)
 
         var route = "-"
-        var method = Self.loggedMethod(params["REQUEST_METHOD"])
+        let method = Self.loggedMethod(params["REQUEST_METHOD"])
         var response: Response
         var storageFailed = false
         var refused: String?
         do throws(HTTPError) {
             let request = try Request.parse(params: params, mountPrefix: config.mountPrefix, readBody: readBody)
-            method = Self.loggedMethod(request.method)
             let resolved = router.resolve(request)
             route = resolved.route
             response = try resolved.result.get().respond(to: request, context: &context)

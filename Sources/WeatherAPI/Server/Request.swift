@@ -103,9 +103,6 @@ public struct Request: Sendable {
         return request
     }
 
-    /// The query parameters the routes read (`WeatherParameters`).
-    static let parameterNamesOfTheRoutes: Set<String> = ["lat", "lon", "days", "start", "end"]
-
     /// The parameters `parse` and `Gateway.handle` read. A FastCGI server may drop every other
     /// one before building the dictionary (web servers send thirty or so per request).
     public static let parameterNames = [
@@ -138,7 +135,7 @@ public struct Request: Sendable {
 
     /// `a=1&b=2` into decoded pairs, in order, on bytes; empty pairs are skipped. A pair whose
     /// escapes are malformed, or that is not UTF-8 or holds NUL once decoded, is 400 naming its
-    /// parameter when the name is plain (API.md: the message names the field), else the query
+    /// parameter when a route reads it (API.md: the message names the field), else the query
     /// string.
     static func parseQuery(_ raw: String) throws(HTTPError) -> [(name: String, value: String)] {
         var raw = raw
@@ -168,7 +165,7 @@ public struct Request: Sendable {
         guard let pairs else {
             // Only a parameter some route reads is named: any other name might be a secret (the
             // legacy token as a name came back in the error body; a security re-audit).
-            if let name = refused, Self.parameterNamesOfTheRoutes.contains(name) {
+            if let name = refused, WeatherParameters.names.contains(name) {
                 throw HTTPError.invalidRequest("parameter \(name) is not valid percent-encoded UTF-8 without NUL")
             }
             throw HTTPError.invalidRequest("the query string is not valid percent-encoded UTF-8 without NUL")

@@ -61,9 +61,10 @@ public enum ConfigLoader {
     /// The settings of a `KEY=VALUE` file whose unquoted value starts with `#` or holds a space or
     /// tab followed by `#`: what looks like a comment after the value is part of it (a legacy
     /// token no old app sends, a provider key the provider refuses; `KEY= # retired` turned the
-    /// legacy path on with the note as its token). Said, not refused (black-box audits, and an
-    /// upgrade audit: refusing it sent an operator who moved the note to its own line to a new,
-    /// empty database, the old one being named with the note). Names only, sorted.
+    /// legacy path on with the note as its token, which `Bootstrap` refuses). Otherwise said,
+    /// not refused (black-box audits, and an upgrade audit: refusing it sent an operator who
+    /// moved the note to its own line to a new, empty database, the old one being named with the
+    /// note). Names only, sorted.
     public static func commentedSettings(_ text: String) -> [String] {
         var names: Set<String> = []
         for raw in text.split(whereSeparator: { $0 == "\n" || $0 == "\r\n" || $0 == "\r" }) {
@@ -100,25 +101,32 @@ public enum ConfigLoader {
             ? "\"\(text)\"" : "of \(text.count) characters (not shown)"
     }
 
+    /// The refusal of a name no setting has. A typo of a setting is named; anything else might be
+    /// a secret on a line of its own, and so might a "name" that is a setting with its value run
+    /// on (the `=` forgotten: `WEATHER_HASH_KEYq3Zk…=` printed the key, from a file or from an
+    /// `EnvironmentFile`; a security re-audit): only a name of capitals, digits and `_` no
+    /// longer than the longest setting is repeated.
+    static func unknownSetting(_ key: String, in source: String) -> ConfigError {
+        guard settingPrefixes.contains(where: key.hasPrefix), key.utf8.count <= longestSettingName,
+              key.utf8.allSatisfy({ $0 == UInt8(ascii: "_") || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) }) else {
+            return ConfigError(variable: "a name in \(source)", problem: "is not a known setting (\(key.count) characters, not shown; settings begin with \(settingPrefixes.joined(separator: ", ")))")
+        }
+        return ConfigError(variable: key, problem: "is not a known setting")
+    }
+
+    static let longestSettingName = knownVariables.map(\.utf8.count).max() ?? 0
+
     /// Builds the configuration: `environment` first, then `file`.
     public static func load(environment: [String: String], file: [String: String] = [:]) throws(ConfigError) -> GatewayConfig {
         for key in file.keys where !knownVariables.contains(key) {
-            // A typo of a setting is named; anything else might be a secret on a line of its own,
-            // and so might a "name" that is a setting with its value run on (the `=` forgotten:
-            // `WEATHER_HASH_KEYq3Zk…=` printed the key; a security re-audit): only a name of
-            // capitals, digits and `_` no longer than the longest setting is repeated.
-            guard settingPrefixes.contains(where: key.hasPrefix), key.utf8.count <= 40,
-                  key.utf8.allSatisfy({ $0 == UInt8(ascii: "_") || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) }) else {
-                throw ConfigError(variable: "a name in the configuration file", problem: "is not a known setting (\(key.count) characters, not shown; settings begin with \(settingPrefixes.joined(separator: ", ")))")
-            }
-            throw ConfigError(variable: key, problem: "is not a known setting")
+            throw unknownSetting(key, in: "the configuration file")
         }
         // It names the file; inside that file it would be silently passed over (a contract audit).
         if let named = file["WEATHER_CONFIG"], !named.isEmpty {  // empty: "the default", as everywhere
             throw ConfigError(variable: "WEATHER_CONFIG", problem: "is read from the environment only, not from the settings file")
         }
         for key in environment.keys where key.hasPrefix("WEATHER_") && !knownVariables.contains(key) {
-            throw ConfigError(variable: key, problem: "is not a known setting")
+            throw unknownSetting(key, in: "the environment")
         }
         func value(_ key: String) -> String? {
             if let v = environment[key] ?? file[key], !v.isEmpty { return v }
@@ -162,11 +170,6 @@ public enum ConfigLoader {
         c.legacyToken = value("CLOSET_WEATHER_PROXY_TOKEN")
         if let t = c.legacyToken, t.utf8.count < 16 {
             throw ConfigError(variable: "CLOSET_WEATHER_PROXY_TOKEN", problem: "must be at least 16 characters")
-        }
-        // `CLOSET_WEATHER_PROXY_TOKEN= # retired` turned the legacy path on with the note as its
-        // token (a security re-audit): refused, which loses nothing, unlike a path's note.
-        if let t = c.legacyToken, t.hasPrefix("#") {
-            throw ConfigError(variable: "CLOSET_WEATHER_PROXY_TOKEN", problem: "starts with # (a comment? to turn the legacy path off, leave it empty)")
         }
         c.caiyunToken = value("CAIYUN_API_TOKEN")
         c.visualCrossingKey = value("VISUAL_CROSSING_API_KEY")

@@ -37,31 +37,23 @@ public enum Migrator {
         return applied
     }
 
-    /// Throws when the file holds tables but not the sessions table, and either no migrations'
-    /// record or one naming migrations this build does not ship (another D1 project's export):
-    /// another program's database, a `WEATHER_DB_PATH` pointing at the wrong file. Such a file was given this gateway's tables (and switched to WAL, with a
-    /// `-writer` beside it) without a word (an operations audit). One look at `sqlite_master` (and
-    /// at the record's names when other tables stand beside it).
+    /// Throws when the file holds tables (besides a migrations' record) but not the sessions
+    /// table: another program's database, a `WEATHER_DB_PATH` pointing at the wrong file, or
+    /// another D1 project's export, whose `d1_migrations` names its own files or none. Such a
+    /// file was given this gateway's tables (and switched to WAL, with a `-writer` beside it)
+    /// without a word (an operations audit; a security re-audit for the D1 export). A file of
+    /// ours never looks so: migration 0001 makes the sessions table and the tokens table in one
+    /// transaction, and before it the file holds the record alone. One look at `sqlite_master`.
     public static func refuseAnotherProgramsFile(_ db: Database) throws(DatabaseError) {
         // One statement, one snapshot: another connection creating the tables of a new file
         // between two lookups made a good file look foreign (a review; 2 in 800 racing opens).
-        // The count of tables and views other than the migrations' record when the sessions
-        // table is not there (0 when it is), and whether the record is.
+        // The tables and views other than the migrations' record, when the sessions table is
+        // not there (0 when it is; nil for a file with none at all).
         guard let foreign = try db.scalarInt("""
-            SELECT CASE WHEN sum(name = 'anonymous_weather_sessions') > 0 THEN 0
-                        ELSE sum(name <> 'd1_migrations') * 2 + max(name = 'd1_migrations') END
+            SELECT CASE WHEN sum(name = 'anonymous_weather_sessions') > 0 THEN 0 ELSE sum(name <> 'd1_migrations') END
             FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'
-            """), foreign > 1 else { return }
-        // Other tables beside a migrations' record: another D1 project's export has one too
-        // (a security re-audit), told by the names it records. A new file of ours being migrated
-        // right now records only this build's names; its sessions table comes first.
-        if foreign % 2 == 1 {
-            let ours = embeddedMigrations.map { SQLValue.text($0.name) }
-            let placeholders = (1...ours.count).map { "?\($0)" }.joined(separator: ", ")
-            guard let strangers = try db.scalarInt("SELECT count(*) FROM d1_migrations WHERE name NOT IN (\(placeholders))", ours),
-                  strangers > 0 else { return }
-        }
-        throw DatabaseError(resultCode: SQLITE_ERROR, message: "the file holds \(foreign / 2) table(s) or view(s) of another program and none of this gateway's; is WEATHER_DB_PATH the right file?", sql: nil)
+            """), foreign > 0 else { return }
+        throw DatabaseError(resultCode: SQLITE_ERROR, message: "the file holds \(foreign) table(s) or view(s) of another program and none of this gateway's; is WEATHER_DB_PATH the right file?", sql: nil)
     }
 
     /// Names of migrations not yet recorded in the database.
