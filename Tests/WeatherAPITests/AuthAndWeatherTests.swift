@@ -452,6 +452,56 @@ import WeatherProviders
         #expect(t.source.calls == 3)
     }
 
+    /// A forecast row of its own (fetched while the outlook could not hold its days, a provider
+    /// whose day had not turned) is not kept by the worker: once the outlook holds the days
+    /// again, the answer is cut from it, where the kept row answered until its TTL with
+    /// yesterday (a race hunt). A request that fetched twice names both fetches in its log line.
+    @Test func aForecastRowOfItsOwnGivesWayToAnOutlookThatHoldsItsDays() throws {
+        let t = try TestGateway()
+        t.clock.current = Timestamp(iso8601: "2026-11-30T16:30:00Z")!  // 00:30 in Shanghai
+        t.source.utcOffset = 8 * 3600
+        t.source.dayNotTurned = true
+        t.source.outlookDays = 14
+        let token = t.createSession()["weatherAccessToken"] as? String
+        func ask(_ days: Int) -> TestGateway.Answer { t.weather(token: token, query: "lat=31.2304&lon=121.4737&days=\(days)") }
+        #expect(ask(3).json["cache"] as? String == "miss")  // the lagging outlook, fresh until 00:40
+        t.clock.advance(590)  // 00:39:50
+        let own = ask(15)
+        #expect(own.json["cache"] as? String == "miss" && t.source.calls == 2 && t.source.lastQuery == .forecast(days: 15))
+        #expect(t.log.lines.last?.contains("providers=caiyun:ok ") == true || t.log.lines.last?.hasSuffix("providers=caiyun:ok") == true)
+        t.clock.advance(15)  // 00:40:05: the provider has turned; the outlook is fetched again
+        t.source.dayNotTurned = false
+        t.source.outlookDays = 15
+        let seven = ask(7)
+        #expect(seven.json["cache"] as? String == "miss" && t.source.calls == 3)
+        t.clock.advance(5)
+        let fifteen = ask(15)
+        #expect(fifteen.json["cache"] as? String == "hit" && t.source.calls == 3)
+        #expect(fifteen.json["fetchedAt"] as? String == seven.json["fetchedAt"] as? String, "cut from the new outlook, not the row fetched at 00:39:50")
+
+        // Fetching both in one request (the outlook and then the days it cannot hold): both named.
+        t.clock.advance(700)  // both rows stale
+        t.source.outlookDays = 14
+        _ = ask(15)
+        #expect(t.log.lines.last?.contains("providers=caiyun:ok,caiyun:ok") == true, "\(t.log.lines.last ?? "")")
+    }
+
+    /// While another worker fetches the outlook, a request whose days its stale copy cannot hold
+    /// answers its own stale copy instead of the same provider call at the same moment.
+    @Test func aRequestTheStaleOutlookCannotHoldUsesItsOwnCopyWhileAnotherWorkerFetches() throws {
+        let t = try TestGateway()
+        t.source.outlookDays = 14
+        let token = t.createSession()["weatherAccessToken"] as? String
+        #expect(t.weather(token: token, query: "lat=31.2304&lon=121.4737&days=15").json["cache"] as? String == "miss")
+        #expect(t.source.calls == 2)
+        t.clock.advance(700)  // both rows stale
+        let point = GridPoint.snapping(lat: 31.2304, lon: 121.4737, degrees: t.config.gridDegrees)
+        let now = t.clock.now()
+        #expect(try t.store.acquireFetchLock(key: "\(point.key)|forecast", owner: FetchLockOwner.make(pid: getpid()), now: now, until: now.adding(seconds: 30)))
+        let answer = t.weather(token: token, query: "lat=31.2304&lon=121.4737&days=15")
+        #expect(answer.status == 200 && answer.json["cache"] as? String == "stale" && t.source.calls == 2)
+    }
+
     /// The end of a forecast's freshness at the place's midnight is put off by 0 to 59 s, never
     /// past the TTL.
     @Test(arguments: [Int64(0), 59])

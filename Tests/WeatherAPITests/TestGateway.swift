@@ -49,7 +49,7 @@ final class FakeWeatherSource: WeatherSource {
         } else { nil }
         var report = WeatherReport(provider: "caiyun", location: point, timezone: "Asia/Shanghai", current: current, daily: days, fetchedAt: now.iso8601, todayEndsAt: todayEndsAt)
         report.dayNotTurned = dayNotTurned
-        return WeatherFetch(result: .success(report), attempts: [("caiyun", false)])
+        return WeatherFetch(result: .success(report), attempts: [("caiyun", false)], trail: "caiyun:ok")
     }
 }
 

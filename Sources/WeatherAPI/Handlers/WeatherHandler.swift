@@ -120,10 +120,16 @@ final class WeatherHandler {
             do throws(HTTPError) {
                 outlook = try weatherBody(point: point, query: .outlook, context: &context)
             } catch {
-                return try ownCopy(key: key, insteadOf: error, now: now)
+                return try ownCopy(key: key, of: query, insteadOf: error, now: now)
             }
             if let cut = keptCut(of: outlook, for: query, key: key, now: now) { return (cut, outlook.state) }
-            if let failure = outlook.failure { return try ownCopy(key: key, insteadOf: failure, now: now) }
+            if let failure = outlook.failure { return try ownCopy(key: key, of: query, insteadOf: failure, now: now) }
+            // Another worker is fetching the outlook right now (its stale copy could not hold the
+            // days): this request's own copy, stale or fresh, rather than the same provider call
+            // at the same moment (a race hunt found pairs 2-20 ms apart). Without one, asked.
+            if outlook.state == Self.staleWhileRefreshing, let own = try storedCopy(key: key, now: now, keeping: Self.keptByWorkers(query)) {
+                return (own.body, own.state == "hit" ? "hit" : Self.staleWhileRefreshing)
+            }
             // The outlook came back short of its 15 days, so it could not hold the trip, and the
             // trip alone is further than a provider is asked for: the provider's shortfall, not
             // days this gateway cannot cover (a date re-check; "asking again will not help" was
@@ -146,9 +152,20 @@ final class WeatherHandler {
 
     /// The request's own copy (fresh or stale) standing in for `error`, which it is without one
     /// and for a storage failure.
-    func ownCopy(key: String, insteadOf error: HTTPError, now: Timestamp) throws(HTTPError) -> ([UInt8], String) {
-        guard error.code != HTTPError.storageUnavailable.code, let own = try storedCopy(key: key, now: now) else { throw error }
+    func ownCopy(key: String, of query: WeatherQuery, insteadOf error: HTTPError, now: Timestamp) throws(HTTPError) -> ([UInt8], String) {
+        guard error.code != HTTPError.storageUnavailable.code,
+              let own = try storedCopy(key: key, now: now, keeping: Self.keptByWorkers(query)) else { throw error }
         return (own.body, own.state)
+    }
+
+    /// Whether a worker keeps the rows of `query`'s own key it reads or fetches. Not a
+    /// forecast's: such a row exists only while the outlook cannot hold its days (a provider
+    /// whose day has not turned), and kept, it was answered before the outlook that could hold
+    /// them again, with yesterday as `daily[0]`, for up to its TTL and by some workers only (a
+    /// race hunt). A forecast's cuts of the outlook are kept (`keptCut`).
+    static func keptByWorkers(_ query: WeatherQuery) -> Bool {
+        if case .forecast = query { return false }
+        return true
     }
 
     /// `query`'s answer cut from an outlook body; nil when the outlook does not hold its days.
@@ -198,13 +215,15 @@ final class WeatherHandler {
     /// fresh for longer than the TTL from now was fetched under a clock since set back (its
     /// `fetchedAt` lies ahead, its `daily` may start a day early): stale, so it is fetched
     /// again; it was a `hit` for the whole step (a black-box clock test).
-    func storedCopy(key: String, now: Timestamp) throws(HTTPError) -> CellBody? {
+    /// `keeping`: whether a fresh row read from the store is kept by this worker (see
+    /// `keptByWorkers`).
+    func storedCopy(key: String, now: Timestamp, keeping: Bool = true) throws(HTTPError) -> CellBody? {
         if let kept = fresh.body(for: key, now: now) { return CellBody(body: kept.body, state: "hit", freshUntil: kept.until) }
         let cached: CachedWeather?
         do { cached = try store.cachedWeather(key: key, now: now) } catch { throw .storageUnavailable }
         guard let cached else { return nil }
         guard isFresh(cached, now: now) else { return CellBody(body: cached.body, state: "stale") }
-        fresh.keep(cached.body, for: key, until: cached.freshUntil, now: now)
+        if keeping { fresh.keep(cached.body, for: key, until: cached.freshUntil, now: now) }
         return CellBody(body: cached.body, state: "hit", freshUntil: cached.freshUntil)
     }
 
@@ -221,7 +240,8 @@ final class WeatherHandler {
     func weatherBody(point: GridPoint, query: WeatherQuery, context: inout Context) throws(HTTPError) -> CellBody {
         let now = context.now
         let key = "\(point.key)|\(query.cacheKind)"
-        let copy = try storedCopy(key: key, now: now)
+        let keeping = Self.keptByWorkers(query)
+        let copy = try storedCopy(key: key, now: now, keeping: keeping)
         if let copy, copy.state == "hit" { return copy }
         let cached = copy?.body
         /// The stale copy standing in for `failure`, or that failure.
@@ -236,13 +256,13 @@ final class WeatherHandler {
         // No provider covers the days (a far trip without Visual Crossing): said at once, without
         // the fetch lock (a waiter for it could not tell why the fetch ended).
         if let uncovered = source.uncoveredFetch(query, now: now) {
-            context.providers = uncovered.trail
+            context.addProviders(uncovered.trail)
             return try staleOr(Self.failure(of: uncovered))
         }
         // Every provider in a pause after failing: the answer a fetch would give, at once, without
         // the fetch lock's two writes or waiting for another worker's fetch.
         if let paused = source.pausedFetch(query, now: now) {
-            context.providers = paused.trail
+            context.addProviders(paused.trail)
             return try staleOr(Self.failure(of: paused))
         }
         let budget = source.worstCaseSeconds + 1
@@ -269,11 +289,11 @@ final class WeatherHandler {
         // read of the cache and its claim: its answer is used, not fetched again (1 in 80 bursts
         // of six requests for a new cell made two provider calls).
         if let stored = try? store.cachedWeather(key: key, now: now), isFresh(stored, now: now) {
-            fresh.keep(stored.body, for: key, until: stored.freshUntil, now: now)
+            if keeping { fresh.keep(stored.body, for: key, until: stored.freshUntil, now: now) }
             return CellBody(body: stored.body, state: "hit", freshUntil: stored.freshUntil)
         }
         let fetched = source.fetch(query, at: point, now: now)
-        context.providers = fetched.trail
+        context.addProviders(fetched.trail)
         for attempt in fetched.attempts {
             metrics.count(Counters.Name.providerCall(attempt.provider), at: now)
             if attempt.failed { metrics.count(Counters.Name.providerError(attempt.provider), at: now) }
@@ -298,7 +318,7 @@ final class WeatherHandler {
             do {
                 try store.storeWeather(key: key, body: body, fetchedAt: now, freshUntil: until,
                                        staleUntil: now.adding(seconds: config.cacheTTL + config.cacheStaleTTL))
-                fresh.keep(body, for: key, until: until, now: now)
+                if keeping { fresh.keep(body, for: key, until: until, now: now) }
             } catch {
                 // The answer is good even if it could not be cached.
                 return CellBody(body: body, state: "miss")
@@ -333,7 +353,7 @@ final class WeatherHandler {
         let deadline = started + UInt64(budget * 1_000_000_000)
         let store = self.store
         var trail: String?
-        defer { if trail != nil { context.providers = trail } }
+        defer { if let trail { context.addProviders(trail) } }
         // The request's clock (the gateway's injected one), moved on by the wait.
         func now() -> Timestamp { requestTime.adding(seconds: Int64((MonotonicTime.now() - started) / 1_000_000_000)) }
         guard let body = try Self.awaitFetch(

@@ -11,8 +11,15 @@ public struct Context: Sendable {
     public var sessionId: String?
     /// For the log line: `hit`, `miss`, `stale`.
     public var cache: String?
-    /// For the log line, when providers were asked: `WeatherFetch.trail`.
+    /// For the log line, when providers were asked: `WeatherFetch.trail`, each fetch's in turn.
     public var providers: String?
+
+    /// Adds a fetch's trail to the log line's: a request that fetched twice (the outlook, then
+    /// the days it could not hold) named only its second fetch (a race hunt).
+    public mutating func addProviders(_ trail: String?) {
+        guard let trail else { return }
+        providers = providers.map { "\($0),\(trail)" } ?? trail
+    }
 
     public init(requestId: String, clientIP: String, now: Timestamp) {
         self.requestId = requestId
