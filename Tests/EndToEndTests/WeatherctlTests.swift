@@ -36,8 +36,8 @@ import Glibc
         p.standardInput = stdin == nil ? FileHandle.nullDevice : input
         try p.run()
         if let stdin {
-            input.fileHandleForWriting.write(Data(stdin.utf8))
-            try input.fileHandleForWriting.close()
+            try? input.fileHandleForWriting.write(contentsOf: Data(stdin.utf8))  // see ChildProcessOutput.runData
+            try? input.fileHandleForWriting.close()
         }
         let data = out.fileHandleForReading.readDataToEndOfFile()
         p.waitUntilExit()

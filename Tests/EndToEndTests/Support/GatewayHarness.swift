@@ -274,7 +274,9 @@ enum ChildProcessOutput {
         let input = Pipe()
         p.standardInput = input
         do { try p.run() } catch { return (Data(), -1) }
-        if let stdin { input.fileHandleForWriting.write(stdin) }
+        // The throwing write: a child that exits before reading makes it EPIPE, which
+        // `write(_:)` turns into a crash of the whole test process (a fresh-clone CI run).
+        if let stdin { try? input.fileHandleForWriting.write(contentsOf: stdin) }
         try? input.fileHandleForWriting.close()
         let data = out.fileHandleForReading.readDataToEndOfFile()
         p.waitUntilExit()
