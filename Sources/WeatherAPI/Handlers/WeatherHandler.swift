@@ -120,16 +120,10 @@ final class WeatherHandler {
             do throws(HTTPError) {
                 outlook = try weatherBody(point: point, query: .outlook, context: &context)
             } catch {
-                return try ownCopy(key: key, of: query, insteadOf: error, now: now)
+                return try ownCopy(key: key, insteadOf: error, now: now)
             }
             if let cut = keptCut(of: outlook, for: query, key: key, now: now) { return (cut, outlook.state) }
-            if let failure = outlook.failure { return try ownCopy(key: key, of: query, insteadOf: failure, now: now) }
-            // Another worker is fetching the outlook right now (its stale copy could not hold the
-            // days): this request's own copy, stale or fresh, rather than the same provider call
-            // at the same moment (a race hunt found pairs 2-20 ms apart). Without one, asked.
-            if outlook.state == Self.staleWhileRefreshing, let own = try storedCopy(key: key, now: now, keeping: Self.keptByWorkers(query)) {
-                return (own.body, own.state == "hit" ? "hit" : Self.staleWhileRefreshing)
-            }
+            if let failure = outlook.failure { return try ownCopy(key: key, insteadOf: failure, now: now) }
             // The outlook came back short of its 15 days, so it could not hold the trip, and the
             // trip alone is further than a provider is asked for: the provider's shortfall, not
             // days this gateway cannot cover (a date re-check; "asking again will not help" was
@@ -137,6 +131,19 @@ final class WeatherHandler {
             if source?.uncoveredFetch(query, now: now) != nil, ReportSlice.forecast(outlook.body, days: WeatherQuery.maxDays) == nil {
                 throw .providerError
             }
+            // A forecast's row of its own (the outlook could not hold its days: a provider whose
+            // day had not turned, or that sends fewer) is kept by this worker no longer than the
+            // outlook it stood in for: kept to its own end, it answered before an outlook that
+            // held the days again, with yesterday as `daily[0]`, on some workers only (a race hunt).
+            let answer = try weatherBody(point: point, query: query, context: &context)
+            if case .forecast = query {
+                if let until = answer.freshUntil, let bound = outlook.freshUntil {
+                    fresh.keep(answer.body, for: key, until: min(until, bound), now: now)
+                } else {
+                    fresh.forget(key)
+                }
+            }
+            return (answer.body, answer.state)
         }
         let answer = try weatherBody(point: point, query: query, context: &context)
         return (answer.body, answer.state)
@@ -152,20 +159,9 @@ final class WeatherHandler {
 
     /// The request's own copy (fresh or stale) standing in for `error`, which it is without one
     /// and for a storage failure.
-    func ownCopy(key: String, of query: WeatherQuery, insteadOf error: HTTPError, now: Timestamp) throws(HTTPError) -> ([UInt8], String) {
-        guard error.code != HTTPError.storageUnavailable.code,
-              let own = try storedCopy(key: key, now: now, keeping: Self.keptByWorkers(query)) else { throw error }
+    func ownCopy(key: String, insteadOf error: HTTPError, now: Timestamp) throws(HTTPError) -> ([UInt8], String) {
+        guard error.code != HTTPError.storageUnavailable.code, let own = try storedCopy(key: key, now: now) else { throw error }
         return (own.body, own.state)
-    }
-
-    /// Whether a worker keeps the rows of `query`'s own key it reads or fetches. Not a
-    /// forecast's: such a row exists only while the outlook cannot hold its days (a provider
-    /// whose day has not turned), and kept, it was answered before the outlook that could hold
-    /// them again, with yesterday as `daily[0]`, for up to its TTL and by some workers only (a
-    /// race hunt). A forecast's cuts of the outlook are kept (`keptCut`).
-    static func keptByWorkers(_ query: WeatherQuery) -> Bool {
-        if case .forecast = query { return false }
-        return true
     }
 
     /// `query`'s answer cut from an outlook body; nil when the outlook does not hold its days.
@@ -215,15 +211,13 @@ final class WeatherHandler {
     /// fresh for longer than the TTL from now was fetched under a clock since set back (its
     /// `fetchedAt` lies ahead, its `daily` may start a day early): stale, so it is fetched
     /// again; it was a `hit` for the whole step (a black-box clock test).
-    /// `keeping`: whether a fresh row read from the store is kept by this worker (see
-    /// `keptByWorkers`).
-    func storedCopy(key: String, now: Timestamp, keeping: Bool = true) throws(HTTPError) -> CellBody? {
+    func storedCopy(key: String, now: Timestamp) throws(HTTPError) -> CellBody? {
         if let kept = fresh.body(for: key, now: now) { return CellBody(body: kept.body, state: "hit", freshUntil: kept.until) }
         let cached: CachedWeather?
         do { cached = try store.cachedWeather(key: key, now: now) } catch { throw .storageUnavailable }
         guard let cached else { return nil }
         guard isFresh(cached, now: now) else { return CellBody(body: cached.body, state: "stale") }
-        if keeping { fresh.keep(cached.body, for: key, until: cached.freshUntil, now: now) }
+        fresh.keep(cached.body, for: key, until: cached.freshUntil, now: now)
         return CellBody(body: cached.body, state: "hit", freshUntil: cached.freshUntil)
     }
 
@@ -240,8 +234,7 @@ final class WeatherHandler {
     func weatherBody(point: GridPoint, query: WeatherQuery, context: inout Context) throws(HTTPError) -> CellBody {
         let now = context.now
         let key = "\(point.key)|\(query.cacheKind)"
-        let keeping = Self.keptByWorkers(query)
-        let copy = try storedCopy(key: key, now: now, keeping: keeping)
+        let copy = try storedCopy(key: key, now: now)
         if let copy, copy.state == "hit" { return copy }
         let cached = copy?.body
         /// The stale copy standing in for `failure`, or that failure.
@@ -289,7 +282,7 @@ final class WeatherHandler {
         // read of the cache and its claim: its answer is used, not fetched again (1 in 80 bursts
         // of six requests for a new cell made two provider calls).
         if let stored = try? store.cachedWeather(key: key, now: now), isFresh(stored, now: now) {
-            if keeping { fresh.keep(stored.body, for: key, until: stored.freshUntil, now: now) }
+            fresh.keep(stored.body, for: key, until: stored.freshUntil, now: now)
             return CellBody(body: stored.body, state: "hit", freshUntil: stored.freshUntil)
         }
         let fetched = source.fetch(query, at: point, now: now)
@@ -318,7 +311,7 @@ final class WeatherHandler {
             do {
                 try store.storeWeather(key: key, body: body, fetchedAt: now, freshUntil: until,
                                        staleUntil: now.adding(seconds: config.cacheTTL + config.cacheStaleTTL))
-                if keeping { fresh.keep(body, for: key, until: until, now: now) }
+                fresh.keep(body, for: key, until: until, now: now)
             } catch {
                 // The answer is good even if it could not be cached.
                 return CellBody(body: body, state: "miss")
@@ -450,6 +443,8 @@ struct FreshBodies {
         guard let e = entries[key], now < e.until, e.until.seconds - now.seconds <= freshForAtMost else { return nil }
         return e
     }
+
+    mutating func forget(_ key: String) { entries[key] = nil }
 
     mutating func keep(_ body: [UInt8], for key: String, until: Timestamp, now: Timestamp) {
         guard capacity > 0, now < until else { return }
