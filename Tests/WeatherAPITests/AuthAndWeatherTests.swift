@@ -288,6 +288,8 @@ import WeatherProviders
         for (query, message) in [("lat=%ZZ&lon=1", "parameter lat is not valid percent-encoded UTF-8 without NUL"),
                                  ("lat=1&lon=%FF", "parameter lon is not valid percent-encoded UTF-8 without NUL"),
                                  ("lat=1&lon=2&days=%00", "parameter days is not valid percent-encoded UTF-8 without NUL"),
+                                 ("lat=1&lon=2&start=%FF&end=2026-12-02", "parameter start is not valid percent-encoded UTF-8 without NUL"),
+                                 ("lat=1&lon=2&start=2026-12-01&end=%ZZ", "parameter end is not valid percent-encoded UTF-8 without NUL"),
                                  ("lat=1&lon=2&x%3Cy%3E=%ZZ", "the query string is not valid percent-encoded UTF-8 without NUL"),
                                  // A name no route reads might be a secret: not repeated.
                                  ("lat=1&lon=2&legacytoken0123456789=%FF", "the query string is not valid percent-encoded UTF-8 without NUL"),

@@ -77,7 +77,7 @@ import WeatherCore
         #expect {
             try Migrator.apply(to: foreign)
         } throws: { error in
-            "\(error)".contains("1 table(s) or view(s) of another program") && "\(error)".contains("WEATHER_DB_PATH")
+            "\(error)".contains("1 table(s) or view(s) and not this gateway's sessions table") && "\(error)".contains("WEATHER_DB_PATH")
         }
         #expect(try foreign.scalarInt("SELECT count(*) FROM sqlite_master WHERE type = 'table'") == 1, "nothing added")
         // Opening it to write refuses before anything changes: still its own journal mode, no
@@ -115,6 +115,10 @@ import WeatherCore
         let started = try tempDB()
         try started.execute(Migrator.createTable)
         #expect(try Migrator.apply(to: started) == embeddedMigrations.map(\.name))
+        // Litestream's own tables on a new file are not another program's.
+        let replicated = try tempDB()
+        try replicated.execute("CREATE TABLE _litestream_seq (id INTEGER PRIMARY KEY, seq INTEGER); CREATE TABLE _litestream_lock (id INTEGER)")
+        #expect(try Migrator.apply(to: replicated) == embeddedMigrations.map(\.name))
         let view = try tempDB()
         try view.execute("CREATE VIEW v AS SELECT 1")
         #expect(throws: DatabaseError.self) { try Migrator.apply(to: view) }

@@ -2,10 +2,6 @@ import WeatherCore
 
 /// Validation of the weather query parameters (API.md): 400 `invalid_request` naming the parameter.
 enum WeatherParameters {
-    /// Every query parameter the weather routes read. A badly encoded value of one of these is
-    /// refused naming it; any other name might be a secret and is not repeated (`Request.parseQuery`).
-    static let names: Set<String> = ["lat", "lon", "days", "start", "end"]
-
     static func coordinates(_ r: Request) throws(HTTPError) -> (Double, Double) {
         (try decimal(r, "lat", -90...90), try decimal(r, "lon", -180...180))
     }

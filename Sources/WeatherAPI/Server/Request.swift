@@ -103,6 +103,11 @@ public struct Request: Sendable {
         return request
     }
 
+    /// Every query parameter a route reads (`WeatherParameters`; a test asks each). A badly
+    /// encoded value of one of these is refused naming it; any other name might be a secret and
+    /// is not repeated (`parseQuery`; a security re-audit).
+    static let namesTheRoutesRead: Set<String> = ["lat", "lon", "days", "start", "end"]
+
     /// The parameters `parse` and `Gateway.handle` read. A FastCGI server may drop every other
     /// one before building the dictionary (web servers send thirty or so per request).
     public static let parameterNames = [
@@ -165,7 +170,7 @@ public struct Request: Sendable {
         guard let pairs else {
             // Only a parameter some route reads is named: any other name might be a secret (the
             // legacy token as a name came back in the error body; a security re-audit).
-            if let name = refused, WeatherParameters.names.contains(name) {
+            if let name = refused, Self.namesTheRoutesRead.contains(name) {
                 throw HTTPError.invalidRequest("parameter \(name) is not valid percent-encoded UTF-8 without NUL")
             }
             throw HTTPError.invalidRequest("the query string is not valid percent-encoded UTF-8 without NUL")

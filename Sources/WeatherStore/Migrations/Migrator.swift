@@ -48,12 +48,15 @@ public enum Migrator {
         // One statement, one snapshot: another connection creating the tables of a new file
         // between two lookups made a good file look foreign (a review; 2 in 800 racing opens).
         // The tables and views other than the migrations' record, when the sessions table is
-        // not there (0 when it is; nil for a file with none at all).
+        // not there (0 when it is; nil for a file with none at all). Litestream's own tables
+        // (`_litestream_seq`, `_litestream_lock`), made when it replicates a new file, are not
+        // another program's.
         guard let foreign = try db.scalarInt("""
             SELECT CASE WHEN sum(name = 'anonymous_weather_sessions') > 0 THEN 0 ELSE sum(name <> 'd1_migrations') END
             FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'
+              AND name NOT LIKE '\\_litestream\\_%' ESCAPE '\\'
             """), foreign > 0 else { return }
-        throw DatabaseError(resultCode: SQLITE_ERROR, message: "the file holds \(foreign) table(s) or view(s) of another program and none of this gateway's; is WEATHER_DB_PATH the right file?", sql: nil)
+        throw DatabaseError(resultCode: SQLITE_ERROR, message: "the file holds \(foreign) table(s) or view(s) and not this gateway's sessions table: another program's; is WEATHER_DB_PATH the right file?", sql: nil)
     }
 
     /// Names of migrations not yet recorded in the database.
