@@ -34,15 +34,19 @@ import WeatherCore
         #expect(fm.fileExists(atPath: ".htaccess") == cwdFileBefore, "a relative path is left alone")
     }
 
+    /// A new scratch folder (the caller removes it) and the path of a `weather.conf` in it.
+    func settingsFile(_ tag: String) throws -> (folder: URL, path: String) {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("\(tag)-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        return (folder, folder.appendingPathComponent("weather.conf").path)
+    }
+
     /// `CLOSET_WEATHER_PROXY_TOKEN= # retired` turned the legacy path on with the note as its
     /// token: an unquoted file value that is only a note is refused; a token that starts with #
     /// is still taken in quotes or from the environment (one fixed in shipped apps may).
     @Test func aLegacyTokenThatIsOnlyANoteIsRefused() throws {
-        let fm = FileManager.default
-        let root = fm.temporaryDirectory.appendingPathComponent("cw-note-\(UUID().uuidString.prefix(8))")
-        try fm.createDirectory(at: root, withIntermediateDirectories: true)
-        defer { try? fm.removeItem(at: root) }
-        let path = root.appendingPathComponent("weather.conf").path
+        let (root, path) = try settingsFile("cw-note")
+        defer { try? FileManager.default.removeItem(at: root) }
         try "CLOSET_WEATHER_PROXY_TOKEN= # retired, was in app 1.x\n".write(toFile: path, atomically: true, encoding: .utf8)
         #expect {
             try Bootstrap.loadConfig(environment: ["WEATHER_CONFIG": path])
@@ -59,10 +63,8 @@ import WeatherCore
     /// why; the refused line's content is still never shown.
     @Test func aConfigurationFilesErrorNamesTheFile() throws {
         let fm = FileManager.default
-        let root = fm.temporaryDirectory.appendingPathComponent("cw-conf-\(UUID().uuidString.prefix(8))")
-        try fm.createDirectory(at: root, withIntermediateDirectories: true)
+        let (root, path) = try settingsFile("cw-conf")
         defer { try? fm.removeItem(at: root) }
-        let path = root.appendingPathComponent("weather.conf").path
         try "WEATHER_CACHE_TTL=60\nsecret-looking-line-without-equals\n".write(toFile: path, atomically: true, encoding: .utf8)
         #expect {
             try Bootstrap.loadConfig(environment: ["WEATHER_CONFIG": path])

@@ -48,8 +48,11 @@ public enum Bootstrap {
         var commented: [String] = []
         // A file's error says which file: the settings may come from one of several places.
         func parse(_ text: String, role: String) throws -> [String: String] {
-            commented = ConfigLoader.commentedSettings(text).filter { relevant[$0] == nil }
-            do { return try ConfigLoader.parseFile(text) } catch {
+            do {
+                let parsed = try ConfigLoader.parseFileNotingComments(text)
+                commented = parsed.commented.filter { relevant[$0] == nil }
+                return parsed.values
+            } catch {
                 throw ConfigError(variable: "\(role), \(error.variable),", problem: error.problem)
             }
         }

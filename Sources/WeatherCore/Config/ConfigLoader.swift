@@ -30,12 +30,24 @@ public enum ConfigLoader {
 
     /// Parses a `KEY=VALUE` file: `#` comments, blank lines, optional `export `, optional quotes.
     /// Everything after `=` is the value, as in a systemd `EnvironmentFile`: a `#` later in the
-    /// line is part of it (`commentedSettings` names such lines).
+    /// line is part of it (`parseFileNotingComments` names such lines).
     /// Lines end in LF or CRLF (a file saved on Windows, uploaded to a shared host): to Swift
     /// "\r\n" is one `Character`, which splitting on "\n" never splits, so such a file was one
     /// line and its first value took in every line after it.
     public static func parseFile(_ text: String) throws(ConfigError) -> [String: String] {
+        try parseFileNotingComments(text).values
+    }
+
+    /// `parseFile`, and the settings whose unquoted value starts with `#` or holds a space or tab
+    /// followed by `#` (names only, sorted): what looks like a comment after the value is part of
+    /// it (a legacy token no old app sends, a provider key the provider refuses; `KEY= # retired`
+    /// turned the legacy path on with the note as its token, which `Bootstrap` refuses).
+    /// Otherwise said, not refused (black-box audits, and an upgrade audit: refusing it sent an
+    /// operator who moved the note to its own line to a new, empty database, the old one being
+    /// named with the note).
+    public static func parseFileNotingComments(_ text: String) throws(ConfigError) -> (values: [String: String], commented: [String]) {
         var out: [String: String] = [:]
+        var commented: Set<String> = []
         for (n, raw) in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" || $0 == "\r" }).enumerated() {
             var line = raw.trimmingSpaces()
             if line.isEmpty || line.hasPrefix("#") { continue }
@@ -52,32 +64,12 @@ public enum ConfigLoader {
             var value = String(line[line.index(after: eq)...]).trimmingSpaces()
             if value.count >= 2, let f = value.first, f == "\"" || f == "'", value.last == f {
                 value = String(value.dropFirst().dropLast())
+            } else if value.hasPrefix("#") || value.contains(" #") || value.contains("\t#") {
+                commented.insert(key)
             }
             out[key] = value
         }
-        return out
-    }
-
-    /// The settings of a `KEY=VALUE` file whose unquoted value starts with `#` or holds a space or
-    /// tab followed by `#`: what looks like a comment after the value is part of it (a legacy
-    /// token no old app sends, a provider key the provider refuses; `KEY= # retired` turned the
-    /// legacy path on with the note as its token, which `Bootstrap` refuses). Otherwise said,
-    /// not refused (black-box audits, and an upgrade audit: refusing it sent an operator who
-    /// moved the note to its own line to a new, empty database, the old one being named with the
-    /// note). Names only, sorted.
-    public static func commentedSettings(_ text: String) -> [String] {
-        var names: Set<String> = []
-        for raw in text.split(whereSeparator: { $0 == "\n" || $0 == "\r\n" || $0 == "\r" }) {
-            var line = raw.trimmingSpaces()
-            if line.isEmpty || line.hasPrefix("#") { continue }
-            if line.hasPrefix("export ") { line = String(line.dropFirst(7)).trimmingSpaces() }
-            guard let eq = line.firstIndex(of: "=") else { continue }
-            let key = String(line[..<eq]).trimmingSpaces()
-            let value = String(line[line.index(after: eq)...]).trimmingSpaces()
-            if value.count >= 2, let f = value.first, f == "\"" || f == "'", value.last == f { continue }
-            if isSettingName(key), value.hasPrefix("#") || value.contains(" #") || value.contains("\t#") { names.insert(key) }
-        }
-        return names.sorted()
+        return (out, commented.sorted())
     }
 
     static let settingPrefixes = ["WEATHER_", "CAIYUN_", "VISUAL_CROSSING_", "CLOSET_WEATHER_"]

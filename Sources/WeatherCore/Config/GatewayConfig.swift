@@ -5,7 +5,7 @@ public struct GatewayConfig: Sendable, Equatable {
     public var hashKey: String?
     public var legacyToken: String?
     /// Settings read from the file whose value holds what looks like a trailing comment
-    /// (`ConfigLoader.commentedSettings`; the environment's values are not among them).
+    /// (`ConfigLoader.parseFileNotingComments`; the environment's values are not among them).
     public var commentedSettings: [String] = []
     public var caiyunToken: String?
     public var caiyunBaseURL: String = "https://api.caiyunapp.com"

@@ -17,18 +17,24 @@ enum Plausible {
     /// seconds, Visual Crossing `tzoffset` in hours, given here in seconds); nil without one, or
     /// with one no place has (beyond ±14 h).
     static func localToday(now: Timestamp, offsetSeconds: Double?) -> LocalDate? {
-        guard let offsetSeconds, offsetSeconds.isFinite, abs(offsetSeconds) <= 14 * 3600 else { return nil }
-        return now.adding(seconds: Int64(offsetSeconds.rounded())).utcDate
+        offset(offsetSeconds).map { now.adding(seconds: $0).utcDate }
     }
 
     /// When the place's date now ends (its next midnight, as a UTC instant), from the same offset;
     /// nil without one. By the offset of now: a clock change before midnight (Santiago's, Havana's
     /// at 00:00) moves the real midnight by that hour.
     static func localDayEnd(now: Timestamp, offsetSeconds: Double?) -> Timestamp? {
-        guard let offsetSeconds, offsetSeconds.isFinite, abs(offsetSeconds) <= 14 * 3600 else { return nil }
-        let local = now.seconds + Int64(offsetSeconds.rounded())
-        let intoDay = ((local % 86_400) + 86_400) % 86_400
-        return now.adding(seconds: 86_400 - intoDay)
+        offset(offsetSeconds).map { offset in
+            let intoDay = (((now.seconds + offset) % 86_400) + 86_400) % 86_400
+            return now.adding(seconds: 86_400 - intoDay)
+        }
+    }
+
+    /// A provider's offset to UTC in whole seconds; nil without one, or with one no place has
+    /// (beyond ±14 h).
+    static func offset(_ seconds: Double?) -> Int64? {
+        guard let seconds, seconds.isFinite, abs(seconds) <= 14 * 3600 else { return nil }
+        return Int64(seconds.rounded())
     }
 
     static func within(_ range: ClosedRange<Double>, _ value: Double?) -> Double? {
