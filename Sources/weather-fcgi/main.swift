@@ -105,15 +105,15 @@ func serve(listenFD: Int32, retireWhenReplaced: Bool = false, announce: Bool = t
         try FastCGIServer.serve(listenFD: listenFD, maxRequests: gateway.config.maxRequestsPerWorker,
                                 parameterNames: Request.parameterNames, idleSeconds: Int(gateway.config.flushInterval),
                                 bodySeconds: gateway.config.bodyTimeout, handler: gateway.handle, idle: {
-            gateway.afterResponse()
+            if gateway.afterResponse() { FastCGIServer.trimHeap() }
             if retireWhenReplaced && FastCGIServer.programReplaced() {
                 StandardErrorLog().write("weather-fcgi: worker \(getpid()) retires: its program file was replaced (mod_fcgid runs the new one)")
                 FastCGIServer.requestStop()
             }
         }, after: {
-            gateway.afterResponse()
+            let cleanedUp = gateway.afterResponse()
             served &+= 1
-            if served % 4096 == 0 { FastCGIServer.trimHeap() }
+            if served % 4096 == 0 || cleanedUp { FastCGIServer.trimHeap() }
         })
     } catch {
         StandardErrorLog().write("weather-fcgi: \(error)")

@@ -81,14 +81,23 @@ import Glibc
         _ = try h.createSession()
         let ok = try ctl(["check"], h)
         #expect(ok.status == 0, "\(ok.stdout)\(ok.stderr)")
-        for name in ["configuration", "providers", "legacy token", "hash key", "storage", "file modes", "database", "integrity", "journal mode", "migrations"] {
+        for name in ["configuration", "providers", "legacy token", "hash key", "storage", "file modes", "database", "integrity", "journal mode", "clean-up", "migrations"] {
             #expect(ok.stdout.contains(name))
         }
         #expect(!ok.stdout.contains("FAIL"))
+        // The worker that answered first ran the clean-up (no timer here).
+        #expect(ok.stdout.contains("last run ") && ok.stdout.contains("min ago; the workers run it when none ran for 90000 s"), "\(ok.stdout)")
         let json = try ctl(["check", "--json"], h)
         #expect(json.status == 0)
         #expect(try json.json()["ok"] as? Bool == true)
-        #expect((try json.json()["checks"] as? [[String: Any]])?.count == 10)
+        #expect((try json.json()["checks"] as? [[String: Any]])?.count == 11)
+
+        // A clean-up more than three days old: nothing runs it, and that fails.
+        _ = ChildProcessOutput.run("/usr/bin/sqlite3", [h.databasePath, "UPDATE weather_maintenance SET started_at = started_at - 4 * 86400"])
+        let stale = try ctl(["check"], h)
+        let cleanUp = stale.stdout.split(separator: "\n").first { $0.contains("clean-up") }.map(String.init) ?? ""
+        #expect(stale.status == 1 && cleanUp.hasPrefix("FAIL") && cleanUp.contains("4 day(s) ago") && cleanUp.contains("prune timer or cron"), "\(stale.stdout)")
+        _ = ChildProcessOutput.run("/usr/bin/sqlite3", [h.databasePath, "UPDATE weather_maintenance SET started_at = started_at + 4 * 86400"])
 
         // A database others may read (files made before this release kept a shell's 0644), in
         // a folder that lets them in: said, and a failure.
@@ -125,6 +134,7 @@ import Glibc
         let fresh = try ctl(["check"], env)
         #expect(fresh.status == 0, "\(fresh.stdout)")
         #expect(fresh.stdout.contains("not created yet"))
+        #expect(fresh.stdout.contains("not run yet; the workers run it when none ran for 90000 s"), "\(fresh.stdout)")
         #expect(fresh.stdout.contains("loaded from the environment alone (no file: WEATHER_CONFIG is unset"), "\(fresh.stdout)")
         let confFile = dir.appendingPathComponent("weather.conf").path
         try "WEATHER_CACHE_TTL=600\r\n".write(toFile: confFile, atomically: true, encoding: .utf8)

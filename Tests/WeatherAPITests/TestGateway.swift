@@ -102,6 +102,7 @@ final class TestGateway {
         var config = GatewayConfig(databasePath: directory.appendingPathComponent("w.sqlite3").path)
         config.legacyToken = "legacy-token-0123456789"
         config.flushInterval = 0
+        config.pruneInterval = 0  // `CleanUpTests` turn the workers' clean-up on
         configure(&config)
         self.config = config
         clock = ManualClock()

@@ -16,6 +16,16 @@ import Testing
         #expect(c.caiyunBaseURL == "https://api.caiyunapp.com")
         #expect(c.databasePath == GatewayConfig.defaultDatabasePath)
         #expect(c.hashKeyFile == "/var/lib/closet-weather/hash.key")
+        #expect(c.pruneInterval == 90_000, "the workers' clean-up: a day and the prune timer's hour")
+    }
+
+    /// The workers' clean-up: off, or at most once an hour (each worker looks hourly).
+    @Test func thePruneIntervalIsOffOrAnHourAtLeast() throws {
+        #expect(try ConfigLoader.load(environment: ["WEATHER_PRUNE_INTERVAL": "0"]).pruneInterval == 0)
+        #expect(try ConfigLoader.load(environment: ["WEATHER_PRUNE_INTERVAL": "3600"]).pruneInterval == 3600)
+        #expect(throws: ConfigError(variable: "WEATHER_PRUNE_INTERVAL", problem: "must be 0 (off) or at least 3600 seconds")) {
+            try ConfigLoader.load(environment: ["WEATHER_PRUNE_INTERVAL": "60"])
+        }
     }
 
     @Test func environmentWinsOverFile() throws {
@@ -35,7 +45,7 @@ import Testing
         ("WEATHER_CACHE_TTL", "ten"), ("WEATHER_PROVIDER_TIMEOUT", "-1"), ("WEATHER_GRID_DEGREES", "nan"),
         ("WEATHER_PROVIDERS", "caiyun,darksky"), ("WEATHER_TRUSTED_PROXIES", "10.0.0.0/33"), ("CAIYUN_BASE_URL", "ftp://x"),
         ("WEATHER_HASH_KEY", "short"), ("WEATHER_MOUNT_PREFIX", "api"), ("WEATHER_REQUESTS_PER_IP_PER_HOUR", "-5"),
-        ("WEATHER_CAHCE_TTL", "5"),
+        ("WEATHER_CAHCE_TTL", "5"), ("WEATHER_PRUNE_INTERVAL", "daily"),
     ])
     func badValueNamesTheVariable(name: String, value: String) {
         #expect {

@@ -23,6 +23,11 @@ import WeatherCore
         return store
     }
 
+    /// The database file `store` has open.
+    func file(of store: SQLiteGatewayStore) throws -> String {
+        try #require(try store.db.statement("PRAGMA database_list").rows([]) { $0.text(2) ?? "" }.first)
+    }
+
     func ids(_ store: SQLiteGatewayStore, _ sql: String) throws -> [String] {
         try store.db.statement(sql).rows([]) { $0.text(0) ?? "" }
     }
@@ -107,6 +112,50 @@ import WeatherCore
         let run = try store.prune(now: now, policy: policy, dryRun: false)
         #expect(run.rows("anonymous_weather_sessions") == 3)
         #expect(run.rows("weather_session_tokens") == 9)
+    }
+
+    /// The workers' own clean-up: due when none, theirs or `weatherctl prune`'s, started for
+    /// the interval; one worker of two that find it due at once runs it; a clock set back more
+    /// than an hour behind the last start makes it due rather than wait for the clock.
+    @Test func theWorkersCleanUpWhenNoneRanForTheInterval() throws {
+        let store = try store()
+        let other = try SQLiteGatewayStore(path: try file(of: store))
+        let day: Int64 = 90_000
+        func started() throws -> Int64? { try store.db.scalarInt("SELECT started_at FROM weather_maintenance WHERE task = 'prune'") }
+
+        let first = try #require(try store.pruneIfDue(now: now, interval: day, policy: PrunePolicy()))
+        #expect(first.rows("anonymous_weather_sessions") == 3 && first.rows("weather_session_tokens") == 9)
+        #expect(try started() == now.seconds)
+        #expect(try other.pruneIfDue(now: now, interval: day, policy: PrunePolicy()) == nil, "the other worker found it done")
+        #expect(try store.pruneIfDue(now: now.adding(seconds: day - 1), interval: day, policy: PrunePolicy()) == nil)
+
+        // `weatherctl prune` counts as a clean-up; its dry run does not.
+        _ = try store.prune(now: now.adding(seconds: day - 10), policy: PrunePolicy(), dryRun: true)
+        #expect(try started() == now.seconds)
+        _ = try store.prune(now: now.adding(seconds: day - 10), policy: PrunePolicy(), dryRun: false)
+        #expect(try started() == now.seconds + day - 10)
+        #expect(try other.pruneIfDue(now: now.adding(seconds: day), interval: day, policy: PrunePolicy()) == nil)
+        #expect(try other.pruneIfDue(now: now.adding(seconds: 2 * day - 10), interval: day, policy: PrunePolicy()) != nil)
+
+        // Recorded under a clock two hours ahead of today's: due now, not in two hours.
+        try store.db.execute("UPDATE weather_maintenance SET started_at = \(now.seconds + 2 * day + 7200)")
+        #expect(try store.pruneIfDue(now: now.adding(seconds: 2 * day), interval: day, policy: PrunePolicy()) != nil)
+        #expect(try started() == now.seconds + 2 * day)
+        withExtendedLifetime(other) {}
+    }
+
+    /// Of two workers that both read "due" before either claimed it, one runs the clean-up: the
+    /// claim is one conditional write.
+    @Test func twoWorkersThatFindItDueAtOnceRunItOnce() throws {
+        let store = try store()
+        let other = try SQLiteGatewayStore(path: try file(of: store))
+        try store.db.execute("INSERT INTO weather_maintenance(task, started_at) VALUES ('prune', \(now.seconds - 100_000))")
+        // Both have read the old start; the second one's claim finds the first one's.
+        let claimed = try [store, other].map { s throws -> Bool in
+            try s.db.run(SQLiteGatewayStore.recordPrune, [.int(now.seconds), .int(now.seconds - 90_000), .int(now.seconds + 3600)]) == 1
+        }
+        #expect(claimed == [true, false])
+        #expect(try other.pruneIfDue(now: now, interval: 90_000, policy: PrunePolicy()) == nil)
     }
 
     @Test func anEmptyDatabasePrunesNothing() throws {

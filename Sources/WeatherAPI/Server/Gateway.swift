@@ -97,15 +97,50 @@ public final class Gateway {
         return response
     }
 
-    /// Work that must not delay a response: flushing counters and session touches, and giving
-    /// back the unused part of ended limit leases (all of them with `force`, when stopping, which
-    /// also waits for the store's housekeeping to end).
-    public func afterResponse(force: Bool = false) {
+    /// Work that must not delay a response: flushing counters and session touches, giving back
+    /// the unused part of ended limit leases (all of them with `force`, when stopping, which also
+    /// waits for the store's housekeeping to end), and the clean-up when it is due. Returns
+    /// whether this call ran the clean-up (the caller may give its memory back).
+    @discardableResult
+    public func afterResponse(force: Bool = false) -> Bool {
         let now = clock.now()
         metrics.flushIfDue(to: store, now: now, force: force)
         limiter.returnLeases(nowMs: now.seconds * 1000, all: force)
         store.afterResponse()
+        let cleaned = cleanUpIfDue(now: now)
         if force { store.finishHousekeeping() }
+        return cleaned
+    }
+
+    /// When this worker next asks whether the clean-up is due (unix seconds; 0: at its first
+    /// response). Between looks the question costs nothing; a look is one read.
+    private var nextCleanUpLook: Int64 = 0
+    static let cleanUpLookInterval: Int64 = 3600
+
+    /// `weatherctl prune`'s clean-up, run here when no worker and no `weatherctl prune` ran one
+    /// for `WEATHER_PRUNE_INTERVAL` seconds: a shared host has no timer and often no cron, and
+    /// the privacy notice promises the daily deletions. Each worker looks at its first response
+    /// and then hourly (a CGI process at its one request); one line says what was deleted.
+    func cleanUpIfDue(now: Timestamp) -> Bool {
+        let interval = config.pruneInterval
+        guard interval > 0, now.seconds >= nextCleanUpLook || now.seconds < nextCleanUpLook - Self.cleanUpLookInterval else { return false }
+        nextCleanUpLook = now.seconds + Self.cleanUpLookInterval
+        let started = MonotonicTime.now()
+        var line = LogLine()
+        line.addPlain("ts", now.iso8601)
+        line.addPlain("worker", requestIdPrefix)
+        do throws(StoreError) {
+            guard let report = try store.pruneIfDue(now: now, interval: interval, policy: PrunePolicy(config: config)) else { return false }
+            line.addPlain("clean_up", "done")
+            line.addPlain("duration_ms", MonotonicTime.milliseconds(since: started))
+            line.addPlain("deleted", String(report.tables.reduce(0) { $0 + $1.rows }))
+            for t in report.tables { line.addPlain(t.table, String(t.rows)) }
+        } catch {
+            line.addPlain("clean_up", "failed")
+            line.add("storage_error", error.message)
+        }
+        log.write(line.text)
+        return true
     }
 
     /// The answer of a CGI process that could not start (configuration, key file or database) to

@@ -26,6 +26,7 @@ public enum ConfigLoader {
         "WEATHER_LEGACY_REQUESTS_PER_IP_PER_HOUR", "WEATHER_TRUSTED_PROXIES", "WEATHER_MOUNT_PREFIX",
         "WEATHER_PLATFORMS", "WEATHER_MAX_REQUESTS", "WEATHER_LIMIT_HOUR_SECONDS",
         "WEATHER_LIMIT_DAY_SECONDS", "WEATHER_FLUSH_INTERVAL", "WEATHER_BODY_TIMEOUT",
+        "WEATHER_PRUNE_INTERVAL",
     ]
 
     /// Parses a `KEY=VALUE` file: `#` comments, blank lines, optional `export `, optional quotes.
@@ -226,6 +227,10 @@ public enum ConfigLoader {
         if let v = try int("WEATHER_MAX_REQUESTS", 0...1_000_000_000) { c.maxRequestsPerWorker = Int(v) }
         if let v = try int("WEATHER_FLUSH_INTERVAL", 0...3600) { c.flushInterval = v }
         if let v = try int("WEATHER_BODY_TIMEOUT", 1...300) { c.bodyTimeout = Int(v) }
+        if let v = try int("WEATHER_PRUNE_INTERVAL", 0...31_622_400) {
+            guard v == 0 || v >= 3600 else { throw ConfigError(variable: "WEATHER_PRUNE_INTERVAL", problem: "must be 0 (off) or at least 3600 seconds") }
+            c.pruneInterval = v
+        }
         return c
     }
 }

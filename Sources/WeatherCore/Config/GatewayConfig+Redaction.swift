@@ -12,6 +12,7 @@ extension GatewayConfig: CustomStringConvertible, CustomDebugStringConvertible, 
             "tokenPolicy": tokenPolicy, "cacheTTL": cacheTTL, "cacheStaleTTL": cacheStaleTTL, "gridDegrees": gridDegrees,
             "limits": limits, "trustedProxies": trustedProxies, "mountPrefix": mountPrefix, "platforms": platforms,
             "maxRequestsPerWorker": maxRequestsPerWorker, "flushInterval": flushInterval, "bodyTimeout": bodyTimeout,
+            "pruneInterval": pruneInterval,
         ], displayStyle: .struct)
     }
 

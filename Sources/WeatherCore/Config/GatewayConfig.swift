@@ -39,6 +39,11 @@ public struct GatewayConfig: Sendable, Equatable {
     /// Seconds a worker waits for more of a request body before answering 400: for each piece
     /// under FastCGI, for the whole body under CGI.
     public var bodyTimeout: Int = 10
+    /// The workers run the clean-up (`weatherctl prune`'s rules) themselves when none, theirs or
+    /// `weatherctl prune`'s, started for this many seconds; 0 = never. 25 hours: the daily prune
+    /// timer (a random minute in the hour after midnight) always comes first where it runs, and
+    /// a host without it (shared hosting) still gets a clean-up about once a day.
+    public var pruneInterval: Int64 = 90_000
 
     public init(databasePath: String) { self.databasePath = databasePath }
 

@@ -93,6 +93,14 @@ public protocol GatewayStore: AnyObject {
     /// checkpoint a WAL that has grown).
     func afterResponse()
 
+    /// The clean-up (`OperatorStore.prune` under `policy`) when it is due, else nil: due when
+    /// none started in the `interval` seconds before `now`, run by a worker or by `weatherctl
+    /// prune` (the prune timer, cron), or when the last one is recorded more than an hour after
+    /// `now` (under a clock since set back). Of the workers that find it due at once, one runs
+    /// it (the claim is one conditional write); a look that finds it not due is one read. One
+    /// that fails is due again at once.
+    func pruneIfDue(now: Timestamp, interval: Int64, policy: PrunePolicy) throws(StoreError) -> PruneReport?
+
     /// Waits for housekeeping `afterResponse` left running (SQLite: a checkpoint on the
     /// checkpointer's thread), before the process ends.
     func finishHousekeeping()

@@ -24,8 +24,13 @@ public protocol OperatorStore: GatewayStore {
     /// Counter rows whose hour bucket lies in `fromHour...toHour` (both `2026-11-30T02` style).
     func counters(fromHour: String, toHour: String) throws(StoreError) -> [CounterRow]
 
-    /// Deletes (or, with `dryRun`, counts) what `policy` says has outlived its use.
+    /// Deletes (or, with `dryRun`, counts) what `policy` says has outlived its use. A run that
+    /// deletes records `now` as the last clean-up's start (`GatewayStore.pruneIfDue`).
     func prune(now: Timestamp, policy: PrunePolicy, dryRun: Bool) throws(StoreError) -> PruneReport
+
+    /// When the last clean-up (`prune`, a worker's or `weatherctl prune`'s) started; nil when
+    /// none has, or the database predates the record of it.
+    func lastCleanUp() throws(StoreError) -> Timestamp?
 
     /// The database's own consistency check: `"ok"` when sound, else its first complaints.
     func integrityCheck() throws(StoreError) -> String
@@ -196,6 +201,12 @@ public struct PrunePolicy: Sendable, Equatable {
     public var batchSize: Int = 5000
 
     public init() {}
+
+    /// The policy under `config`: its refresh-token lifetime and distinct-cell window.
+    public init(config: GatewayConfig) {
+        refreshTokenLifetime = config.tokenPolicy.refreshTTL
+        cellWindow = config.limits.dayWindow
+    }
 }
 
 /// Rows deleted (or, in a dry run, that would be deleted), per table.

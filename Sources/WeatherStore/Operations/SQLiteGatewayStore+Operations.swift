@@ -199,9 +199,19 @@ extension SQLiteGatewayStore: OperatorStore {
                 }
                 report.tables.append((k.table, rows))
             }
+            if !dryRun {
+                _ = try db.transaction { try db.run(Self.recordPrune, [.int(now.seconds), .int(.max), .int(.max)]) }
+            }
             return report
         }
     }
+
+    /// Records a clean-up's start where the last one started at or before ?2 or after ?3
+    /// (`weatherctl prune`: always, ?2 the largest time).
+    static let recordPrune = """
+        INSERT INTO weather_maintenance(task, started_at) VALUES ('prune', ?1)
+        ON CONFLICT(task) DO UPDATE SET started_at = excluded.started_at WHERE started_at <= ?2 OR started_at > ?3
+        """
 
     /// Runs `body` once per range of at most `width` rows of `table` (by rowid), from its first
     /// row to its last (as it was when the walk began), each call in its own short transaction.
@@ -243,6 +253,13 @@ extension SQLiteGatewayStore: OperatorStore {
 
     private func count(_ sql: String, _ bindings: [SQLValue]) throws -> Int {
         Int(try db.scalarInt(sql, bindings) ?? 0)
+    }
+
+    public func lastCleanUp() throws(StoreError) -> Timestamp? {
+        try operate {
+            guard try db.scalarInt("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'weather_maintenance'") != nil else { return nil }
+            return try db.scalarInt("SELECT started_at FROM weather_maintenance WHERE task = 'prune'").map(Timestamp.init(seconds:))
+        }
     }
 
     // MARK: Health and migrations

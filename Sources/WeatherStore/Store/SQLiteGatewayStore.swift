@@ -35,10 +35,16 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// workers' grant caches through the `-writer` page; a read-only opening reads the page (the
     /// provider pauses) only if it exists, rather than create it (as root, with root as its
     /// owner, shutting the service's workers out of it).
-    public init(database: Database) {
+    public convenience init(database: Database) {
+        self.init(database: database, attachingWriterPage: true)
+    }
+
+    /// Wraps an open database; without `attachingWriterPage`, for work that revokes nothing and
+    /// reads no provider pause (a worker's clean-up).
+    init(database: Database, attachingWriterPage: Bool) {
         db = database
         path = nil
-        db.attachWriterPage(create: !database.isReadOnly)
+        if attachingWriterPage { db.attachWriterPage(create: !database.isReadOnly) }
     }
 
     /// Access grants this worker looked up, by token digest, valid while the revocation generation
@@ -456,6 +462,27 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     public func afterResponse() { db.checkpointIfDue() }
+
+    public func pruneIfDue(now: Timestamp, interval: Int64, policy: PrunePolicy) throws(StoreError) -> PruneReport? {
+        let dueBefore = now.seconds - interval, setBackAfter = now.seconds + 3600
+        func due(_ started: Int64?) -> Bool { started.map { $0 <= dueBefore || $0 > setBackAfter } ?? true }
+        guard due(try read { try db.scalarInt("SELECT started_at FROM weather_maintenance WHERE task = 'prune'") }),
+              try write({ try db.run(Self.recordPrune, [.int(now.seconds), .int(dueBefore), .int(setBackAfter)]) }) == 1 else { return nil }
+        // On a connection of SQLite's own VFS, opened for the run: a worker's connection keeps a
+        // transaction's pages in memory until its commit (`cache_spill` off), and a batch of
+        // deletions touches thousands of them.
+        do throws(StoreError) {
+            guard let path else { return try prune(now: now, policy: policy, dryRun: false) }
+            let cleaner: Database
+            do { cleaner = try Database(path: path, gatewayFile: true) } catch { throw Self.storeError(error) }
+            defer { cleaner.close() }
+            return try SQLiteGatewayStore(database: cleaner, attachingWriterPage: false).prune(now: now, policy: policy, dryRun: false)
+        } catch {
+            // Due again at the next look (a worker's next hour), not a whole interval later.
+            _ = try? write { try db.run("UPDATE weather_maintenance SET started_at = ?2 WHERE task = 'prune' AND started_at = ?1", [.int(now.seconds), .int(dueBefore)]) }
+            throw error
+        }
+    }
 
     /// A CGI process or a stopping worker exits right after its last response: without waiting,
     /// a checkpoint it asked for would die with it, and a CGI deployment (one process per

@@ -24,7 +24,9 @@ enum CheckCommand {
             this user (run as root: by the folder's owner, the service user) on a file system that
             is not read-only and has at least 64 MiB free; other users of the machine cannot read the
             database (its folder keeps them out, or its files give them nothing); the database exists and opens; PRAGMA integrity_check is ok;
-            journal_mode is wal (for a copy opened immutable, as its header records); no migration
+            journal_mode is wal (for a copy opened immutable, as its header records); the clean-up
+            (weatherctl prune, or the workers') ran in the last three days or not yet (not with
+            --copy); no migration
             is pending, and none was applied by a newer release than this one. Exits 1 when any check fails. A copy this user may not write beside is read
             as `stats` reads it (see weatherctl stats --help). With --copy (a backup copy), the
             storage row is not checked and a hash.key missing or unreadable beside the copy is
@@ -120,6 +122,9 @@ enum CheckCommand {
             let mode = try store.journalMode()
             return (mode == "wal", mode == "wal" ? "wal" : "journal_mode is \(mode), not wal (start a worker or run weatherctl migrate)")
         }
+        if !copy {
+            probe("clean-up") { () throws(StoreError) in cleanUp(last: try store.lastCleanUp(), now: context.now, config: config) }
+        }
         probe("migrations") { () throws(StoreError) in
             let unknown = try store.unknownMigrations()
             guard unknown.isEmpty else {
@@ -131,6 +136,23 @@ enum CheckCommand {
                 : (false, "\(pending.count) pending: \(pending.joined(separator: ", ")); run weatherctl migrate")
         }
         return results
+    }
+
+    /// When the clean-up last ran. It fails only when that was more than three days ago: then
+    /// nothing runs it (no timer or cron, and `WEATHER_PRUNE_INTERVAL=0`, or no request reached
+    /// a worker), and the privacy notice's deletions are not happening. Never run is fine: a new
+    /// database, whose first worker runs it at its first response.
+    static func cleanUp(last: Timestamp?, now: Timestamp, config: GatewayConfig) -> (Bool, String) {
+        let workers = config.pruneInterval == 0
+            ? "the workers never run it (WEATHER_PRUNE_INTERVAL=0)"
+            : "the workers run it when none ran for \(config.pruneInterval) s"
+        guard let last else { return (true, "not run yet; \(workers)") }
+        let age = now.seconds - last.seconds
+        let ago = age >= 86_400 ? "\(age / 86_400) day(s) ago" : age >= 3600 ? "\(age / 3600) h ago" : "\(max(age, 0) / 60) min ago"
+        guard age <= 3 * 86_400 else {
+            return (false, "last run \(last.iso8601), \(ago): nothing runs it (is the prune timer or cron running?); \(workers)")
+        }
+        return (true, "last run \(last.iso8601), \(ago); \(workers)")
     }
 
     /// The providers the workers will call, and what the choice cannot serve. Informational:

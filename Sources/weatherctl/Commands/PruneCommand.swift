@@ -21,15 +21,15 @@ enum PruneCommand {
             A live token (not expired, not revoked, of an active session) is never deleted.
             Rows go in batches of 5000, each in its own short transaction, with a 2 ms pause
             between them, so workers keep serving.
-            Safe to run from cron at any time, e.g. daily.
+            Safe to run from cron at any time, e.g. daily. A run (not a dry run) records its
+            start: the workers run the same clean-up themselves only when none ran for
+            WEATHER_PRUNE_INTERVAL seconds (25 hours by default; 0 = never).
             """,
         run: run)
 
     static func run(_ args: ParsedArguments, _ context: Context) throws(CLIError) -> Int32 {
         let config = try context.config()
-        var policy = PrunePolicy()
-        policy.cellWindow = config.limits.dayWindow
-        policy.refreshTokenLifetime = config.tokenPolicy.refreshTTL
+        let policy = PrunePolicy(config: config)
         let dryRun = args.has("--dry-run")
         // A dry run only counts: it works for a user who may only read the database.
         let store = try context.openStore(config, dryRun ? .migratedReadOnly : .migrated)
