@@ -158,6 +158,29 @@ import WeatherCore
         #expect(try other.pruneIfDue(now: now, interval: 90_000, policy: PrunePolicy()) == nil)
     }
 
+    /// A worker's clean-up walks the session tables for a limited time: cut short, it says so,
+    /// records no run (due again at once), and the next run goes on where the deletions stopped.
+    @Test func aWalkCutShortIsDueAgainAndTheNextRunGoesOn() throws {
+        let store = try store()
+        try store.db.execute("INSERT INTO weather_counters(hour, name, value) VALUES ('2020-01-01T00', 'requests', 1)")
+        var policy = PrunePolicy()
+        policy.batchSize = 2
+        policy.walkTimeLimitMs = 0  // out of time after the first range
+        let first = try #require(try store.pruneIfDue(now: now, interval: 90_000, policy: policy))
+        #expect(!first.complete)
+        #expect(first.rows("anonymous_weather_sessions") == 1 && first.rows("weather_session_tokens") == 2, "one range of two sessions: aws_0")
+        #expect(first.rows("weather_counters") == 1, "the small tables are pruned all the same")
+        #expect(try store.db.scalarInt("SELECT count(*) FROM anonymous_weather_sessions") == 8)
+        let second = try #require(try store.pruneIfDue(now: now, interval: 90_000, policy: policy), "due again at once")
+        #expect(!second.complete && second.rows("anonymous_weather_sessions") == 0, "its first range holds aws_1 and aws_2: nothing to delete")
+
+        policy.walkTimeLimitMs = 60_000
+        let last = try #require(try store.pruneIfDue(now: now, interval: 90_000, policy: policy))
+        #expect(last.complete)
+        #expect(last.rows("anonymous_weather_sessions") == 2 && last.rows("weather_session_tokens") == 7)
+        #expect(try store.pruneIfDue(now: now, interval: 90_000, policy: policy) == nil, "recorded")
+    }
+
     @Test func anEmptyDatabasePrunesNothing() throws {
         let dir = try scratchDirectory("cw-prune")
         let store = try SQLiteGatewayStore(path: dir.appendingPathComponent("w.sqlite3").path)

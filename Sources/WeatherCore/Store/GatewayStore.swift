@@ -98,7 +98,7 @@ public protocol GatewayStore: AnyObject {
     /// prune` (the prune timer, cron), or when the last one is recorded more than an hour after
     /// `now` (under a clock since set back). Of the workers that find it due at once, one runs
     /// it (the claim is one conditional write); a look that finds it not due is one read. One
-    /// that fails is due again at once.
+    /// that fails, or that `policy.walkTimeLimitMs` cut short, is due again at once.
     func pruneIfDue(now: Timestamp, interval: Int64, policy: PrunePolicy) throws(StoreError) -> PruneReport?
 
     /// Waits for housekeeping `afterResponse` left running (SQLite: a checkpoint on the

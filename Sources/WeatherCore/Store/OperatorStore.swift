@@ -25,7 +25,8 @@ public protocol OperatorStore: GatewayStore {
     func counters(fromHour: String, toHour: String) throws(StoreError) -> [CounterRow]
 
     /// Deletes (or, with `dryRun`, counts) what `policy` says has outlived its use. A run that
-    /// deletes records `now` as the last clean-up's start (`GatewayStore.pruneIfDue`).
+    /// deletes, and is `complete`, records `now` as the last clean-up's start
+    /// (`GatewayStore.pruneIfDue`).
     func prune(now: Timestamp, policy: PrunePolicy, dryRun: Bool) throws(StoreError) -> PruneReport
 
     /// When the last clean-up (`prune`, a worker's or `weatherctl prune`'s) started; nil when
@@ -199,6 +200,11 @@ public struct PrunePolicy: Sendable, Equatable {
     public var counterRetention: Int64 = 90 * 86_400
     /// Rows deleted per transaction at most (for sessions and tokens: rows examined).
     public var batchSize: Int = 5000
+    /// Where set (a worker's clean-up), the walks of sessions and tokens stop after the range
+    /// that passes this many milliseconds, and the report is not `complete`; the other tables
+    /// are still pruned (a few short batches). The next run walks again from the start, quickly
+    /// past what this one deleted. Nil: no limit (`weatherctl prune`).
+    public var walkTimeLimitMs: Int64?
 
     public init() {}
 
@@ -212,6 +218,8 @@ public struct PrunePolicy: Sendable, Equatable {
 /// Rows deleted (or, in a dry run, that would be deleted), per table.
 public struct PruneReport: Sendable, Equatable {
     public var dryRun: Bool
+    /// False when `PrunePolicy.walkTimeLimitMs` cut the walks short: more is left to delete.
+    public var complete = true
     /// Table name and row count, in the order the tables are pruned.
     public var tables: [(table: String, rows: Int)]
 
@@ -224,6 +232,6 @@ public struct PruneReport: Sendable, Equatable {
     public func rows(_ table: String) -> Int { tables.first { $0.table == table }?.rows ?? 0 }
 
     public static func == (a: PruneReport, b: PruneReport) -> Bool {
-        a.dryRun == b.dryRun && a.tables.map(\.table) == b.tables.map(\.table) && a.tables.map(\.rows) == b.tables.map(\.rows)
+        a.dryRun == b.dryRun && a.complete == b.complete && a.tables.map(\.table) == b.tables.map(\.table) && a.tables.map(\.rows) == b.tables.map(\.rows)
     }
 }

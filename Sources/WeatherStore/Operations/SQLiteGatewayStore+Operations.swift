@@ -143,6 +143,12 @@ extension SQLiteGatewayStore: OperatorStore {
         let tokenExpiredBefore = SQLValue.text(now.adding(seconds: -policy.expiredTokenGrace).iso8601)
         let counterHourBefore = SQLValue.text(CounterKey.hour(of: now.adding(seconds: -policy.counterRetention)))
         let batch = policy.batchSize
+        let deadline = policy.walkTimeLimitMs.map { MonotonicTime.now() + UInt64(max($0, 0)) * 1_000_000 }
+        var cut = false  // a walk stopped at the deadline
+        let outOfTime = {
+            cut = cut || deadline.map { MonotonicTime.now() >= $0 } ?? false
+            return cut
+        }
 
         return try operate {
             var report = PruneReport(dryRun: dryRun)
@@ -162,7 +168,7 @@ extension SQLiteGatewayStore: OperatorStore {
             } else {
                 // Both tables are walked in rowid ranges: no index but the rowid is needed, and a
                 // worker waits for at most one range's transaction (docs/decisions.md, Storage).
-                sessions = try inRowidRanges(of: "anonymous_weather_sessions", width: batch) { after, upTo in
+                sessions = try inRowidRanges(of: "anonymous_weather_sessions", width: batch, stoppingWhen: outOfTime) { after, upTo in
                     let ids = try db.statement("SELECT id FROM anonymous_weather_sessions WHERE rowid > ?3 AND rowid <= ?4 AND (\(Self.doomedSession))")
                         .rows([revokedBefore, abandonedBefore, .int(after), .int(upTo), lastSeenBefore]) { $0.text(0) ?? "" }
                     for id in ids {
@@ -172,9 +178,13 @@ extension SQLiteGatewayStore: OperatorStore {
                     return ids.count
                 }
                 // Expired past the grace period: never live, and past any reuse check.
-                tokens += try inRowidRanges(of: "weather_session_tokens", width: batch) { after, upTo in
-                    try db.run("DELETE FROM weather_session_tokens WHERE rowid > ?2 AND rowid <= ?3 AND expires_at < ?1", [tokenExpiredBefore, .int(after), .int(upTo)])
+                if !cut {
+                    tokens += try inRowidRanges(of: "weather_session_tokens", width: batch, stoppingWhen: outOfTime) { after, upTo in
+                        try db.run("DELETE FROM weather_session_tokens WHERE rowid > ?2 AND rowid <= ?3 AND expires_at < ?1", [tokenExpiredBefore, .int(after), .int(upTo)])
+                    }
                 }
+                // A walk cut short: the next run starts it over (past what this one deleted, quickly).
+                report.complete = !cut
             }
             report.tables.append(("anonymous_weather_sessions", sessions))
             report.tables.append(("weather_session_tokens", tokens))
@@ -199,7 +209,7 @@ extension SQLiteGatewayStore: OperatorStore {
                 }
                 report.tables.append((k.table, rows))
             }
-            if !dryRun {
+            if !dryRun && report.complete {
                 _ = try db.transaction { try db.run(Self.recordPrune, [.int(now.seconds), .int(.max), .int(.max)]) }
             }
             return report
@@ -218,7 +228,9 @@ extension SQLiteGatewayStore: OperatorStore {
     /// Returns the sum of what the calls return. Each range ends at the `width`th rowid after the
     /// last one (a search on the rowid), so sparse rowids cost no empty ranges; rows added
     /// meanwhile past the last rowid are left alone.
-    private func inRowidRanges(of table: String, width: Int, _ body: (_ after: Int64, _ upTo: Int64) throws -> Int) throws -> Int {
+    /// `stoppingWhen` is asked after each range: true ends the walk there.
+    private func inRowidRanges(of table: String, width: Int, stoppingWhen stop: () -> Bool = { false },
+                               _ body: (_ after: Int64, _ upTo: Int64) throws -> Int) throws -> Int {
         guard let first = try db.scalarInt("SELECT min(rowid) FROM \(table)"),
               let last = try db.scalarInt("SELECT max(rowid) FROM \(table)") else { return 0 }
         let rangeEnd = try db.statement("SELECT rowid FROM \(table) WHERE rowid > ?1 ORDER BY rowid LIMIT 1 OFFSET ?2")
@@ -228,7 +240,10 @@ extension SQLiteGatewayStore: OperatorStore {
             let upTo = min(try rangeEnd.rows([.int(after), .int(Int64(width - 1))]) { $0.int(0) }.first ?? last, last)
             total += try db.transaction { try body(after, upTo) }
             after = upTo
-            if after < last { Self.letWritersIn() }
+            if after < last {
+                if stop() { break }
+                Self.letWritersIn()
+            }
         }
         return total
     }

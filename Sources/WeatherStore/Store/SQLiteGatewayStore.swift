@@ -471,15 +471,25 @@ public final class SQLiteGatewayStore: GatewayStore {
         // On a connection of SQLite's own VFS, opened for the run: a worker's connection keeps a
         // transaction's pages in memory until its commit (`cache_spill` off), and a batch of
         // deletions touches thousands of them.
-        do throws(StoreError) {
-            guard let path else { return try prune(now: now, policy: policy, dryRun: false) }
-            let cleaner: Database
-            do { cleaner = try Database(path: path, gatewayFile: true) } catch { throw Self.storeError(error) }
-            defer { cleaner.close() }
-            return try SQLiteGatewayStore(database: cleaner, attachingWriterPage: false).prune(now: now, policy: policy, dryRun: false)
-        } catch {
-            // Due again at the next look (a worker's next hour), not a whole interval later.
+        // Cut short or failed: due again at the next look (a worker's next hour), not a whole
+        // interval later.
+        func dueAgain() {
             _ = try? write { try db.run("UPDATE weather_maintenance SET started_at = ?2 WHERE task = 'prune' AND started_at = ?1", [.int(now.seconds), .int(dueBefore)]) }
+        }
+        do throws(StoreError) {
+            let report: PruneReport
+            if let path {
+                let cleaner: Database
+                do { cleaner = try Database(path: path, gatewayFile: true) } catch { throw Self.storeError(error) }
+                defer { cleaner.close() }
+                report = try SQLiteGatewayStore(database: cleaner, attachingWriterPage: false).prune(now: now, policy: policy, dryRun: false)
+            } else {
+                report = try prune(now: now, policy: policy, dryRun: false)
+            }
+            if !report.complete { dueAgain() }
+            return report
+        } catch {
+            dueAgain()
             throw error
         }
     }
