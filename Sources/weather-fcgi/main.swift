@@ -83,7 +83,10 @@ func makeGateway(announce: Bool = true) throws -> Gateway {
     if announce, let unknown = try? store.unknownMigrations(), !unknown.isEmpty {
         StandardErrorLog().write("weather-fcgi: the database has \(unknown.count) migration(s) this build does not know (\(unknown.joined(separator: ", "))): a newer release applied them; serving anyway, run that release")
     }
-    let key = try Bootstrap.hashKey(for: config)
+    // A store that cannot say counts as holding sessions: no new key then.
+    let key = try Bootstrap.hashKey(for: config, sessionsStored: { (try? store.holdsAnySession()) ?? true }, created: {
+        StandardErrorLog().write("weather-fcgi: created the hash key file beside the database (a new database: keep it with the database's backups)")
+    })
     return Gateway(
         config: config, store: store, hashKey: key, clock: SystemClock(), log: StandardErrorLog(),
         weather: try ProviderWiring.source(for: config, pauses: store.providerPauses), requestIdPrefix: "w\(getpid())")

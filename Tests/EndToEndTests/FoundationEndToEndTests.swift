@@ -146,6 +146,38 @@ import Glibc
         #expect(text.contains("request_id=\(id) the database directory") && !text.contains("/nonexistent-dir"), "\(text)")
     }
 
+    /// A key file deleted while sessions are stored is not replaced: a worker that made a new one
+    /// would disagree with the workers holding the old one (an incident drill: an idempotent
+    /// refresh retry answered by the other worker revoked the session as a replay). A new
+    /// database's first worker creates the key and says so.
+    @Test func aDeletedHashKeyIsNotReplacedOnceSessionsAreStored() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-key-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let keyFile = dir.appendingPathComponent("hash.key").path
+        func run(_ method: String, _ uri: String, body: String = "") -> (status: Int32, text: String) {
+            let out = ChildProcessOutput.runData("/bin/bash", ["-c", "REQUEST_METHOD=\(method) REQUEST_URI=\(uri) CONTENT_TYPE=application/json CONTENT_LENGTH=\(body.utf8.count) WEATHER_DB_PATH=\(dir.path)/w.sqlite3 /usr/bin/timeout -k 5 30 \(binDirectory)/weather-fcgi 2>&1 <<< '\(body)'"])
+            return (out.status, String(decoding: out.stdout, as: UTF8.self))
+        }
+        let first = run("GET", "/v1/health")
+        #expect(first.text.contains("Status: 200 OK") && first.text.contains("created the hash key file"), "\(first.text)")
+        let key = try String(contentsOfFile: keyFile, encoding: .utf8)
+        #expect(run("GET", "/v1/health").text.contains("created the hash key file") == false, "said once")
+
+        // No session yet: a deleted key is made again (nothing was hashed with the old one).
+        try FileManager.default.removeItem(atPath: keyFile)
+        #expect(run("GET", "/v1/health").text.contains("created the hash key file"))
+        let created = run("POST", "/v1/weather/session", body: #"{"platform":"ios","installationId":"0b6f1c4e-6f5a-4c0e-9d2b-2c1e8f3a7d11"}"#)
+        #expect(created.text.contains("Status: 201 "), "\(created.text)")
+
+        try FileManager.default.removeItem(atPath: keyFile)
+        let refused = run("GET", "/v1/health")
+        #expect(refused.status == 78 && refused.text.contains("Status: 503"), "\(refused.text)")
+        #expect(refused.text.contains("is missing, but the database holds sessions hashed with it: restore it from a backup"), "\(refused.text)")
+        #expect(!FileManager.default.fileExists(atPath: keyFile), "no new key")
+        #expect(!refused.text.contains(key.trimmingCharacters(in: .whitespacesAndNewlines)))
+    }
+
     @Test func badConfigurationStopsStartupNamingTheVariable() throws {
         let out = ChildProcessOutput.runData("/bin/bash", ["-c", "WEATHER_DB_PATH=/nonexistent-dir/x.sqlite3 WEATHER_CACHE_TTL=soon /usr/bin/timeout -k 5 30 \(binDirectory)/weather-fcgi --listen /tmp/cw-never-\(getpid())-\(UUID().uuidString.prefix(8)).sock 2>&1"])
         #expect(out.status == 78)

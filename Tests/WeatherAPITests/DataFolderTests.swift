@@ -87,7 +87,7 @@ import WeatherCore
         defer { try? fm.removeItem(at: root) }
         let config = try ConfigLoader.load(environment: ["WEATHER_DB_PATH": root.appendingPathComponent("weather.sqlite3").path])
         #expect {
-            try Bootstrap.hashKey(for: config)
+            try Bootstrap.hashKey(for: config, sessionsStored: { false })
         } throws: { error in
             "\(error)".hasSuffix("is not a regular file")
         }

@@ -177,12 +177,22 @@ public enum Bootstrap {
     static let hashKeyFileName = "hash.key beside the database of WEATHER_DB_PATH"
 
     /// The hash key: `WEATHER_HASH_KEY`, or the key file beside the database, created once (0600)
-    /// with 256 random bits when missing. A key file others can read is refused.
-    public static func hashKey(for config: GatewayConfig) throws -> [UInt8] {
+    /// with 256 random bits when missing, and then said through `created`. A key file others can
+    /// read is refused, and so is a missing one where `sessionsStored` says the database already
+    /// holds sessions: they were hashed with a key (installation ids, refresh retries), and a
+    /// worker that made a new one would disagree with the workers still holding the old one (an
+    /// incident drill: a deleted `hash.key`, a worker restarted, and an idempotent refresh retry
+    /// answered by the other worker revoked the session as a replay).
+    public static func hashKey(for config: GatewayConfig, sessionsStored: () -> Bool, created: () -> Void = {}) throws -> [UInt8] {
         if let key = config.hashKey { return Array(key.utf8) }
         let path = config.hashKeyFile
         var st = stat()
         if stat(path, &st) != 0 {
+            guard errno == ENOENT, !sessionsStored() else {
+                throw StartupError(errno == ENOENT
+                    ? "the hash key file (\(Self.hashKeyFileName)) is missing, but the database holds sessions hashed with it: restore it from a backup and restart every worker (INSTALL.md, \"A lost hash key\")"
+                    : "cannot read the hash key file (\(Self.hashKeyFileName)): \(String(cString: strerror(errno)))")
+            }
             let fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
             if fd >= 0 {
                 let hex = Hex.encode(try SecureRandom.bytes(32)) + "\n"
@@ -190,6 +200,7 @@ public enum Bootstrap {
                 fsync(fd)
                 close(fd)
                 guard ok else { throw StartupError("cannot write the hash key file (\(Self.hashKeyFileName))") }
+                created()
             } else if errno != EEXIST {
                 throw StartupError("cannot create the hash key file (\(Self.hashKeyFileName)): \(String(cString: strerror(errno)))")
             }

@@ -89,6 +89,10 @@ public protocol GatewayStore: AnyObject {
     /// True when the database answers and every migration is applied.
     func isHealthy() -> Bool
 
+    /// Whether any session is stored, revoked or not (start-up: a missing hash key is not
+    /// replaced then).
+    func holdsAnySession() throws(StoreError) -> Bool
+
     /// Housekeeping a store may do once a response is sent, off the request's clock (SQLite:
     /// checkpoint a WAL that has grown).
     func afterResponse()

@@ -502,6 +502,10 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// On the `-writer` page beside the database, which every worker of the machine maps.
     public var providerPauses: (any ProviderPauseBoard)? { db.providerPauses }
 
+    public func holdsAnySession() throws(StoreError) -> Bool {
+        try read { try db.scalarInt("SELECT 1 FROM anonymous_weather_sessions LIMIT 1") != nil }
+    }
+
     public func isHealthy() -> Bool {
         guard (try? reopenIfFaulted()) != nil, db.isStillAtItsPath else { return false }
         guard let pending = try? Migrator.pending(in: db) else { return false }

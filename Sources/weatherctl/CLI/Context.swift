@@ -111,7 +111,7 @@ struct Context {
             throw .failure("no hash key: WEATHER_HASH_KEY is unset and \(config.hashKeyFile) does not exist, so no session can be matched to an installation")
         }
         do {
-            return TokenMinter(hashKey: try Bootstrap.hashKey(for: config)).installationHash(uuid)
+            return TokenMinter(hashKey: try Bootstrap.hashKey(for: config, sessionsStored: { true })).installationHash(uuid)
         } catch {
             throw .failure("cannot hash the installation id: \(error)")
         }
