@@ -107,6 +107,17 @@ import WeatherCore
         }
         #expect(modes[0] == modes[1])
         #expect(store.revocationsReachWorkers)
+
+        // A database made read-only for a moment leaves its page writable by its owner: the
+        // next opening gave the page 0444, and no later worker or weatherctl could write it.
+        let db = dir.appendingPathComponent("w.sqlite3").path, page = db + "-writer"
+        #expect(chmod(db, 0o444) == 0)
+        #expect(WriterLock(databasePath: db) != nil)
+        func mode(_ path: String) throws -> Int { (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int ?? -1) & 0o777 }
+        #expect(try mode(page) == 0o644)
+        #expect(chmod(db, 0o640) == 0)
+        #expect(WriterLock(databasePath: db) != nil)
+        #expect(try mode(page) == 0o640, "and follows the database's mode again")
     }
 
     @Test func checkpointsWaitForAfterResponse() throws {

@@ -72,10 +72,14 @@ final class WriterLock {
     /// `-wal` and `-shm`): `weatherctl revoke` run as root must not leave a page the service's
     /// user cannot open.
     /// Without `create`, only a page that exists is opened.
+    /// Its owner may always read and write it, whatever the database's mode: a database made
+    /// read-only for a moment (`chmod 0444`) gave the page that mode at the next opening, and from
+    /// then on no worker or `weatherctl` could open it to write (an incident drill: revocations no
+    /// longer reached the workers that held it, and nothing said so).
     convenience init?(databasePath: String, timeout: Int = 5, create: Bool = true) {
         var st = stat()
         let found = stat(databasePath, &st) == 0
-        self.init(path: databasePath + "-writer", timeout: timeout, mode: found ? st.st_mode & 0o666 : 0o600,
+        self.init(path: databasePath + "-writer", timeout: timeout, mode: found ? st.st_mode & 0o666 | 0o600 : 0o600,
                   owner: found && geteuid() == 0 ? (st.st_uid, st.st_gid) : nil, create: create)
     }
 

@@ -39,7 +39,7 @@ enum RevokeCommand {
     /// `-writer` page; a weatherctl that cannot open that page must say what that means.
     static func warnIfWorkersCannotHear(_ store: any OperatorStore) {
         guard !store.revocationsReachWorkers else { return }
-        Terminal.error("warning: cannot open the database's -writer file; running workers may accept the revoked tokens until they restart (run weatherctl as the service's user)")
+        Terminal.error("warning: cannot open the database's -writer file; running workers may accept the revoked tokens until they restart (run weatherctl as the service's user; if it is that user, the file's mode or owner keeps it out: weatherctl check, file modes)")
     }
 
     static func revokeSession(_ id: String, _ context: Context) throws(CLIError) -> Int32 {
