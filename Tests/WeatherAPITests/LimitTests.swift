@@ -158,12 +158,17 @@ import WeatherCore
             $0.limits.gridCellsPerSessionPerDay = 2
             $0.tokenPolicy.accessTTL = 2 * 86_400  // outlive the day window
         }
-        let a = t.createSession()["weatherAccessToken"] as? String
+        let session = t.createSession()
+        let a = session["weatherAccessToken"] as? String
         #expect(t.weather(token: a, query: "lat=10&lon=10").status == 200)
         t.clock.advance(3600)
         #expect(t.weather(token: a, query: "lat=20&lon=20").status == 200)
         #expect(t.weather(token: a, query: "lat=10.01&lon=10.01").status == 200, "same cell again")
         expectLimited(t.weather(token: a, query: "lat=30&lon=30"), retryAfter: 82_800)
+        // The operator can find the session that scans (and `weatherctl revoke` it); an id, no token.
+        let id = try #require(session["anonymousSessionId"] as? String)
+        #expect(t.log.lines.last?.hasSuffix(" refused=cells session=\(id)") == true, "\(t.log.lines.last ?? "")")
+        #expect(t.log.lines.dropLast().allSatisfy { !$0.contains("session=") }, "only a refused request names its session")
         #expect(t.weather(token: t.createSession()["weatherAccessToken"] as? String, query: "lat=30&lon=30").status == 200)
         t.clock.advance(82_800)
         #expect(t.weather(token: a, query: "lat=30&lon=30").status == 200)

@@ -58,6 +58,7 @@ import WeatherCore
         let store = try store()
         var policy = PrunePolicy()
         policy.batchSize = width
+        policy.deleteChunk = width  // transactions of `width` rows (sessions: a quarter, at least one)
 
         let dry = try store.prune(now: now, policy: policy, dryRun: true)
         #expect(dry.rows("anonymous_weather_sessions") == 3)
@@ -179,6 +180,28 @@ import WeatherCore
         #expect(last.complete)
         #expect(last.rows("anonymous_weather_sessions") == 2 && last.rows("weather_session_tokens") == 7)
         #expect(try store.pruneIfDue(now: now, interval: 90_000, policy: policy) == nil, "recorded")
+    }
+
+    /// A pruned row is gone from the files, not only from the tables: the database overwrites it
+    /// and the WAL, which held earlier images of its page, is emptied (a retention audit found
+    /// deleted client addresses in the WAL).
+    @Test func aPrunedRowLeavesNoCopyInTheFiles() throws {
+        let dir = try scratchDirectory("cw-prune")
+        let path = dir.appendingPathComponent("w.sqlite3").path
+        let store = try SQLiteGatewayStore(path: path)
+        let address = "weather_ip:203.0.113.77"
+        try store.db.execute("INSERT INTO weather_rate_limits(bucket_key, tat_ms) VALUES ('\(address)', 1)")
+        func copies() throws -> Int {
+            try ["", "-wal"].reduce(0) { n, suffix in
+                let bytes = (try? Data(contentsOf: URL(fileURLWithPath: path + suffix))) ?? Data()
+                return n + (bytes.range(of: Data(address.utf8)) == nil ? 0 : 1)
+            }
+        }
+        #expect(try copies() > 0, "written where the test looks")
+        try store.db.execute("PRAGMA secure_delete = OFF")  // SQLite's default (Debian's build turns it on)
+        let run = try store.prune(now: now, policy: PrunePolicy(), dryRun: false)
+        #expect(run.rows("weather_rate_limits") == 1)
+        #expect(try copies() == 0)
     }
 
     @Test func anEmptyDatabasePrunesNothing() throws {

@@ -92,6 +92,9 @@ public final class Gateway {
         line.addPlain("cache", context.cache)
         line.addPlain("providers", context.providers)
         line.addPlain("refused", refused)  // a fixed word: the quota of a 429, why a 401
+        // The session a quota refused, so that an operator can find and revoke one that scans the
+        // globe or hammers the API (an incident drill found no way to); an id, never a token.
+        if response.status == 429 { line.addPlain("session", context.sessionId) }
         if storageFailed { line.add("storage_error", store.lastFailure?.message) }
         log.write(line.text)
         return response

@@ -179,11 +179,11 @@ public struct CounterRow: Sendable, Equatable {
 /// - **Counters** are deleted when their hour is more than `counterRetention` old (90 days).
 /// - `d1_migrations` is never touched.
 ///
-/// Rows go in batches of `batchSize`, each batch its own short `BEGIN IMMEDIATE` transaction with
-/// a pause after it, so workers serving requests wait at most one batch for the write lock.
-/// Sessions and tokens are walked in ranges of `batchSize` rows by rowid instead (no index on
-/// their expiry keeps their inserts cheap), so a run reads both tables whole, one range per
-/// transaction.
+/// Rows go in chunks of `deleteChunk` (256), each chunk its own short `BEGIN IMMEDIATE`
+/// transaction with a pause after it, so workers serving requests wait at most one chunk for the
+/// write lock. Sessions and tokens are walked in ranges of `batchSize` rows by rowid (no index on
+/// their expiry keeps their inserts cheap), each range read without the write lock, so a run
+/// reads both tables whole.
 public struct PrunePolicy: Sendable, Equatable {
     /// Seconds after expiry before a token row is deleted.
     public var expiredTokenGrace: Int64 = 86_400
@@ -198,8 +198,11 @@ public struct PrunePolicy: Sendable, Equatable {
     public var cellWindow: Int64 = 86_400
     /// Seconds hourly counters are kept.
     public var counterRetention: Int64 = 90 * 86_400
-    /// Rows deleted per transaction at most (for sessions and tokens: rows examined).
+    /// Rows the walks of sessions and tokens read at a time, without the write lock.
     public var batchSize: Int = 5000
+    /// Rows deleted per transaction at most (sessions: a quarter as many, each with its tokens),
+    /// so a worker waits for the write lock no longer than that takes (a few milliseconds).
+    public var deleteChunk: Int = 256
     /// Where set (a worker's clean-up), the walks of sessions and tokens stop after the range
     /// that passes this many milliseconds, and the report is not `complete`; the other tables
     /// are still pruned (a few short batches). The next run walks again from the start, quickly

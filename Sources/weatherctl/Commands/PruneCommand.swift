@@ -19,8 +19,9 @@ enum PruneCommand {
               grid-cell records older than the cell window (WEATHER_LIMIT_DAY_SECONDS, 1 day);
               hourly counters older than 90 days.
             A live token (not expired, not revoked, of an active session) is never deleted.
-            Rows go in batches of 5000, each in its own short transaction, with a 2 ms pause
-            between them, so workers keep serving.
+            Rows go 256 to a transaction (sessions 64, with their tokens), with a 2 ms pause
+            after each, so workers wait for the write lock a few milliseconds at most and keep
+            serving; sessions and tokens are read 5000 at a time without it.
             Safe to run from cron at any time, e.g. daily. A run (not a dry run) records its
             start: the workers run the same clean-up themselves only when none ran for
             WEATHER_PRUNE_INTERVAL seconds (25 hours by default; 0 = never).
