@@ -166,9 +166,9 @@ final class StubProvider: WeatherProvider, @unchecked Sendable {
         let chain: ProviderChain
         var cooldowns: ProviderCooldowns
         var clock = SetClock()
-        init(_ providers: [any WeatherProvider], longest: Int64 = 30, board: (any ProviderPauseBoard)? = nil) {
+        init(_ providers: [any WeatherProvider], longest: Int64 = 30, board: (any ProviderPauseBoard)? = nil, probeSeconds: Int64 = 0) {
             chain = ProviderChain(providers)
-            cooldowns = ProviderCooldowns(longest: longest, board: board)
+            cooldowns = ProviderCooldowns(longest: longest, board: board, probeSeconds: probeSeconds)
         }
         mutating func fetch(at second: Int64) -> ChainOutcome {
             clock.current = fixtureNow.adding(seconds: second)
@@ -336,6 +336,38 @@ final class StubProvider: WeatherProvider, @unchecked Sendable {
             let kept: ProviderFailure = if case .httpStatus(let status, _) = failure { .httpStatus(status, retryAfter: nil) } else { failure }
             #expect(cooldowns.pause(of: "a", now: fixtureNow)?.failure == kept)
         }
+    }
+
+    /// When a pause ends, one worker tests the provider and the others go on skipping it until
+    /// that call is over, answering at once (an incident drill: with providers slower than their
+    /// timeout, every worker called them at each pause's end and served nobody meanwhile). The
+    /// test's failure is one more in a row; its success ends the pause for everyone.
+    @Test func oneWorkerTestsAProviderWhenItsPauseEnds() throws {
+        let board = MemoryBoard()
+        let a1 = StubProvider("a", .failure(.timeout)), a2 = StubProvider("a", .failure(.timeout))
+        var first = PausingChain([a1], board: board, probeSeconds: 5), second = PausingChain([a2], board: board, probeSeconds: 5)
+        second.clock = first.clock
+        _ = first.fetch(at: 0)  // paused until 1
+        var meanwhile: ChainOutcome?
+        a1.duringCall = { meanwhile = second.fetch(at: 1) }  // while the first worker's test call is under way
+        _ = first.fetch(at: 1)
+        #expect(a1.calls == 2 && a2.calls == 0, "one call tested the provider")
+        #expect(meanwhile?.result == .failure(.timeout) && meanwhile?.retryAfter == 5, "the other answered at once")
+        #expect(board.records["a"]?.failures == 2 && board.records["a"]?.until == fixtureNow.adding(seconds: 3), "one more failure in a row: 2 s")
+
+        a1.duringCall = nil
+        a2.answer = .success(())
+        #expect(try second.fetch(at: 3).result.get().provider == "a")
+        #expect(board.records["a"] == nil)
+        a1.answer = .success(())
+        #expect(try first.fetch(at: 3).result.get().provider == "a", "called as before")
+
+        // Alone (no board) a worker claims nothing it would wait for: it calls as before.
+        let alone = StubProvider("b", .failure(.timeout))
+        var worker = PausingChain([alone], probeSeconds: 5)
+        _ = worker.fetch(at: 0)
+        _ = worker.fetch(at: 1)
+        #expect(alone.calls == 2 && worker.cooldowns.pause(of: "b", now: fixtureNow.adding(seconds: 1))?.failures == 2)
     }
 
     /// Calls already on their way when another worker's failure began a pause are the same

@@ -37,7 +37,10 @@ final class ChainWeatherSource: WeatherSource {
     init(chain: ProviderChain, timeout: Double, cooldown: Int64, pauses: (any ProviderPauseBoard)? = nil, clock: any Clock = SystemClock()) {
         self.chain = chain
         self.timeout = timeout
-        self.cooldowns = ProviderCooldowns(longest: cooldown, board: pauses)
+        // A worker testing a provider after its pause holds it for the others for as long as its
+        // fetch may take (its failures are recorded when the fetch ends), and a second.
+        self.cooldowns = ProviderCooldowns(longest: cooldown, board: pauses,
+                                           probeSeconds: Int64((timeout * Double(max(1, chain.providers.count))).rounded(.up)) + 1)
         self.clock = clock
     }
 

@@ -60,7 +60,7 @@ public struct ProviderChain: Sendable {
             }
             tried.append(provider.name)
             // The clock, not `now`: an earlier provider's call may have taken seconds.
-            if let pause = cooldowns.pause(of: provider.name, now: cooldowns.longest > 0 ? clock.now() : now) {
+            if let pause = cooldowns.admit(provider.name, now: cooldowns.longest > 0 ? clock.now() : now) {
                 attempts.append(ProviderAttempt(provider: provider.name, failure: .coolingDown, calledProvider: false))
                 lastFailure = pause.failure
                 continue

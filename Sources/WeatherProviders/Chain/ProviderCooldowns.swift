@@ -13,8 +13,9 @@ import WeatherCore
 /// if that is longer.
 /// One success forgets the failures. Times are
 /// the clock's whole seconds, so a pause of 1 s ends when the next second begins. When a pause
-/// ends, the next uncached request calls the provider again (in each worker that has one at that
-/// moment): that call decides whether the pause starts over, longer, or ends.
+/// ends, the next uncached request calls the provider again: that call decides whether the pause
+/// starts over, longer, or ends. With `probeSeconds` (`admit`), the worker that makes that call
+/// holds the provider paused for the others meanwhile, so one call tests it, not one per worker.
 ///
 /// Kept on a `ProviderPauseBoard` when there is one (a worker's: the page beside its database
 /// that every worker of the machine maps), so one worker's failed call pauses the provider for
@@ -30,6 +31,12 @@ public struct ProviderCooldowns: Sendable {
     private let board: (any ProviderPauseBoard)?
     /// Pauses kept here: all of them without a board, else those it had no room for.
     private var entries: [String: Entry] = [:]
+    /// How long a worker testing a provider whose pause just ended keeps it paused for the others
+    /// (`admit`): as long as its fetch may take (every provider's timeout) and a second, since
+    /// failures are recorded when the fetch ends. 0: no such hold.
+    public let probeSeconds: Int64
+    /// The holds this worker set (`admit`), by provider: their ends.
+    private var probes: [String: Timestamp] = [:]
 
     /// One provider's failures in a row, the end of its pause, and the last failure (which a
     /// skipped provider's answer repeats: 504 after a timeout, 502 otherwise).
@@ -60,9 +67,54 @@ public struct ProviderCooldowns: Sendable {
     /// The longest a `Retry-After` may make a pause.
     private var longestLengthened: Int64 { max(longest, Self.longestRetryAfter) }
 
-    public init(longest: Int64, board: (any ProviderPauseBoard)? = nil) {
+    public init(longest: Int64, board: (any ProviderPauseBoard)? = nil, probeSeconds: Int64 = 0) {
         self.longest = max(0, longest)
         self.board = board
+        self.probeSeconds = max(0, probeSeconds)
+    }
+
+    /// Whether to call `provider` at `now`: its running pause when there is one (skip it), else
+    /// nil (call it). When its pause has just ended (within `longest`: the same outage), the call
+    /// about to be made decides whether it starts over, and this worker claims it: the provider
+    /// stays paused for every other worker for `probeSeconds` (at most `longest`), so they answer
+    /// from what they have at once instead of each waiting out the same timeouts. An incident
+    /// drill: with the providers slower than their timeout, every worker called them at each
+    /// pause's end and served nobody for the timeouts (6–8 s, every pause). A claim whose worker
+    /// died ends by itself; this worker's failure ends it as one more failure in a row, its
+    /// success as any success does.
+    public mutating func admit(_ provider: String, now: Timestamp) -> Entry? {
+        if let running = pause(of: provider, now: now) { return running }
+        let hold = min(probeSeconds, longest)
+        guard hold > 0 else { return nil }
+        let end = now.adding(seconds: hold)
+        // The claim of `record`, or nil when there is nothing to claim (no recent failure).
+        func claim(_ record: Entry?) -> Entry? {
+            guard var record, now >= record.until, now.seconds - record.until.seconds <= longest else { return nil }
+            record.until = end
+            record.lengthened = false
+            return record
+        }
+        if entries[provider] == nil, let board {
+            guard board.pause(of: provider) != nil else { return nil }  // a healthy provider: no write
+            var claimed = false
+            let onBoard = board.update(provider) { current in
+                claimed = false
+                let record = current.map(Entry.init(shared:))
+                // Another worker's claim (or failure) made meanwhile: leave it.
+                guard let claimedRecord = claim(record) else { return current }
+                claimed = true
+                return claimedRecord.shared
+            }
+            if onBoard {
+                if claimed { probes[provider] = end }
+                return claimed ? nil : pause(of: provider, now: now)
+            }
+        }
+        if let claimedRecord = claim(entries[provider]) {
+            entries[provider] = claimedRecord
+            probes[provider] = end
+        }
+        return nil
     }
 
     /// The provider's pause when one is running at `now`. A pause that would end more than
@@ -85,10 +137,18 @@ public struct ProviderCooldowns: Sendable {
         guard longest > 0 else { return }
         var retryAfter: Int?
         if case .httpStatus(_, let after) = failure { retryAfter = after }
+        // This worker's claim (`admit`), still as it set it: the pause it stood for had ended, so
+        // this is one more failure in a row, not a call that was under way in a running pause.
+        let claimEnd = probes.removeValue(forKey: provider)
+        func previous(_ entry: Entry?) -> Entry? {
+            guard var entry, let claimEnd, entry.until == claimEnd else { return entry }
+            entry.until = min(entry.until, now)
+            return entry
+        }
         if entries[provider] == nil, let board, board.update(provider, {
-            record(after: $0.map(Entry.init(shared:)), failure: failure, retryAfter: retryAfter, now: now).shared
+            record(after: previous($0.map(Entry.init(shared:))), failure: failure, retryAfter: retryAfter, now: now).shared
         }) { return }
-        entries[provider] = record(after: entries[provider], failure: failure, retryAfter: retryAfter, now: now)
+        entries[provider] = record(after: previous(entries[provider]), failure: failure, retryAfter: retryAfter, now: now)
     }
 
     /// The record after a failure at `now`, given the one before it.
@@ -126,6 +186,7 @@ public struct ProviderCooldowns: Sendable {
 
     /// Records a successful call: the provider's failures are forgotten.
     public mutating func succeeded(_ provider: String) {
+        probes[provider] = nil
         entries[provider] = nil
         if let board, board.pause(of: provider) != nil { board.update(provider) { _ in nil } }
     }
