@@ -121,6 +121,14 @@ import Glibc
         // The key itself is never printed, whatever the outcome.
         let key = try String(contentsOfFile: keyFile(h), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         for run in [ok, json, bad, badJSON] { #expect(!run.stdout.contains(key) && !run.stderr.contains(key)) }
+
+        // The key gone while sessions are stored: no worker would start (it will not make another).
+        chmod(keyFile(h), 0o600)
+        try FileManager.default.removeItem(atPath: keyFile(h))
+        defer { FileManager.default.createFile(atPath: keyFile(h), contents: Data((key + "\n").utf8), attributes: [.posixPermissions: 0o600]) }
+        let lost = try ctl(["check"], h)
+        let lostLine = lost.stdout.split(separator: "\n").first { $0.contains("hash key") }.map(String.init) ?? ""
+        #expect(lost.status == 1 && lostLine.hasPrefix("FAIL") && lostLine.contains("the database holds sessions"), "\(lost.stdout)")
     }
 
     /// INSTALL.md runs `migrate` and `check` before the first worker starts: no key file yet is

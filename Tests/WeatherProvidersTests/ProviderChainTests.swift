@@ -362,6 +362,22 @@ final class StubProvider: WeatherProvider, @unchecked Sendable {
         a1.answer = .success(())
         #expect(try first.fetch(at: 3).result.get().provider == "a", "called as before")
 
+        // Two providers whose pauses ended together are tested by one worker, not one each: a
+        // gateway of two workers stalled for the timeout (a re-check of the drill).
+        let board2 = MemoryBoard()
+        let c1 = StubProvider("c", .failure(.timeout)), d1 = StubProvider("d", .failure(.timeout))
+        let c2 = StubProvider("c", .failure(.timeout)), d2 = StubProvider("d", .failure(.timeout))
+        var one = PausingChain([c1, d1], board: board2, probeSeconds: 9), other = PausingChain([c2, d2], board: board2, probeSeconds: 9)
+        other.clock = one.clock
+        _ = one.fetch(at: 0)  // both paused until 1
+        var during: ChainOutcome?
+        c1.duringCall = { during = other.fetch(at: 1) }
+        _ = one.fetch(at: 1)
+        #expect(c1.calls == 2 && d1.calls == 2, "the first worker tested both")
+        #expect(c2.calls == 0 && d2.calls == 0, "the other tested neither")
+        #expect(during?.result == .failure(.timeout) && during?.retryAfter == 9)
+        #expect(board2.records["c"]?.failures == 2 && board2.records["d"]?.failures == 2)
+
         // Alone (no board) a worker claims nothing it would wait for: it calls as before.
         let alone = StubProvider("b", .failure(.timeout))
         var worker = PausingChain([alone], probeSeconds: 5)

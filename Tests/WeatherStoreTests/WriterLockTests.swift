@@ -118,6 +118,14 @@ import WeatherCore
         #expect(chmod(db, 0o640) == 0)
         #expect(WriterLock(databasePath: db) != nil)
         #expect(try mode(page) == 0o640, "and follows the database's mode again")
+
+        // A `-wal` made while the database was 0444 (a worker started then) gets the database's
+        // mode back at the next opening: it stayed 0444, and every later writer met "readonly".
+        #expect(FileManager.default.fileExists(atPath: db + "-wal"), "the first store holds the WAL open")
+        #expect(chmod(db + "-wal", 0o444) == 0)
+        let next = try SQLiteGatewayStore(path: db)
+        #expect(try mode(db + "-wal") == 0o640)
+        #expect(try next.consume([LimitBucket(key: "k2", quota: Quota(limit: 2, window: 60))], nowMs: 0) == .allowed)
     }
 
     @Test func checkpointsWaitForAfterResponse() throws {

@@ -53,6 +53,9 @@ public struct ProviderChain: Sendable {
             for p in pausing { cooldowns.failed(p.provider, p.failure, now: ended) }
             return ended
         }
+        if cooldowns.longest > 0 {
+            cooldowns.admitAll(providers.filter { $0.canCover(query, now: now) }.map(\.name), now: clock.now())
+        }
         for provider in providers {
             guard provider.canCover(query, now: now) else {
                 attempts.append(ProviderAttempt(provider: provider.name, failure: .notCovered, calledProvider: false))

@@ -83,7 +83,9 @@ public struct ProviderCooldowns: Sendable {
     /// died ends by itself; this worker's failure ends it as one more failure in a row, its
     /// success as any success does.
     public mutating func admit(_ provider: String, now: Timestamp) -> Entry? {
-        if let running = pause(of: provider, now: now) { return running }
+        if let running = pause(of: provider, now: now) {
+            return probes[provider] == running.until ? nil : running  // this worker's own hold: its call
+        }
         let hold = min(probeSeconds, longest)
         guard hold > 0 else { return nil }
         let end = now.adding(seconds: hold)
@@ -130,6 +132,15 @@ public struct ProviderCooldowns: Sendable {
     public func seconds(afterFailures failures: Int, retryAfter: Int?) -> Int64 {
         let doubled: Int64 = failures >= 32 ? longest : min(longest, Int64(1) << Int64(max(0, failures - 1)))
         return max(doubled, min(longestLengthened, Int64(max(0, retryAfter ?? 0))))
+    }
+
+    /// Claims (`admit`) every provider of `providers` whose pause has just ended, at the start of
+    /// a fetch that may call them all: two providers whose pauses ended together were tested by
+    /// two workers at once, one each, and a gateway of two workers stalled for the timeout (a
+    /// re-check of the incident drill).
+    public mutating func admitAll(_ providers: [String], now: Timestamp) {
+        guard probeSeconds > 0 else { return }
+        for provider in providers { _ = admit(provider, now: now) }
     }
 
     /// Records a failed call at `now`.

@@ -20,6 +20,7 @@ public final class SQLiteGatewayStore: GatewayStore {
         // Migrations run on a connection of SQLite's own VFS: one may write more pages than any
         // cache holds (an index built over a big table), and a connection of the per-commit VFS
         // (`cache_spill=OFF`) would keep every one of them in memory until its commit.
+        Self.mendSidecarModes(path)
         do {
             let migrating = try Database(path: path, gatewayFile: true)
             defer { migrating.close() }
@@ -29,6 +30,23 @@ public final class SQLiteGatewayStore: GatewayStore {
         self.path = path
         needsReopen = db.isReadOnly
         db.queueWritersAndDeferCheckpoints()
+    }
+
+    /// Gives `-wal` and `-shm` the database's mode again where they lost its owner's write and the
+    /// database has it: SQLite creates them with the database's mode, so a worker that started
+    /// while the database was read-only for a moment (`chmod 0444`) left a `-wal` of 0444, and
+    /// once the database was writable again every worker that opened it after (and `weatherctl
+    /// revoke`) met "attempt to write a readonly database" (a re-check of an incident drill).
+    /// Only files this process owns; nothing else is changed.
+    static func mendSidecarModes(_ path: String) {
+        var db = stat()
+        guard stat(path, &db) == 0, db.st_mode & 0o200 != 0 else { return }
+        for suffix in ["-wal", "-shm"] {
+            var st = stat()
+            let file = path + suffix
+            guard lstat(file, &st) == 0, st.st_mode & S_IFMT == S_IFREG, st.st_uid == geteuid(), st.st_mode & 0o200 == 0 else { continue }
+            _ = chmod(file, db.st_mode & 0o666)
+        }
     }
 
     /// Wraps an open database without migrating (weatherctl). Its revocations still reach the
@@ -538,6 +556,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     private func reopenIfFaulted() throws(StoreError) {
         guard needsReopen, let path else { return }
         db.close()
+        Self.mendSidecarModes(path)
         do {
             db = try Database(path: path, walWrites: .perCommit, gatewayFile: true)
             db.queueWritersAndDeferCheckpoints()

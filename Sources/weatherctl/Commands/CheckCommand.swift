@@ -99,7 +99,8 @@ enum CheckCommand {
             results.append(hashKey(config, besideACopy: true))
             results.append(Result(name: "storage", ok: true, detail: "not checked (--copy)"))
         } else {
-            results.append(hashKey(config))
+            // With sessions stored a missing key is not created by the workers: they stop.
+            results.append(hashKey(config, sessionsStored: (try? store.holdsAnySession()) ?? false))
             var room = storage(config)
             if !room.ok && store.isReadOnlySnapshot { room.detail += " (for a backup copy: weatherctl check --copy)" }
             results.append(room)
@@ -148,6 +149,7 @@ enum CheckCommand {
             : "the workers run it when none ran for \(config.pruneInterval) s"
         guard let last else { return (true, "not run yet; \(workers)") }
         let age = now.seconds - last.seconds
+        guard age >= 0 else { return (true, "last run \(last.iso8601), after this clock's now (was the clock set back?); \(workers)") }
         let ago = age >= 86_400 ? "\(age / 86_400) day(s) ago" : age >= 3600 ? "\(age / 3600) h ago" : "\(max(age, 0) / 60) min ago"
         guard age <= 3 * 86_400 else {
             return (false, "last run \(last.iso8601), \(ago): nothing runs it (is the prune timer or cron running?); \(workers)")
@@ -182,7 +184,7 @@ enum CheckCommand {
     /// `besideACopy`: the database is a backup copy read by a user who may not write beside it;
     /// a key missing there, or one this user may not read, is said, not failed (only a key
     /// readable by others is a fault wherever it lies).
-    static func hashKey(_ config: GatewayConfig, besideACopy: Bool = false) -> Result {
+    static func hashKey(_ config: GatewayConfig, besideACopy: Bool = false, sessionsStored: Bool = false) -> Result {
         let name = "hash key"
         if config.hashKey != nil { return Result(name: name, ok: true, detail: "WEATHER_HASH_KEY is set") }
         let path = config.hashKeyFile
@@ -193,6 +195,10 @@ enum CheckCommand {
             }
             // Before the first start there is no key yet, and that is fine as long as a worker
             // running as this user (check runs as the service user) will be able to create it.
+            // Not once sessions are stored: the workers refuse to make another key then.
+            guard !sessionsStored else {
+                return Result(name: name, ok: false, detail: "\(path) is missing, but the database holds sessions hashed with it: restore it from a backup (INSTALL.md, \"A lost hash key\"); the workers will not start without it")
+            }
             let folder = config.databaseFolder
             guard access(folder.isEmpty ? "." : folder, W_OK | X_OK) == 0 else {
                 return Result(name: name, ok: false, detail: "\(path) does not exist and this user cannot create it there (or set WEATHER_HASH_KEY)")
