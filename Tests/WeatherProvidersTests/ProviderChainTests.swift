@@ -378,6 +378,33 @@ final class StubProvider: WeatherProvider, @unchecked Sendable {
         #expect(during?.result == .failure(.timeout) && during?.retryAfter == 9)
         #expect(board2.records["c"]?.failures == 2 && board2.records["d"]?.failures == 2)
 
+        // A hold the fetch did not settle is given back: a fallback not reached (the first
+        // provider answered) or one whose failure pauses nothing stays callable for the others
+        // (a review: a healthy fallback stayed held, renewed by steady traffic, and was skipped
+        // when the first provider failed).
+        let board3 = MemoryBoard()
+        let e1 = StubProvider("e"), f1 = StubProvider("f", .failure(.timeout))
+        let e2 = StubProvider("e"), f2 = StubProvider("f")
+        var steady = PausingChain([e1, f1], board: board3, probeSeconds: 9), later = PausingChain([e2, f2], board: board3, probeSeconds: 9)
+        later.clock = steady.clock
+        f1.answer = .failure(.timeout)
+        e1.answer = .failure(.timeout)
+        _ = steady.fetch(at: 0)  // both fail: paused until 1
+        e1.answer = .success(())
+        for second in stride(from: Int64(2), through: 20, by: 2) { _ = try steady.fetch(at: second).result.get() }
+        #expect(f1.calls == 1 && board3.records["f"]?.until == fixtureNow.adding(seconds: 1), "f's pause as it was, not held")
+        e2.answer = .failure(.timeout)
+        #expect(try later.fetch(at: 21).result.get().provider == "f", "the fallback was asked")
+        #expect(f2.calls == 1)
+        let g1 = StubProvider("g", .failure(.timeout)), g2 = StubProvider("g")
+        let board4 = MemoryBoard()
+        var prober = PausingChain([g1], board: board4, probeSeconds: 9), next = PausingChain([g2], board: board4, probeSeconds: 9)
+        next.clock = prober.clock
+        _ = prober.fetch(at: 0)
+        g1.answer = .failure(.unparseable)  // an answer it could not use: pauses nothing
+        _ = prober.fetch(at: 1)
+        #expect(try next.fetch(at: 2).result.get().provider == "g" && g2.calls == 1, "not held after an answer")
+
         // Alone (no board) a worker claims nothing it would wait for: it calls as before.
         let alone = StubProvider("b", .failure(.timeout))
         var worker = PausingChain([alone], probeSeconds: 5)

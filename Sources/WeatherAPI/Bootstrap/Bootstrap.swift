@@ -188,10 +188,11 @@ public enum Bootstrap {
         let path = config.hashKeyFile
         var st = stat()
         if stat(path, &st) != 0 {
-            guard errno == ENOENT, !sessionsStored() else {
-                throw StartupError(errno == ENOENT
+            let missing = errno == ENOENT, why = String(cString: strerror(errno))  // before SQLite runs
+            guard missing, !sessionsStored() else {
+                throw StartupError(missing
                     ? "the hash key file (\(Self.hashKeyFileName)) is missing, but the database holds sessions hashed with it: restore it from a backup and restart every worker (INSTALL.md, \"A lost hash key\")"
-                    : "cannot read the hash key file (\(Self.hashKeyFileName)): \(String(cString: strerror(errno)))")
+                    : "cannot read the hash key file (\(Self.hashKeyFileName)): \(why)")
             }
             let fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
             if fd >= 0 {

@@ -119,8 +119,9 @@ public final class Gateway {
     /// response). Between looks the question costs nothing; a look is one read.
     private var nextCleanUpLook: Int64 = 0
     static let cleanUpLookInterval: Int64 = 3600
-    /// How long one clean-up may walk the session tables (this worker serves nobody meanwhile);
-    /// what is left waits for the next look. Measured (bench/cleanup.sh): a walk of a million
+    /// How long one clean-up may spend deleting from the session tables (this worker serves
+    /// nobody meanwhile; reading them whole takes about 1.2 s a million sessions besides); what
+    /// is left waits for the next look. Measured (bench/cleanup.sh): a walk of a million
     /// sessions with nothing to delete takes about 1.2 s; deleting half of them, about a minute.
     static let cleanUpWalkLimitMs: Int64 = 3000
 

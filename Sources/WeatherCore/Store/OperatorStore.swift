@@ -179,11 +179,12 @@ public struct CounterRow: Sendable, Equatable {
 /// - **Counters** are deleted when their hour is more than `counterRetention` old (90 days).
 /// - `d1_migrations` is never touched.
 ///
-/// Rows go in chunks of `deleteChunk` (256), each chunk its own short `BEGIN IMMEDIATE`
-/// transaction with a pause after it, so workers serving requests wait at most one chunk for the
-/// write lock. Sessions and tokens are walked in ranges of `batchSize` rows by rowid (no index on
-/// their expiry keeps their inserts cheap), each range read without the write lock, so a run
-/// reads both tables whole.
+/// Sessions and tokens are walked in ranges of `batchSize` rows by rowid (no index on their
+/// expiry keeps their inserts cheap), each range read without the write lock, so a run reads
+/// both tables whole; what a range dooms goes in chunks of `deleteChunk` (256) rows, each its own
+/// short `BEGIN IMMEDIATE` transaction with a pause after it, so workers serving requests wait
+/// at most one chunk for the write lock. The other tables go `batchSize` rows to a statement:
+/// with no index on their expiry each statement scans them, and small chunks rescanned them.
 public struct PrunePolicy: Sendable, Equatable {
     /// Seconds after expiry before a token row is deleted.
     public var expiredTokenGrace: Int64 = 86_400
@@ -204,9 +205,10 @@ public struct PrunePolicy: Sendable, Equatable {
     /// so a worker waits for the write lock no longer than that takes (a few milliseconds).
     public var deleteChunk: Int = 256
     /// Where set (a worker's clean-up), the walks of sessions and tokens stop after the range
-    /// that passes this many milliseconds, and the report is not `complete`; the other tables
-    /// are still pruned (a few short batches). The next run walks again from the start, quickly
-    /// past what this one deleted. Nil: no limit (`weatherctl prune`).
+    /// whose deletions bring the time spent deleting past this many milliseconds (reading is not
+    /// counted, so every run reads past what it keeps), and the report is not `complete`; the
+    /// other tables are still pruned. The next run walks again from the start, quickly past what
+    /// this one deleted. Nil: no limit (`weatherctl prune`).
     public var walkTimeLimitMs: Int64?
 
     public init() {}

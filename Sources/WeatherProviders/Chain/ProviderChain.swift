@@ -51,6 +51,7 @@ public struct ProviderChain: Sendable {
             guard cooldowns.longest > 0 else { return now }
             let ended = clock.now()
             for p in pausing { cooldowns.failed(p.provider, p.failure, now: ended) }
+            cooldowns.releaseClaims()  // those no call settled
             return ended
         }
         if cooldowns.longest > 0 {

@@ -35,8 +35,9 @@ public struct ProviderCooldowns: Sendable {
     /// (`admit`): as long as its fetch may take (every provider's timeout) and a second, since
     /// failures are recorded when the fetch ends. 0: no such hold.
     public let probeSeconds: Int64
-    /// The holds this worker set (`admit`), by provider: their ends.
-    private var probes: [String: Timestamp] = [:]
+    /// The holds this worker set (`admit`), by provider: their ends, and the end of the pause
+    /// each replaced (put back by `releaseClaims` when the fetch did not settle it).
+    private var probes: [String: (end: Timestamp, original: Timestamp)] = [:]
 
     /// One provider's failures in a row, the end of its pause, and the last failure (which a
     /// skipped provider's answer repeats: 504 after a timeout, 502 otherwise).
@@ -84,7 +85,7 @@ public struct ProviderCooldowns: Sendable {
     /// success as any success does.
     public mutating func admit(_ provider: String, now: Timestamp) -> Entry? {
         if let running = pause(of: provider, now: now) {
-            return probes[provider] == running.until ? nil : running  // this worker's own hold: its call
+            return probes[provider]?.end == running.until ? nil : running  // this worker's own hold: its call
         }
         let hold = min(probeSeconds, longest)
         guard hold > 0 else { return nil }
@@ -98,25 +99,45 @@ public struct ProviderCooldowns: Sendable {
         }
         if entries[provider] == nil, let board {
             guard board.pause(of: provider) != nil else { return nil }  // a healthy provider: no write
-            var claimed = false
+            var original: Timestamp?
             let onBoard = board.update(provider) { current in
-                claimed = false
+                original = nil
                 let record = current.map(Entry.init(shared:))
                 // Another worker's claim (or failure) made meanwhile: leave it.
                 guard let claimedRecord = claim(record) else { return current }
-                claimed = true
+                original = record?.until
                 return claimedRecord.shared
             }
             if onBoard {
-                if claimed { probes[provider] = end }
-                return claimed ? nil : pause(of: provider, now: now)
+                if let original { probes[provider] = (end, original) }
+                return original != nil ? nil : pause(of: provider, now: now)
             }
         }
-        if let claimedRecord = claim(entries[provider]) {
+        if let record = entries[provider], let claimedRecord = claim(record) {
             entries[provider] = claimedRecord
-            probes[provider] = end
+            probes[provider] = (end, record.until)
         }
         return nil
+    }
+
+    /// Gives back the holds of this worker's fetch that no call settled (`failed`, `succeeded`):
+    /// a provider it did not reach (an earlier one answered), or one whose failure pauses
+    /// nothing (an answer it could not use, a query's own error). Each gets the end of the pause
+    /// it replaced, as if never claimed, unless another worker changed it since. A hold left in
+    /// place kept a healthy fallback paused, and with steady traffic renewed (a review).
+    public mutating func releaseClaims() {
+        for (provider, claim) in probes {
+            func restored(_ entry: Entry?) -> Entry? {
+                guard var entry, entry.until == claim.end else { return entry }
+                entry.until = claim.original
+                return entry
+            }
+            if entries[provider] == nil, let board, board.update(provider, { current in
+                current.flatMap { restored(Entry(shared: $0))?.shared }
+            }) { continue }
+            entries[provider] = restored(entries[provider])
+        }
+        probes.removeAll()
     }
 
     /// The provider's pause when one is running at `now`. A pause that would end more than
@@ -150,7 +171,7 @@ public struct ProviderCooldowns: Sendable {
         if case .httpStatus(_, let after) = failure { retryAfter = after }
         // This worker's claim (`admit`), still as it set it: the pause it stood for had ended, so
         // this is one more failure in a row, not a call that was under way in a running pause.
-        let claimEnd = probes.removeValue(forKey: provider)
+        let claimEnd = probes.removeValue(forKey: provider)?.end
         func previous(_ entry: Entry?) -> Entry? {
             guard var entry, let claimEnd, entry.until == claimEnd else { return entry }
             entry.until = min(entry.until, now)

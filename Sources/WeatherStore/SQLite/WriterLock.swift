@@ -89,6 +89,15 @@ final class WriterLock {
     /// another file through a link planted there.
     init?(path: String, timeout: Int = 5, mode: mode_t = 0o600, owner: (uid_t, gid_t)? = nil, create: Bool = true) {
         self.timeout = timeout
+        // A page of its own that its owner may not write (an older release gave it a 0444
+        // database's mode): opened to read, it can still be given its mode (only root got past
+        // the read-write open before; a review).
+        if access(path, W_OK) != 0, errno == EACCES {
+            let readOnly = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+            var st = stat()
+            if readOnly >= 0, fstat(readOnly, &st) == 0, st.st_mode & S_IFMT == S_IFREG, st.st_uid == geteuid() { fchmod(readOnly, mode) }
+            if readOnly >= 0 { close(readOnly) }
+        }
         let fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0), mode)
         guard fd >= 0 else { return nil }
         var file = stat()

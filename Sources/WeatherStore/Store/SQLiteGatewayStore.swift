@@ -42,10 +42,14 @@ public final class SQLiteGatewayStore: GatewayStore {
         var db = stat()
         guard stat(path, &db) == 0, db.st_mode & 0o200 != 0 else { return }
         for suffix in ["-wal", "-shm"] {
+            // Opened without following a link and changed through that descriptor: nothing
+            // swapped in meanwhile gets the mode (a review).
+            let fd = open(path + suffix, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+            guard fd >= 0 else { continue }
+            defer { close(fd) }
             var st = stat()
-            let file = path + suffix
-            guard lstat(file, &st) == 0, st.st_mode & S_IFMT == S_IFREG, st.st_uid == geteuid(), st.st_mode & 0o200 == 0 else { continue }
-            _ = chmod(file, db.st_mode & 0o666)
+            guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG, st.st_uid == geteuid(), st.st_mode & 0o200 == 0 else { continue }
+            _ = fchmod(fd, db.st_mode & 0o666)
         }
     }
 

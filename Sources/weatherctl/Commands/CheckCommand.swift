@@ -100,7 +100,7 @@ enum CheckCommand {
             results.append(Result(name: "storage", ok: true, detail: "not checked (--copy)"))
         } else {
             // With sessions stored a missing key is not created by the workers: they stop.
-            results.append(hashKey(config, sessionsStored: (try? store.holdsAnySession()) ?? false))
+            results.append(hashKey(config, sessionsStored: (try? store.holdsAnySession()) ?? true))  // as the workers judge it
             var room = storage(config)
             if !room.ok && store.isReadOnlySnapshot { room.detail += " (for a backup copy: weatherctl check --copy)" }
             results.append(room)
