@@ -405,6 +405,22 @@ final class StubProvider: WeatherProvider, @unchecked Sendable {
         _ = prober.fetch(at: 1)
         #expect(try next.fetch(at: 2).result.get().provider == "g" && g2.calls == 1, "not held after an answer")
 
+        // A hold given back keeps what another worker recorded during it: a 429 whose call was
+        // under way when the hold began must keep the provider paused (a review found it wiped).
+        let board5 = MemoryBoard()
+        let h1 = StubProvider("h"), i1 = StubProvider("i", .failure(.timeout))
+        var holder = PausingChain([h1, i1], board: board5, probeSeconds: 9)
+        h1.answer = .failure(.timeout)
+        _ = holder.fetch(at: 0)  // both paused until 1
+        h1.answer = .success(())
+        h1.duringCall = {
+            var underWay = ProviderCooldowns(longest: 30, board: board5)
+            underWay.failed("i", .httpStatus(429, retryAfter: 4), now: fixtureNow.adding(seconds: 2))
+        }
+        _ = try holder.fetch(at: 1).result.get()  // claims h and i; h answers; i's hold given back?
+        #expect(holder.cooldowns.pause(of: "i", now: fixtureNow.adding(seconds: 3))?.failure == .httpStatus(429, retryAfter: nil))
+        #expect(holder.cooldowns.pause(of: "i", now: fixtureNow.adding(seconds: 5)) != nil, "the 429's Retry-After stands")
+
         // Alone (no board) a worker claims nothing it would wait for: it calls as before.
         let alone = StubProvider("b", .failure(.timeout))
         var worker = PausingChain([alone], probeSeconds: 5)

@@ -183,8 +183,9 @@ public struct CounterRow: Sendable, Equatable {
 /// expiry keeps their inserts cheap), each range read without the write lock, so a run reads
 /// both tables whole; what a range dooms goes in chunks of `deleteChunk` (256) rows, each its own
 /// short `BEGIN IMMEDIATE` transaction with a pause after it, so workers serving requests wait
-/// at most one chunk for the write lock. The other tables go `batchSize` rows to a statement:
-/// with no index on their expiry each statement scans them, and small chunks rescanned them.
+/// at most one chunk for the write lock. The other tables go `batchSize` rows to a statement
+/// (the limits' and the counters' have no index on their expiry, so each statement scans them,
+/// and small chunks rescanned them: 12 times slower; a statement of 5,000 holds the lock 5–16 ms).
 public struct PrunePolicy: Sendable, Equatable {
     /// Seconds after expiry before a token row is deleted.
     public var expiredTokenGrace: Int64 = 86_400

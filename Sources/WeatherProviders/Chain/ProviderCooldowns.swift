@@ -37,7 +37,7 @@ public struct ProviderCooldowns: Sendable {
     public let probeSeconds: Int64
     /// The holds this worker set (`admit`), by provider: their ends, and the end of the pause
     /// each replaced (put back by `releaseClaims` when the fetch did not settle it).
-    private var probes: [String: (end: Timestamp, original: Timestamp)] = [:]
+    private var probes: [String: (end: Timestamp, original: Timestamp, hold: Entry)] = [:]
 
     /// One provider's failures in a row, the end of its pause, and the last failure (which a
     /// skipped provider's answer repeats: 504 after a timeout, 502 otherwise).
@@ -99,23 +99,24 @@ public struct ProviderCooldowns: Sendable {
         }
         if entries[provider] == nil, let board {
             guard board.pause(of: provider) != nil else { return nil }  // a healthy provider: no write
-            var original: Timestamp?
+            var taken: (original: Timestamp, hold: Entry)?
             let onBoard = board.update(provider) { current in
-                original = nil
+                taken = nil
                 let record = current.map(Entry.init(shared:))
                 // Another worker's claim (or failure) made meanwhile: leave it.
-                guard let claimedRecord = claim(record) else { return current }
-                original = record?.until
+                guard let record, let claimedRecord = claim(record) else { return current }
+                // As the board will give it back: what `releaseClaims` compares.
+                taken = (record.until, Entry(shared: claimedRecord.shared))
                 return claimedRecord.shared
             }
             if onBoard {
-                if let original { probes[provider] = (end, original) }
-                return original != nil ? nil : pause(of: provider, now: now)
+                if let taken { probes[provider] = (end, taken.original, taken.hold) }
+                return taken != nil ? nil : pause(of: provider, now: now)
             }
         }
         if let record = entries[provider], let claimedRecord = claim(record) {
             entries[provider] = claimedRecord
-            probes[provider] = (end, record.until)
+            probes[provider] = (end, record.until, claimedRecord)
         }
         return nil
     }
@@ -123,12 +124,14 @@ public struct ProviderCooldowns: Sendable {
     /// Gives back the holds of this worker's fetch that no call settled (`failed`, `succeeded`):
     /// a provider it did not reach (an earlier one answered), or one whose failure pauses
     /// nothing (an answer it could not use, a query's own error). Each gets the end of the pause
-    /// it replaced, as if never claimed, unless another worker changed it since. A hold left in
-    /// place kept a healthy fallback paused, and with steady traffic renewed (a review).
+    /// it replaced, as if never claimed, unless another worker changed it since (the whole
+    /// record compared: a 429 another worker recorded during the hold keeps the hold's end, but
+    /// not its failure, and its `Retry-After` must stand; a review). A hold left in place kept a
+    /// healthy fallback paused, and with steady traffic renewed (a review).
     public mutating func releaseClaims() {
         for (provider, claim) in probes {
             func restored(_ entry: Entry?) -> Entry? {
-                guard var entry, entry.until == claim.end else { return entry }
+                guard var entry, entry == claim.hold else { return entry }
                 entry.until = claim.original
                 return entry
             }

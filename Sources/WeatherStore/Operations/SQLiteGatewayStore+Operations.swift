@@ -204,15 +204,16 @@ extension SQLiteGatewayStore: OperatorStore {
                     tokens += try inRowidRanges(of: "weather_session_tokens", width: batch, stoppingWhen: outOfTime) { after, upTo in
                         let rowids = try db.statement("SELECT rowid FROM weather_session_tokens WHERE rowid > ?2 AND rowid <= ?3 AND expires_at < ?1")
                             .rows([tokenExpiredBefore, .int(after), .int(upTo)]) { $0.int(0) }
+                        var deleted = 0
                         try timed {
                             try inChunks(rowids, of: policy.deleteChunk) { chunk in
                                 // The expiry again: a rowid freed meanwhile may be a new token's.
                                 for rowid in chunk {
-                                    try db.run("DELETE FROM weather_session_tokens WHERE rowid = ?1 AND expires_at < ?2", [.int(rowid), tokenExpiredBefore])
+                                    deleted += try db.run("DELETE FROM weather_session_tokens WHERE rowid = ?1 AND expires_at < ?2", [.int(rowid), tokenExpiredBefore])
                                 }
                             }
                         }
-                        return rowids.count
+                        return deleted
                     }
                 }
                 // A walk cut short: the next run starts it over (past what this one deleted, quickly).

@@ -491,6 +491,9 @@ public final class Database {
     /// whole busy wait (a review). A WAL it could not empty is emptied by a later prune.
     @discardableResult
     public func truncateWAL() -> Bool {
+        // Copied first without holding anyone: the TRUNCATE then copies what little came since
+        // while writers wait (a review: 52 ms for 4,000 frames).
+        sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
         let queued = writerLock?.lock() ?? false
         Self.installBusyHandler(handle, naps: 200)
         let rc = sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_TRUNCATE, nil, nil)

@@ -93,9 +93,11 @@ final class WriterLock {
         // database's mode): opened to read, it can still be given its mode (only root got past
         // the read-write open before; a review).
         if access(path, W_OK) != 0, errno == EACCES {
-            let readOnly = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+            let readOnly = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)  // a FIFO must not block
             var st = stat()
-            if readOnly >= 0, fstat(readOnly, &st) == 0, st.st_mode & S_IFMT == S_IFREG, st.st_uid == geteuid() { fchmod(readOnly, mode) }
+            if readOnly >= 0, fstat(readOnly, &st) == 0, st.st_mode & S_IFMT == S_IFREG, st.st_nlink == 1, st.st_uid == geteuid() {
+                fchmod(readOnly, mode)
+            }
             if readOnly >= 0 { close(readOnly) }
         }
         let fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0), mode)

@@ -37,11 +37,15 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// while the database was read-only for a moment (`chmod 0444`) left a `-wal` of 0444, and
     /// once the database was writable again every worker that opened it after (and `weatherctl
     /// revoke`) met "attempt to write a readonly database" (a re-check of an incident drill).
-    /// Only files this process owns; nothing else is changed.
+    /// Only files this process owns; nothing else is changed. Called before this process opens
+    /// the database: closing a descriptor of `-shm` drops every POSIX lock the process holds on
+    /// it (SQLite's), so a file is opened only when its mode needs mending (a review).
     static func mendSidecarModes(_ path: String) {
         var db = stat()
         guard stat(path, &db) == 0, db.st_mode & 0o200 != 0 else { return }
         for suffix in ["-wal", "-shm"] {
+            var seen = stat()
+            guard lstat(path + suffix, &seen) == 0, seen.st_mode & S_IFMT == S_IFREG, seen.st_mode & 0o200 == 0 else { continue }
             // Opened without following a link and changed through that descriptor: nothing
             // swapped in meanwhile gets the mode (a review).
             let fd = open(path + suffix, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
