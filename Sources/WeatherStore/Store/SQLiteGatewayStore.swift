@@ -494,9 +494,6 @@ public final class SQLiteGatewayStore: GatewayStore {
         func due(_ started: Int64?) -> Bool { started.map { $0 <= dueBefore || $0 > setBackAfter } ?? true }
         guard due(try read { try db.scalarInt("SELECT started_at FROM weather_maintenance WHERE task = 'prune'") }),
               try write({ try db.run(Self.recordPrune, [.int(now.seconds), .int(dueBefore), .int(setBackAfter)]) }) == 1 else { return nil }
-        // On a connection of SQLite's own VFS, opened for the run: a worker's connection keeps a
-        // transaction's pages in memory until its commit (`cache_spill` off), and a batch of
-        // deletions touches thousands of them.
         // Cut short or failed: due again at the next look (a worker's next hour), not a whole
         // interval later.
         func dueAgain() {
@@ -504,6 +501,9 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
         do throws(StoreError) {
             let report: PruneReport
+            // On a connection of SQLite's own VFS, opened for the run: a worker's connection keeps
+            // a transaction's pages in memory until its commit (`cache_spill` off), and a
+            // statement of the small tables deletes up to 5,000 rows.
             if let path {
                 let cleaner: Database
                 do { cleaner = try Database(path: path, gatewayFile: true) } catch { throw Self.storeError(error) }
