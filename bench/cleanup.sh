@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # How long the workers' own clean-up (WEATHER_PRUNE_INTERVAL) holds the worker that runs it: a
 # database of SESSIONS sessions (3 token rows each, as bench/scale.sh seeds them) of which
-# DOOMED_PERCENT were revoked 40 days ago (their sessions and tokens go), and the same run again
+# DOOMED_PERCENT were revoked long ago (on 2026-02-01) (their sessions and tokens go), and the same run again
 # with nothing left to delete (the daily case where the timer kept up). Each run is one plain-CGI
 # `GET /v1/health` whose clean-up is due: the process's wall time and peak RSS, and its
 # `clean_up=` log line (done, or partial: the worker's 3 s walk limit cut it, the rest waits for
@@ -25,27 +25,8 @@ cgi_health() {  # one CGI request; prints "wall_s peak_kB outcome duration_ms de
 }
 
 cgi_health >/dev/null  # creates and migrates the database (its first clean-up finds nothing)
-log "seeding $sessions sessions, $doomed% revoked 40 days ago"
-python3 - "$db" "$sessions" "$doomed" <<'EOF'
-import sqlite3, hashlib, sys
-db = sqlite3.connect(sys.argv[1]); n = int(sys.argv[2]); doomed = int(sys.argv[3])
-def h(s): return hashlib.sha256(s.encode()).hexdigest()
-def gone(i): return i * 100 // n < doomed if n else False
-def sessions():
-    for i in range(n):
-        r = gone(i)
-        yield ('aws_%032x' % i, h('i%d' % i), 'ios', '1.0', 'revoked' if r else 'active', '2026-09-20T00:00:00Z',
-               '2026-09-25T00:00:00Z' if r else '2026-12-01T00:00:00Z', '2026-10-01T00:00:00Z' if r else None)
-def tokens():
-    for i in range(n):
-        r = gone(i)
-        for k, t in enumerate(['access', 'refresh', 'refresh']):
-            yield ('wst_%d_%d' % (i, k), 'aws_%032x' % i, h('t%d_%d' % (i, k)), t,
-                   '2026-10-01T12:00:00Z' if r else '2099-01-01T00:00:00Z', '2026-09-20T00:00:00Z', None)
-db.executemany('INSERT INTO anonymous_weather_sessions VALUES (?,?,?,?,?,?,?,?)', sessions())
-db.executemany('INSERT INTO weather_session_tokens VALUES (?,?,?,?,?,?,?)', tokens())
-db.commit()
-EOF
+log "seeding $sessions sessions, $doomed% revoked long ago (on 2026-02-01)"
+seed_doomed_sessions "$db" "$sessions" "$doomed"
 due() { sqlite3 "$db" "UPDATE weather_maintenance SET started_at = started_at - 200000"; }
 cat "$db" "$db-wal" >/dev/null 2>&1 || true  # into the page cache
 runs=()
@@ -57,7 +38,7 @@ due; second=$(cgi_health)
 log "with deletions: ${runs[*]}; nothing left: $second (wall s, peak kB, outcome, clean-up ms, rows deleted)"
 {
   results_header "bench/cleanup.sh${label:+ ($label)}" "SESSIONS=$sessions DOOMED_PERCENT=$doomed bench/cleanup.sh $args"
-  echo "One plain-CGI \`GET /v1/health\` whose workers' clean-up is due, on $sessions sessions ($((sessions * 3)) token rows), $doomed% of them revoked 40 days ago; then again with nothing left to delete. The request's answer waits for it under CGI; a FastCGI worker serves nobody meanwhile."
+  echo "One plain-CGI \`GET /v1/health\` whose workers' clean-up is due, on $sessions sessions ($((sessions * 3)) token rows), $doomed% of them revoked long ago (on 2026-02-01); then again with nothing left to delete. The request's answer waits for it under CGI; a FastCGI worker serves nobody meanwhile."
   echo
   echo "| run | wall s | peak RSS kB | clean_up | duration_ms | rows deleted |"
   echo "|---|---:|---:|---|---:|---:|"

@@ -241,6 +241,34 @@ SQL
   SEED_SECONDS=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 }
 
+# seed_doomed_sessions DB N PERCENT: N sessions with 3 token rows each (SHA-256 hex hashes), the
+# first PERCENT % of them revoked on 2026-02-01 (sessions and tokens past every retention rule:
+# what `weatherctl prune` deletes), the others active with live tokens (bench/cleanup.sh,
+# bench/prune-load.sh).
+seed_doomed_sessions() {
+python3 - "$1" "$2" "$3" <<'EOF'
+import sqlite3, hashlib, sys
+db = sqlite3.connect(sys.argv[1]); n = int(sys.argv[2]); doomed = int(sys.argv[3])
+def h(s): return hashlib.sha256(s.encode()).hexdigest()
+def gone(i): return i * 100 // n < doomed
+def sessions():
+    for i in range(n):
+        r = gone(i)
+        yield ('aws_%032x' % i, h('i%d' % i), 'ios', '1.0', 'revoked' if r else 'active', '2026-01-20T00:00:00Z',
+               '2026-01-25T00:00:00Z' if r else '2099-01-01T00:00:00Z', '2026-02-01T00:00:00Z' if r else None)
+def tokens():
+    for i in range(n):
+        r = gone(i)
+        for k, t in enumerate(['access', 'refresh', 'refresh']):
+            yield ('wst_%d_%d' % (i, k), 'aws_%032x' % i, h('t%d_%d' % (i, k)), t,
+                   '2026-02-01T12:00:00Z' if r else '2099-01-01T00:00:00Z', '2026-01-20T00:00:00Z', None)
+db.executemany('INSERT INTO anonymous_weather_sessions VALUES (?,?,?,?,?,?,?,?)', sessions())
+db.executemany('INSERT INTO weather_session_tokens VALUES (?,?,?,?,?,?,?)', tokens())
+db.commit()
+db.execute('PRAGMA wal_checkpoint(TRUNCATE)')
+EOF
+}
+
 # The write floor (bench/floor-write.c), built once into $OUT.
 build_write_floor() {
   [ -x "$OUT/floor-write" ] && return 0

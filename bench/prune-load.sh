@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What a prune costs the requests served meanwhile: a database of SESSIONS sessions (3 token rows
-# each), DOOMED_PERCENT of them revoked 40 days ago, served by 2 workers through nginx (limits
+# each), DOOMED_PERCENT of them revoked long ago (on 2026-02-01), served by 2 workers through nginx (limits
 # off): cached weather with a session token (wrk -t1 -c8) and a session creation every 50 ms
 # (a probe), for DURATION, once without a prune and once with `weatherctl prune` started as the
 # load starts (a fresh copy of the database each time). Reports the weather's req/s and p50/p99,
@@ -26,28 +26,8 @@ start_fake_provider
 seed=$OUT/seed/w.sqlite3 sock=$OUT/gw.sock
 start_gateway "$sock" 1 "$seed" off seed
 stop_gateway "$sock"
-log "seeding $sessions sessions, $doomed% revoked 40 days ago"
-python3 - "$seed" "$sessions" "$doomed" <<'EOF'
-import sqlite3, hashlib, sys
-db = sqlite3.connect(sys.argv[1]); n = int(sys.argv[2]); doomed = int(sys.argv[3])
-def h(s): return hashlib.sha256(s.encode()).hexdigest()
-def gone(i): return i * 100 // n < doomed
-def sessions():
-    for i in range(n):
-        r = gone(i)
-        yield ('aws_%032x' % i, h('i%d' % i), 'ios', '1.0', 'revoked' if r else 'active', '2026-01-20T00:00:00Z',
-               '2026-01-25T00:00:00Z' if r else '2099-01-01T00:00:00Z', '2026-02-01T00:00:00Z' if r else None)
-def tokens():
-    for i in range(n):
-        r = gone(i)
-        for k, t in enumerate(['access', 'refresh', 'refresh']):
-            yield ('wst_%d_%d' % (i, k), 'aws_%032x' % i, h('t%d_%d' % (i, k)), t,
-                   '2026-02-01T12:00:00Z' if r else '2099-01-01T00:00:00Z', '2026-01-20T00:00:00Z', None)
-db.executemany('INSERT INTO anonymous_weather_sessions VALUES (?,?,?,?,?,?,?,?)', sessions())
-db.executemany('INSERT INTO weather_session_tokens VALUES (?,?,?,?,?,?,?)', tokens())
-db.commit()
-db.execute('PRAGMA wal_checkpoint(TRUNCATE)')
-EOF
+log "seeding $sessions sessions, $doomed% revoked long ago (on 2026-02-01)"
+seed_doomed_sessions "$seed" "$sessions" "$doomed"
 
 # creation_probe SECONDS BASE: one creation every 50 ms; prints "n p50_ms p99_ms max_ms failed".
 creation_probe() {
@@ -103,7 +83,7 @@ done
 log "prune deleted ${deleted:-?} rows"
 {
   results_header "bench/prune-load.sh${label:+ ($label)}" "SESSIONS=$sessions DOOMED_PERCENT=$doomed DURATION=$duration bench/prune-load.sh $args"
-  echo "2 workers through nginx, limits off; $sessions sessions ($((sessions * 3)) token rows), $doomed% of them revoked 40 days ago (the prune deleted ${deleted:-?} rows). Cached weather: wrk -t1 -c8 -d$duration with one session token; creations: one every 50 ms (a probe)."
+  echo "2 workers through nginx, limits off; $sessions sessions ($((sessions * 3)) token rows), $doomed% of them revoked long ago (on 2026-02-01) (the prune deleted ${deleted:-?} rows). Cached weather: wrk -t1 -c8 -d$duration with one session token; creations: one every 50 ms (a probe)."
   echo
   echo "| phase | weather req/s | p50 ms | p99 ms | errors | creations | p50 ms | p99 ms | max ms | failed | prune wall s |"
   echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"

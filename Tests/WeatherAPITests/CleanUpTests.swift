@@ -45,12 +45,12 @@ import WeatherStore
         #expect(cleanUpLines(t).count == 2)
     }
 
-    /// `weatherctl prune` (the timer, cron) ran meanwhile: the workers leave it to that.
+    /// `weatherctl prune` (the timer, cron) ran meanwhile: the workers leave it to that. (That a
+    /// dry run records nothing: `PruneTests.theWorkersCleanUpWhenNoneRanForTheInterval`.)
     @Test func aCleanUpByWeatherctlSparesTheWorkersTheirs() throws {
         let t = try TestGateway { $0.pruneInterval = 90_000 }
         let old = try revokedSession(t, daysAgo: 31)
         t.clock.advance(86_400)
-        _ = try t.store.prune(now: t.clock.now().adding(seconds: -10), policy: PrunePolicy(), dryRun: true)  // a dry run is not one
         let ctl = SQLiteGatewayStore(database: try Database(path: t.config.databasePath))
         let _ = try ctl.prune(now: t.clock.now(), policy: PrunePolicy(), dryRun: false)
         #expect(try !stored(t, old))

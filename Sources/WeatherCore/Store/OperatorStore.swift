@@ -185,7 +185,8 @@ public struct CounterRow: Sendable, Equatable {
 /// short `BEGIN IMMEDIATE` transaction with a pause after it, so workers serving requests wait
 /// at most one chunk for the write lock. The other tables go `batchSize` rows to a statement
 /// (the limits' and the counters' have no index on their expiry, so each statement scans them,
-/// and small chunks rescanned them: 12 times slower; a statement of 5,000 holds the lock 5–16 ms).
+/// and small chunks rescanned them: a review's run took 20.4 s for 200,000 doomed rate-limit rows
+/// in chunks of 256 against 1.6 s in statements of 5,000).
 public struct PrunePolicy: Sendable, Equatable {
     /// Seconds after expiry before a token row is deleted.
     public var expiredTokenGrace: Int64 = 86_400

@@ -21,9 +21,9 @@ enum PruneCommand {
             A live token (not expired, not revoked, of an active session) is never deleted.
             Sessions and tokens are read 5000 at a time without the write lock and deleted 256
             rows to a transaction (sessions 64, with their tokens), with a 2 ms pause after each,
-            so workers wait for the write lock about a millisecond and keep serving; the other
-            tables go 5000 rows to a statement (5-16 ms each). At the end the WAL is emptied, if
-            no reader holds it, so what was deleted leaves no copy there.
+            so workers wait for the write lock only briefly and keep serving; the other tables go
+            5000 rows to a statement. At the end the WAL is emptied, if no reader holds it, so
+            what was deleted leaves no copy there.
             Safe to run from cron at any time, e.g. daily. A run (not a dry run) records its
             start: the workers run the same clean-up themselves only when none ran for
             WEATHER_PRUNE_INTERVAL seconds (25 hours by default; 0 = never).
