@@ -395,12 +395,14 @@ let shanghai = GridPoint(lat: 31.3, lon: 121.5)
         #expect(try report(twice).timezone == "Asia/Tokyo")
     }
 
-    @Test func htmlAndGarbageAreUnparseable() throws {
+    /// HTML, a cut body or an empty one with a success status is not JSON (which pauses the
+    /// provider); JSON of another shape is unparseable (which does not).
+    @Test func htmlAndCutBodiesAreNotJSONAndOtherJSONIsUnparseable() throws {
         let html = Array("<html><body><h1>502 Bad Gateway</h1></body></html>".utf8)
         #expect(throws: ProviderFailure.httpStatus(502, retryAfter: nil)) { try report(html, status: 502) }
-        #expect(throws: ProviderFailure.unparseable) { try report(html) }
-        #expect(throws: ProviderFailure.unparseable) { try report(Array(#"{"status": "ok", "result": {"#.utf8)) }
-        #expect(throws: ProviderFailure.unparseable) { try report([]) }
+        #expect(throws: ProviderFailure.notJSON) { try report(html) }
+        #expect(throws: ProviderFailure.notJSON) { try report(Array(#"{"status": "ok", "result": {"#.utf8)) }
+        #expect(throws: ProviderFailure.notJSON) { try report([]) }
         #expect(throws: ProviderFailure.unparseable) { try report(Array("[1,2,3]".utf8)) }
     }
 }

@@ -109,7 +109,7 @@ import WeatherProviders
         ("unauthorized", ProviderFailure.httpStatus(401, retryAfter: nil), ProviderFailure.httpStatus(401, retryAfter: nil)),
         ("html_error", .httpStatus(502, retryAfter: nil), .httpStatus(502, retryAfter: nil)),
         ("error_body", .providerError, .providerError),
-        ("garbage", .unparseable, .unparseable),
+        ("garbage", .notJSON, .notJSON),
         ("short", .notCovered, .notCovered),
     ])
     func errorModesAreClassified(mode: String, caiyunFailure: ProviderFailure, vcFailure: ProviderFailure) throws {

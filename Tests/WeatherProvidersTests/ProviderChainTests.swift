@@ -552,7 +552,7 @@ final class StubProvider: WeatherProvider, @unchecked Sendable {
     @Test func onlyFailuresNoQueryCouldAvoidStartAPause() {
         let everyQuery: [ProviderFailure] = [.timeout, .transport, .httpStatus(401, retryAfter: nil), .httpStatus(403, retryAfter: nil),
                                              .httpStatus(429, retryAfter: 5), .httpStatus(500, retryAfter: nil), .httpStatus(503, retryAfter: nil),
-                                             .httpStatus(301, retryAfter: nil), .httpStatus(308, retryAfter: nil)]
+                                             .httpStatus(301, retryAfter: nil), .httpStatus(308, retryAfter: nil), .notJSON]
         let thisQuery: [ProviderFailure] = [.httpStatus(400, retryAfter: nil), .httpStatus(404, retryAfter: nil), .httpStatus(422, retryAfter: nil),
                                             .unparseable, .providerError, .notCovered]
         #expect(everyQuery.filter { !$0.failsEveryQuery }.isEmpty)
@@ -564,6 +564,24 @@ final class StubProvider: WeatherProvider, @unchecked Sendable {
             #expect(a.calls == 2, "\(failure) paused the provider")
             #expect(first.retryAfter == nil && second.retryAfter == nil)
         }
+    }
+
+    /// A success status with a page that is not JSON (a captive portal, a proxy's or the
+    /// provider's maintenance page) answers every query alike: it pauses the provider, and the
+    /// next request goes straight to the other one. Through the real providers and the chain.
+    @Test func aSuccessPageThatIsNotJSONPausesTheProvider() throws {
+        let caiyunTransport = RecordingTransport(body: Array("<html><body>Scheduled maintenance</body></html>".utf8))
+        let vcTransport = try RecordingTransport(body: Fixture.bytes(Fixture.vcForecast))
+        var chain = PausingChain([
+            CaiyunProvider(baseURL: "https://caiyun.invalid", token: "t", transport: caiyunTransport, timeoutSeconds: 1),
+            VisualCrossingProvider(baseURL: "https://vc.invalid", apiKey: "k", transport: vcTransport, timeoutSeconds: 1),
+        ])
+        let first = chain.fetch(at: 0)
+        #expect(first.attempts.map(\.failure) == [.notJSON, nil])
+        let second = chain.fetch(at: 0)
+        #expect(second.attempts.map(\.failure) == [.coolingDown, nil])
+        #expect(caiyunTransport.urls.count == 1 && vcTransport.urls.count == 2)
+        #expect(try second.result.get().provider == "visualcrossing")
     }
 
     /// Caiyun documents 400 as a bad token or API version (422 is a bad parameter); Visual

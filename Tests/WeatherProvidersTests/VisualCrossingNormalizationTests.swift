@@ -211,13 +211,13 @@ let newYork = GridPoint(lat: 40.7, lon: -74)
         let text = Array("Bad API Request:Invalid location parameter value.".utf8)
         #expect(throws: ProviderFailure.httpStatus(400, retryAfter: nil)) { try report(text, status: 400) }
         #expect(throws: ProviderFailure.httpStatus(401, retryAfter: nil)) { try report(text, status: 401) }
-        // Plain text with a 200 is not an answer we can read.
-        #expect(throws: ProviderFailure.unparseable) { try report(text) }
+        // Plain text with a 200 is not an answer we can read, nor one any query should get.
+        #expect(throws: ProviderFailure.notJSON) { try report(text) }
         #expect(throws: ProviderFailure.providerError) {
             try report(Array(#"{"errorCode": 999, "message": "Internal error"}"#.utf8))
         }
         #expect(throws: ProviderFailure.unparseable) { try report(Array(#"{"queryCost": 1}"#.utf8)) }
-        #expect(throws: ProviderFailure.unparseable) { try report(Array("<html>oops</html>".utf8)) }
+        #expect(throws: ProviderFailure.notJSON) { try report(Array("<html>oops</html>".utf8)) }
         #expect(throws: ProviderFailure.unparseable) { try report(modified { $0["timezone"] = nil }) }
         #expect(throws: ProviderFailure.unparseable) {
             try report(modified { o in

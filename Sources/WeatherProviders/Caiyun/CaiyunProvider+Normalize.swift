@@ -3,7 +3,7 @@ import WeatherCore
 extension CaiyunProvider {
     /// Turns one Caiyun answer into a report: pure, no I/O, so fixtures test it directly.
     ///
-    /// Non-2xx → `.httpStatus`; not JSON → `.unparseable`; `status != "ok"` → `.providerError`;
+    /// Non-2xx → `.httpStatus`; not JSON → `.notJSON`; `status != "ok"` → `.providerError`;
     /// no `timezone`, `result.daily`, daily series, or (for a forecast) `result.realtime` →
     /// `.unparseable`; fewer days than asked → `.notCovered`.
     public static func report(

@@ -241,6 +241,7 @@ extension ProviderCooldowns.Entry {
         case .notCovered: 6
         case .coolingDown: 7
         case .tls: 8
+        case .notJSON: 9
         }
         return ProviderPause(failures: failures, until: until, failure: code | (lengthened ? Self.lengthenedBit : 0))
     }
@@ -257,6 +258,7 @@ extension ProviderCooldowns.Entry {
         case 6: .notCovered
         case 7: .coolingDown
         case 8: .tls
+        case 9: .notJSON
         default: .transport
         }
         self.init(failures: pause.failures, until: pause.until, failure: failure, lengthened: pause.failure & Self.lengthenedBit != 0)

@@ -7,7 +7,12 @@ public enum ProviderFailure: Error, Equatable, Sendable {
     case httpStatus(Int, retryAfter: Int?)
     /// A well-formed answer that says it failed (`"status": "failed"`, an error object).
     case providerError
-    /// Not the documented shape: HTML, invalid JSON, a missing required structure, an oversized body.
+    /// A success status whose body is not JSON at all: HTML or text from a proxy, a captive portal
+    /// or a maintenance page, a body cut short, an empty one. No query the gateway builds makes a
+    /// provider answer that, so it pauses the provider (`failsEveryQuery`).
+    case notJSON
+    /// JSON, but not the documented shape: a missing required structure, a field of the wrong
+    /// type, an implausible time zone; also an oversized or undecodable body.
     case unparseable
     /// No HTTP answer at all: resolve, connect, a TLS protocol error or a reset connection.
     case transport
@@ -22,7 +27,7 @@ public enum ProviderFailure: Error, Equatable, Sendable {
 
     /// True when the failure says the provider cannot serve anyone right now, whatever was asked:
     /// no answer in time, no connection, the key refused (401, 403), the quota spent (429), a
-    /// server error (5xx), a redirect (3xx: the gateway follows none, and every query goes to the
+    /// server error (5xx), a success whose body is not JSON (`notJSON`), a redirect (3xx: the gateway follows none, and every query goes to the
     /// same base URL, so a misconfigured one, `http://` answered by a move to `https://`, cost
     /// a round trip on every uncached request). Such a failure pauses the provider (`ProviderCooldowns`). The others
     /// may depend on the query (400 for a date or place, 404, 422, an error or an answer the
@@ -31,7 +36,7 @@ public enum ProviderFailure: Error, Equatable, Sendable {
     /// errors say more overrides `WeatherProvider.failsEveryQuery`.
     public var failsEveryQuery: Bool {
         switch self {
-        case .timeout, .transport, .tls: return true
+        case .timeout, .transport, .tls, .notJSON: return true
         case .httpStatus(let status, _): return (300...399).contains(status) || status == 401 || status == 403 || status == 429 || status >= 500
         case .providerError, .unparseable, .notCovered, .coolingDown: return false
         }
@@ -43,6 +48,7 @@ public enum ProviderFailure: Error, Equatable, Sendable {
         case .timeout: return "timeout"
         case .httpStatus: return "http_status"
         case .providerError: return "provider_error"
+        case .notJSON: return "not_json"
         case .unparseable: return "unparseable"
         case .transport: return "transport"
         case .tls: return "tls"
@@ -59,6 +65,7 @@ public enum ProviderFailure: Error, Equatable, Sendable {
             if let retryAfter { return "provider answered HTTP \(status), retry after \(retryAfter) s" }
             return "provider answered HTTP \(status)"
         case .providerError: return "provider reported an error"
+        case .notJSON: return "provider answered with a body that is not JSON"
         case .unparseable: return "provider answer could not be parsed"
         case .transport: return "provider could not be reached"
         case .tls: return "provider's certificate was refused"

@@ -20,13 +20,17 @@ struct ProviderObject {
         members = value
     }
 
-    /// The body's one JSON object; anything else (not JSON, an array, text) is `.unparseable`.
+    /// The body's one JSON object. A body the JSON reader refuses (HTML, text, a cut or empty
+    /// body; also nesting past 64 or a number beyond a `Double`, which no provider sends) is
+    /// `.notJSON`, which pauses the provider; JSON that is not an object is `.unparseable`.
     static func parse(_ body: [UInt8]) throws(ProviderFailure) -> ProviderObject {
+        let value: JSONValue
         do {
-            return try ProviderObject(JSONValue.parse(body))
+            value = try JSONValue.parse(body)
         } catch {
-            throw .unparseable
+            throw .notJSON
         }
+        return try ProviderObject(value)
     }
 
     /// The member `key` unless it is absent or null.

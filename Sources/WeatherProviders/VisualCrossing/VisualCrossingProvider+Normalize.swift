@@ -3,8 +3,8 @@ import WeatherCore
 extension VisualCrossingProvider {
     /// Turns one timeline answer into a report: pure, no I/O, so fixtures test it directly.
     ///
-    /// Non-2xx → `.httpStatus`; not JSON (Visual Crossing sends plain text for some errors) →
-    /// `.unparseable`; JSON without `days` → `.providerError` if it carries `errorCode`/`message`,
+    /// Non-2xx → `.httpStatus`; not JSON (Visual Crossing sends plain text for its errors, with
+    /// their 4xx status) → `.notJSON`; JSON without `days` → `.providerError` if it carries `errorCode`/`message`,
     /// else `.unparseable`; no `timezone`, or (for a forecast) no `currentConditions` →
     /// `.unparseable`; a requested day missing → `.notCovered`.
     public static func report(
