@@ -504,6 +504,12 @@ import Glibc
         #expect(!h.log.contains("status=500"))
         h.stop()
         #expect(integrityCheck(db) == "ok")
+        // The 503s were counted while nothing could be written and reach `weatherctl stats` once
+        // there is room again: the workers kept them through the flushes that failed.
+        let stats = try WeatherctlTests().ctl(["stats", "--json"], h).json()
+        let totals = try #require(stats["totals"] as? [String: Any])
+        #expect((totals["serverErrors"] as? [String: Int])?["storage_unavailable"] == refused.count, "\(totals)")
+        #expect(totals["status5xx"] as? Int == refused.count)
     }
 
     /// The `-writer` page made on a full disk: the file can be sized but no block given to it, and

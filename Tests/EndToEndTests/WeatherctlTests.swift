@@ -633,6 +633,9 @@ import Glibc
         #expect(totals["sessionsCreated"] as? Int == 1)
         #expect(totals["status429"] as? Int == 0)
         #expect(totals["unauthorized"] as? [String: Int] == ["legacy_token": 1], "the 401 by why")
+        // No provider is configured: the five weather requests were 503s, counted by their code.
+        #expect(totals["status5xx"] as? Int == 5)
+        #expect(totals["serverErrors"] as? [String: Int] == ["provider_not_configured": 5])
 
         let json = try ctl(["stats", "--hours", "2", "--json"], h).json()
         #expect(json["granularity"] as? String == "hour")
@@ -659,10 +662,10 @@ import Glibc
         #expect(human.stdout.contains("CACHE HITS") && human.stdout.contains("MISSES"))
         let cache = try #require(totals["cache"] as? [String: Any])
         let fields = totalLine.split(separator: " ").map(String.init)
-        #expect(fields.count == 14 && fields[7] == "\(cache["hit"] as? Int ?? -1)" && fields[8] == "\(cache["miss"] as? Int ?? -1)", "\(fields) \(cache)")
-        #expect(fields[9] == "\(cache["stale"] as? Int ?? -1)" && fields[10] == "\(cache["staleWhileRefreshing"] as? Int ?? -1)", "\(fields) \(cache)")
-        #expect(human.stdout.split(separator: "\n").count == 1 + 24 + 1 + 1)
-        #expect(human.stdout.hasSuffix("\n\nunauthorized (weather 401s by reason): legacy_token 1\n"), "\(human.stdout)")
+        #expect(fields.count == 15 && fields[7] == "5" && fields[8] == "\(cache["hit"] as? Int ?? -1)" && fields[9] == "\(cache["miss"] as? Int ?? -1)", "\(fields) \(cache)")
+        #expect(fields[10] == "\(cache["stale"] as? Int ?? -1)" && fields[11] == "\(cache["staleWhileRefreshing"] as? Int ?? -1)", "\(fields) \(cache)")
+        #expect(human.stdout.split(separator: "\n").count == 1 + 24 + 1 + 2)
+        #expect(human.stdout.hasSuffix("\n\nunauthorized (weather 401s by reason): legacy_token 1\n5xx by error code: provider_not_configured 5\n"), "\(human.stdout)")
 
         let both = try ctl(["stats", "--hours", "1", "--days", "1"], h)
         #expect(both.status == 64)

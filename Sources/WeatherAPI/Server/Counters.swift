@@ -66,5 +66,7 @@ public struct Counters {
         public static func limited(_ limit: String) -> String { "limited.\(limit)" }
         /// 401s of the weather routes by `AuthRefusal`.
         public static func unauthorized(_ reason: String) -> String { "unauthorized.\(reason)" }
+        /// Answers of 500 or more by their error code (`storage_unavailable`, `provider_error` …).
+        public static func serverError(_ code: String) -> String { "status.5xx.\(code)" }
     }
 }

@@ -66,6 +66,7 @@ public final class Gateway {
         var response: Response
         var storageFailed = false
         var refused: String?
+        var errorCode: String?
         do throws(HTTPError) {
             let request = try Request.parse(params: params, mountPrefix: config.mountPrefix, readBody: readBody)
             let resolved = router.resolve(request)
@@ -75,11 +76,14 @@ public final class Gateway {
             response = error.response
             storageFailed = error.code == HTTPError.storageUnavailable.code
             refused = error.reason
+            errorCode = error.code
         }
         Self.addHeadersOfEveryAnswer(to: &response, requestId: requestId)
 
         if response.status == 401 || response.status == 429 { metrics.count(Counters.Name.status(response.status), at: now) }
         if response.status == 401, let refused { metrics.count(Counters.Name.unauthorized(refused), at: now) }
+        // Kept in memory until a flush succeeds, so a full disk's 503s show once it has room again.
+        if response.status >= 500 { metrics.count(Counters.Name.serverError(errorCode ?? "http_\(response.status)"), at: now) }
         var line = LogLine()
         line.addPlain("ts", now.iso8601)
         line.addPlain("request_id", requestId)  // checked by acceptableRequestId, or ours

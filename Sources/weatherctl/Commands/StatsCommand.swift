@@ -7,7 +7,7 @@ import WeatherProviders
 enum StatsCommand {
     static let spec = CommandSpec(
         name: "stats",
-        summary: "requests by authMode, sessions, refreshes, 401s, 429s, cache and providers, per hour or day",
+        summary: "requests by authMode, sessions, refreshes, 401s, 429s, 5xx, cache and providers, per hour or day",
         options: [
             OptionSpec(name: "--hours", value: "N", help: "the last N hours, one row each (1-8784, default 24)"),
             OptionSpec(name: "--days", value: "N", help: "the last N days, one row each (1-366; prune keeps 90 days of counters)"),
@@ -18,7 +18,7 @@ enum StatsCommand {
             changes it meanwhile). Periods are UTC and include the current, unfinished one. Columns: weather
             requests by the authMode they proved (weather_session, weather_token; also those then
             refused 400 or 429), sessions created, refreshes (including
-            idempotent retries), 401 and 429 responses, cache hits, misses, stale answers because
+            idempotent retries), 401, 429 and 5xx responses, cache hits, misses, stale answers because
             no provider answered (STALE) and stale answers while another worker was refreshing
             the cell (REFRESHING; both are cache: "stale" to the client), the hit ratio (hits /
             all four), and provider calls and errors. Workers flush counters every
@@ -27,7 +27,11 @@ enum StatsCommand {
             by the quota that refused them (limited), and the weather routes' 401s by reason
             (unauthorized: legacy_off, an old app's X-Weather-Token after the legacy path was
             turned off; legacy_token, a wrong one; session_token, a session token that is not
-            live; no_token). --json adds these breakdowns to every period.
+            live; no_token), and the 5xx answers by error code (storage_unavailable: the database
+            refused a write or a read, a full disk among the causes; provider_error,
+            provider_timeout, provider_not_configured, ...). A worker keeps its counts until a
+            flush succeeds, so a full disk's 503s appear once it has room again. --json adds these
+            breakdowns to every period.
             Below the table: the configured providers the workers are skipping right now, in a
             pause after failing (WEATHER_PROVIDER_COOLDOWN), with its end, the failures in a row
             and the last one (--json: pausedProviders). Pauses live in the page the workers share
@@ -50,6 +54,8 @@ enum StatsCommand {
         var refreshes: Int64 { value(Counters.Name.refreshes) + value(Counters.Name.refreshRetries) }
         var unauthorized: Int64 { value(Counters.Name.status(401)) }
         var rateLimited: Int64 { value(Counters.Name.status(429)) }
+        /// Answers of 500 or more, whatever their code.
+        var serverErrors: Int64 { byServerError.reduce(0) { $0 + $1.1 } }
         var cacheHit: Int64 { value(Counters.Name.cache("hit")) }
         var cacheMiss: Int64 { value(Counters.Name.cache("miss")) }
         /// Stale copies answered because no provider answered (failed, paused, none configured).
@@ -78,6 +84,8 @@ enum StatsCommand {
         var limited: [(String, Int64)] { breakdown(Counters.Name.limited("")) }
         /// `unauthorized.<reason>` counts: the weather routes' 401s by why (`AuthRefusal`).
         var refused: [(String, Int64)] { breakdown(Counters.Name.unauthorized("")) }
+        /// `status.5xx.<code>` counts: answers of 500 or more by their error code.
+        var byServerError: [(String, Int64)] { breakdown(Counters.Name.serverError("")) }
 
         /// The counters named `<prefix><part>`, by part, sorted.
         func breakdown(_ prefix: String) -> [(String, Int64)] {
@@ -138,7 +146,7 @@ enum StatsCommand {
     static func human(_ periods: [Period], total: Period, perDay: Bool) -> String {
         var table = Table([
             (perDay ? "DAY (UTC)" : "HOUR (UTC)", .left), ("WEATHER_SESSION", .right), ("WEATHER_TOKEN", .right),
-            ("CREATED", .right), ("REFRESHES", .right), ("401", .right), ("429", .right),
+            ("CREATED", .right), ("REFRESHES", .right), ("401", .right), ("429", .right), ("5XX", .right),
             ("CACHE HITS", .right), ("MISSES", .right), ("STALE", .right), ("REFRESHING", .right), ("HIT RATIO", .right),
             ("PROVIDER CALLS", .right), ("ERRORS", .right),
         ])
@@ -150,7 +158,7 @@ enum StatsCommand {
         for p in periods + [total] {
             table.append([
                 p.label, "\(p.sessionRequests)", "\(p.legacyRequests)", "\(p.sessionsCreated)", "\(p.refreshes)",
-                "\(p.unauthorized)", "\(p.rateLimited)", "\(p.cacheHit)", "\(p.cacheMiss)", "\(p.cacheStale)", "\(p.cacheRefreshing)",
+                "\(p.unauthorized)", "\(p.rateLimited)", "\(p.serverErrors)", "\(p.cacheHit)", "\(p.cacheMiss)", "\(p.cacheStale)", "\(p.cacheRefreshing)",
                 percent(p.hitRatio), "\(p.providerCalls)", "\(p.providerErrors)",
             ])
         }
@@ -162,7 +170,8 @@ enum StatsCommand {
             }.joined(separator: ", ") + "\n"
         }
         var separated = !providers.isEmpty
-        for (title, counts) in [("limited (429 by limit)", total.limited), ("unauthorized (weather 401s by reason)", total.refused)] where !counts.isEmpty {
+        for (title, counts) in [("limited (429 by limit)", total.limited), ("unauthorized (weather 401s by reason)", total.refused),
+                                ("5xx by error code", total.byServerError)] where !counts.isEmpty {
             text += (separated ? "" : "\n") + "\(title): " + counts.map { "\($0.0) \($0.1)" }.joined(separator: ", ") + "\n"
             separated = true
         }
@@ -192,6 +201,7 @@ enum StatsCommand {
             ("sessionsRevokedByApp", .int(p.value(Counters.Name.revokes))),
             ("status401", .int(p.unauthorized)),
             ("status429", .int(p.rateLimited)),
+            ("status5xx", .int(p.serverErrors)),
             ("cache", .object([
                 ("hit", .int(p.cacheHit)), ("miss", .int(p.cacheMiss)), ("stale", .int(p.cacheStale)),
                 ("staleWhileRefreshing", .int(p.cacheRefreshing)),
@@ -205,6 +215,7 @@ enum StatsCommand {
             })),
             ("limited", .object(p.limited.map { ($0.0, .int($0.1)) })),
             ("unauthorized", .object(p.refused.map { ($0.0, .int($0.1)) })),
+            ("serverErrors", .object(p.byServerError.map { ($0.0, .int($0.1)) })),
         ]
     }
 }
