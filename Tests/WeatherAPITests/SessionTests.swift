@@ -208,4 +208,26 @@ import WeatherStore
         #expect(a.status == 413)
         #expect(a.errorCode == "payload_too_large")
     }
+
+    /// A request held up behind another program's write transaction says how long in its log
+    /// line (`db_wait_ms`); one that did not wait says nothing of it.
+    @Test func aRequestHeldUpBehindAWriteTransactionSaysSoInItsLogLine() throws {
+        let t = try TestGateway()
+        let other = try TestGateway(workerBeside: t)
+        _ = t.createSession()
+        #expect(t.log.lines.last.map { !$0.contains("db_wait_ms=") } == true, "\(t.log.lines.last ?? "")")
+
+        // Another connection holds SQLite's write lock for 0.4 s, as the `sqlite3` shell would.
+        nonisolated(unsafe) let holding = other.store.db
+        try holding.execute("BEGIN IMMEDIATE")
+        let holder = Thread {
+            usleep(400_000)
+            try? holding.execute("COMMIT")
+        }
+        holder.start()
+        _ = t.createSession()
+        let line = try #require(t.log.lines.last)
+        let waited = try #require(line.split(separator: " ").first { $0.hasPrefix("db_wait_ms=") }.flatMap { Int($0.dropFirst("db_wait_ms=".count)) }, "\(line)")
+        #expect(waited >= 300 && waited < 5000, "\(line)")
+    }
 }

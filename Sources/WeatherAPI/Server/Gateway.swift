@@ -55,6 +55,7 @@ public final class Gateway {
     public func handle(params: CGIParameters, readBody: (Int) -> [UInt8]) -> Response {
         let started = MonotonicTime.now()
         let now = clock.now()
+        _ = store.takeWriteWaitMs()  // what the work after the last response waited is not this request's
         requestCounter &+= 1
         let requestId = Self.acceptableRequestId(params["HTTP_X_REQUEST_ID"], legacyToken: config.legacyToken) ?? "\(requestIdPrefix)-\(requestCounter)"
         let clientIP = ClientAddress.quotaKey(
@@ -100,6 +101,10 @@ public final class Gateway {
         // globe or hammers the API (an incident drill found no way to); an id, never a token.
         if response.status == 429 { line.addPlain("session", context.sessionId) }
         if storageFailed { line.add("storage_error", store.lastFailure?.message) }
+        // A request held up behind someone's write transaction says so: an 8 s `duration_ms`
+        // was otherwise unexplained (an incident drill).
+        let waited = store.takeWriteWaitMs()
+        if waited >= Self.loggedWriteWaitMs { line.addPlain("db_wait_ms", String(waited)) }
         log.write(line.text)
         return response
     }
@@ -118,6 +123,9 @@ public final class Gateway {
         if force { store.finishHousekeeping() }
         return cleaned
     }
+
+    /// The shortest wait for the right to write that a request's log line reports (`db_wait_ms`).
+    static let loggedWriteWaitMs: Int64 = 100
 
     /// When this worker next asks whether the clean-up is due (unix seconds; 0: at its first
     /// response). Between looks the question costs nothing; a look is one read.

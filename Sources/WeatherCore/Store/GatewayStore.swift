@@ -83,6 +83,11 @@ public protocol GatewayStore: AnyObject {
     /// read-only disk is otherwise told from nothing. Nil when none has failed.
     var lastFailure: StoreError? { get }
 
+    /// Milliseconds the calls since the last `takeWriteWaitMs` waited for the right to write
+    /// (behind another worker's or another program's transaction), and the count starts again:
+    /// for the log line of a request that waited long.
+    func takeWriteWaitMs() -> Int64
+
     /// Adds batched counter increments, keyed by hour.
     func addCounters(_ counts: [CounterKey: Int64]) throws(StoreError)
 
@@ -117,6 +122,7 @@ public protocol GatewayStore: AnyObject {
 }
 
 extension GatewayStore {
+    public func takeWriteWaitMs() -> Int64 { 0 }
     public func finishHousekeeping() {}
     public var providerPauses: (any ProviderPauseBoard)? { nil }
 }

@@ -302,10 +302,17 @@ public final class Database {
     /// workers never both read then both write. Rolls back when `body` throws.
     /// With a `WriterLock`, waits for it first (see there), and holds it until the end.
     public func transaction<T>(_ body: () throws -> T) throws -> T {
+        let asked = MonotonicTime.now()
         let queued = writerLock?.lock(waiting: !writerSeemsStuck) ?? false
         writerSeemsStuck = writerLock != nil && !queued
         defer { if queued { writerLock?.unlock() } }
-        try runControl("BEGIN IMMEDIATE")
+        do {
+            try runControl("BEGIN IMMEDIATE")
+        } catch {
+            writeWaitNs &+= MonotonicTime.now() &- asked
+            throw error
+        }
+        writeWaitNs &+= MonotonicTime.now() &- asked
         do {
             let value = try body()
             try runControl("COMMIT")
@@ -324,6 +331,16 @@ public final class Database {
     }
 
     // MARK: Writer queue and checkpoints
+
+    /// Nanoseconds `transaction` spent waiting for the write lock (the writers' queue, then
+    /// `BEGIN IMMEDIATE` with SQLite's busy handler), added up until `takeWriteWait` reads them.
+    private var writeWaitNs: UInt64 = 0
+
+    /// The wait for the write lock since the last call, in nanoseconds; starts counting again.
+    public func takeWriteWait() -> UInt64 {
+        defer { writeWaitNs = 0 }
+        return writeWaitNs
+    }
 
     /// Set by `attachWriterPage`.
     private var writerLock: WriterLock?

@@ -489,6 +489,8 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func afterResponse() { db.checkpointIfDue() }
 
+    public func takeWriteWaitMs() -> Int64 { Int64(db.takeWriteWait() / 1_000_000) }
+
     public func pruneIfDue(now: Timestamp, interval: Int64, policy: PrunePolicy) throws(StoreError) -> PruneReport? {
         let dueBefore = now.seconds - interval, setBackAfter = now.seconds + 3600
         func due(_ started: Int64?) -> Bool { started.map { $0 <= dueBefore || $0 > setBackAfter } ?? true }
