@@ -122,6 +122,17 @@ import Glibc
         let key = try String(contentsOfFile: keyFile(h), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         for run in [ok, json, bad, badJSON] { #expect(!run.stdout.contains(key) && !run.stderr.contains(key)) }
 
+        // A key the workers would find too short (31 characters and a tab) fails here too.
+        let saved = try Data(contentsOf: URL(fileURLWithPath: keyFile(h)))
+        defer { try? saved.write(to: URL(fileURLWithPath: keyFile(h))); chmod(keyFile(h), 0o600) }
+        try Data((String(repeating: "k", count: 31) + "\t").utf8).write(to: URL(fileURLWithPath: keyFile(h)))
+        #expect(chmod(keyFile(h), 0o600) == 0)
+        let short = try ctl(["check"], h)
+        let shortLine = short.stdout.split(separator: "\n").first { $0.contains("hash key") }.map(String.init) ?? ""
+        #expect(short.status == 1 && shortLine.hasPrefix("FAIL") && shortLine.contains("shorter than 32"), "\(short.stdout)")
+        try saved.write(to: URL(fileURLWithPath: keyFile(h)))
+        #expect(chmod(keyFile(h), 0o600) == 0)
+
         // The key gone while sessions are stored: no worker would start (it will not make another).
         chmod(keyFile(h), 0o600)
         try FileManager.default.removeItem(atPath: keyFile(h))

@@ -79,6 +79,21 @@ import WeatherCore
         }
     }
 
+    /// The workers' reading of a key file, which `weatherctl check` shares: line ends and the
+    /// spaces at the ends do not count, spaces inside do; a key file written by the workers
+    /// reads as its 64 hex digits. (check read only LF, CR and every space away, and passed a
+    /// key of 31 characters and a tab that the workers refused.)
+    @Test func aHashKeyFileReadsAsTheWorkersReadIt() {
+        let hex = String(repeating: "0123456789abcdef", count: 4)
+        #expect(Bootstrap.hashKey(fromFileText: hex + "\n") == Array(hex.utf8))
+        #expect(Bootstrap.hashKey(fromFileText: " \t" + hex + " \r") == Array(hex.utf8))
+        #expect(Bootstrap.hashKey(fromFileText: String(repeating: "k", count: 31) + "\t") == nil)
+        #expect(Bootstrap.hashKey(fromFileText: String(repeating: "k", count: 16) + " " + String(repeating: "k", count: 15) + "\n")?.count == 32)
+        #expect(Bootstrap.hashKey(fromFileText: "\n\n") == nil)
+        // Kept as it always was: every stored installation hash depends on these bytes.
+        #expect(Bootstrap.hashKey(fromFileText: hex + "\r\n") == Array((hex + "\r\n").utf8))
+    }
+
     /// A folder where the hash key file belongs is named as what it is, not as "readable by others".
     @Test func aHashKeyPathThatIsAFolderIsSaidToBeNoFile() throws {
         let fm = FileManager.default

@@ -213,12 +213,20 @@ public enum Bootstrap {
             throw StartupError("the hash key file (\(Self.hashKeyFileName)) is readable by others; run chmod 600 on it")
         }
         for _ in 0..<50 {
-            if let text = readFile(path), case let key = text.trimmingSpaces().replacingNewlines(), key.utf8.count >= 32 {
-                return Array(key.utf8)
-            }
+            if let text = readFile(path), let key = hashKey(fromFileText: text) { return key }
             usleep(10_000)  // the creating worker may not have finished writing it
         }
         throw StartupError("the hash key file (\(Self.hashKeyFileName)) is empty or too short")
+    }
+
+    /// The key a hash key file's text gives: the text without the spaces, tabs and carriage
+    /// returns at its ends and without its line feeds and lone carriage returns; nil when that
+    /// is shorter than 32 bytes. The workers and `weatherctl check` both read it so. It must
+    /// not change: every stored installation id hash is made with the bytes it returns (a CRLF
+    /// inside the text, one `Character` to Swift, stays in the key).
+    public static func hashKey(fromFileText text: String) -> [UInt8]? {
+        let key = text.trimmingSpaces().replacingNewlines()
+        return key.utf8.count >= 32 ? Array(key.utf8) : nil
     }
 
     /// Opens the database (creating it and applying migrations). A missing directory is a clear error.

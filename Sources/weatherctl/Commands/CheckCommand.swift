@@ -210,15 +210,13 @@ enum CheckCommand {
         guard mode & 0o077 == 0 else {
             return Result(name: name, ok: false, detail: "\(path) has mode \(octal(mode)), readable by others; run chmod 600 \(path)")
         }
-        let fd = open(path, O_RDONLY)
-        guard fd >= 0 else {
+        guard let text = Bootstrap.readFile(path) else {
             return Result(name: name, ok: besideACopy, detail: "\(path) cannot be read by this user" + (besideACopy ? " (it is there, mode \(octal(mode)))" : ""))
         }
-        var buffer = [UInt8](repeating: 0, count: 256)
-        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, 256) }
-        close(fd)
-        let length = n > 0 ? buffer.prefix(n).filter { $0 != 10 && $0 != 13 && $0 != 32 }.count : 0
-        guard length >= 32 else { return Result(name: name, ok: false, detail: "\(path) is empty or shorter than 32 characters") }
+        // Read as the workers read it (they refuse to start on a key they find too short).
+        guard Bootstrap.hashKey(fromFileText: text) != nil else {
+            return Result(name: name, ok: false, detail: "\(path) is empty or shorter than 32 characters")
+        }
         return Result(name: name, ok: true, detail: "\(path) mode \(octal(mode))")
     }
 
