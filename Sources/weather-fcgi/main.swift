@@ -15,7 +15,8 @@ let usage = """
 
     Without --listen it serves the FastCGI socket inherited on fd 0 (spawn-fcgi, mod_fcgid,
     systemd), or, when fd 0 is not a socket, answers the one CGI request in its environment.
-    --workers N (2 or more) keeps N worker processes on that socket and restarts any that die.
+    --workers N (2 to 256) keeps N worker processes on that socket and restarts any that die;
+    1, the default, serves in this one process.
     Configuration: environment variables, then the file named by WEATHER_CONFIG (see README).
     """
 

@@ -20,7 +20,8 @@ enum CheckCommand {
             accepted, and its quota (never a failure); the hash key is set (WEATHER_HASH_KEY) or its
             file beside the database exists, is readable, long enough and mode 0600 (not readable
             by group or others), or does not exist yet in a folder this user can write (the first
-            worker creates it); the database, the files beside it and its folder are writable by
+            worker creates it) while the database holds no session (with sessions stored a missing
+            key fails: the workers refuse to start without it, INSTALL.md "A lost hash key"); the database, the files beside it and its folder are writable by
             this user (run as root: by the folder's owner, the service user) on a file system that
             is not read-only and has at least 64 MiB free; other users of the machine cannot read the
             database (its folder keeps them out, or its files give them nothing); the database exists and opens; PRAGMA integrity_check is ok;

@@ -12,7 +12,7 @@ enum ResumeCommand {
         optionalArguments: 1,
         details: """
             After a provider fails in a way no request could avoid (timeout, no connection, key
-            refused, 429, 5xx, a redirect) the workers skip it for a pause: 1, 2, 4 ... seconds up
+            refused, 429, 5xx, a redirect, a 200 whose body is not JSON) the workers skip it for a pause: 1, 2, 4 ... seconds up
             to WEATHER_PROVIDER_COOLDOWN, or as long as the provider's own Retry-After asks, up to
             an hour. weatherctl stats shows the pauses running. Once the cause is fixed, resume
             ends the pause of PROVIDER (caiyun or visualcrossing), or of every paused provider,
