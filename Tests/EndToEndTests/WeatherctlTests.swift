@@ -285,6 +285,16 @@ import Glibc
         _ = try ctl(["migrate"], env)
         #expect(owner(rootsFile) == 0, "root's file was given away through the link")
         #expect(try String(contentsOfFile: rootsFile, encoding: .utf8) == "root's\n", "root's file was written through the link")
+
+        // A file root cannot give away (immutable: even root's chown fails) is named, and the run
+        // fails: the workers could not write it (it said nothing and exited 0).
+        try FileManager.default.removeItem(atPath: db + "-writer")
+        FileManager.default.createFile(atPath: db + "-writer", contents: Data(count: 4096))
+        guard ChildProcessOutput.runData("/usr/bin/chattr", ["+i", db + "-writer"]).status == 0 else { return }  // no chattr here
+        defer { _ = ChildProcessOutput.runData("/usr/bin/chattr", ["-i", db + "-writer"]) }
+        let stuck = try ctl(["migrate"], env)
+        #expect(stuck.status == 1 && stuck.stderr.contains("could not give \(db)-writer to the folder's owner (uid \(nobody))"), "\(stuck.status) \(stuck.stderr)")
+        #expect(stuck.stdout == "no pending migrations\n", "the migrations themselves are applied: \(stuck.stdout)")
     }
 
     /// The commands that only read work on a database this user may not write: a monitoring

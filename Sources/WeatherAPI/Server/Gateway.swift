@@ -154,6 +154,7 @@ public final class Gateway {
             policy.walkTimeLimitMs = Self.cleanUpWalkLimitMs
             guard let report = try store.pruneIfDue(now: now, interval: interval, policy: policy) else { return false }
             line.addPlain("clean_up", report.complete ? "done" : "partial")  // partial: more at the next look
+            if !report.dueAgainAtNextLook { line.addPlain("next_look", "not_recorded") }  // the rest waits an interval
             line.addPlain("duration_ms", MonotonicTime.milliseconds(since: started))
             line.addPlain("deleted", String(report.tables.reduce(0) { $0 + $1.rows }))
             for t in report.tables { line.addPlain(t.table, String(t.rows)) }

@@ -227,6 +227,9 @@ public struct PruneReport: Sendable, Equatable {
     public var dryRun: Bool
     /// False when `PrunePolicy.walkTimeLimitMs` cut the walks short: more is left to delete.
     public var complete = true
+    /// For a run cut short by `GatewayStore.pruneIfDue`: whether it recorded the clean-up as due
+    /// at the next look. False when that write failed: the rest then waits a whole interval.
+    public var dueAgainAtNextLook = true
     /// Table name and row count, in the order the tables are pruned.
     public var tables: [(table: String, rows: Int)]
 

@@ -497,9 +497,9 @@ public final class SQLiteGatewayStore: GatewayStore {
         guard due(try read { try db.scalarInt("SELECT started_at FROM weather_maintenance WHERE task = 'prune'") }),
               try write({ try db.run(Self.recordPrune, [.int(now.seconds), .int(dueBefore), .int(setBackAfter)]) }) == 1 else { return nil }
         // Cut short or failed: due again at the next look (a worker's next hour), not a whole
-        // interval later.
-        func dueAgain() {
-            _ = try? write { try db.run("UPDATE weather_maintenance SET started_at = ?2 WHERE task = 'prune' AND started_at = ?1", [.int(now.seconds), .int(dueBefore)]) }
+        // interval later. False when even that write failed (the database refusing writes).
+        func dueAgain() -> Bool {
+            (try? write { try db.run("UPDATE weather_maintenance SET started_at = ?2 WHERE task = 'prune' AND started_at = ?1", [.int(now.seconds), .int(dueBefore)]) }) != nil
         }
         do throws(StoreError) {
             let report: PruneReport
@@ -514,10 +514,11 @@ public final class SQLiteGatewayStore: GatewayStore {
             } else {
                 report = try prune(now: now, policy: policy, dryRun: false)
             }
-            if !report.complete { dueAgain() }
-            return report
+            var told = report
+            if !report.complete { told.dueAgainAtNextLook = dueAgain() }
+            return told
         } catch {
-            dueAgain()
+            _ = dueAgain()  // failing too, it leaves the run due a whole interval later
             throw error
         }
     }
