@@ -50,10 +50,11 @@ public enum FastCGIServer {
     /// connection is closed here with a bounded wait for the peer's end, one libfcgi closes (a
     /// failed head, a write error) at once: libfcgi's own close read until the peer stopped
     /// sending, 2 s a read. A web server that asks to keep the connection (`FCGI_KEEP_CONN`)
-    /// keeps it, as libfcgi did, until it sits idle for `bodySeconds`.
+    /// keeps it, as libfcgi did, until it sits idle for `bodySeconds`. What goes wrong around
+    /// the requests (accepting connections) is reported to `log`.
     public static func serve(
         listenFD: Int32 = 0, maxRequests: Int = 0, parameterNames: [String]? = nil, idleSeconds: Int = 0,
-        bodySeconds: Int = 0, handler: Handler, idle: () -> Void = {}, after: () -> Void
+        bodySeconds: Int = 0, log: any LogSink, handler: Handler, idle: () -> Void = {}, after: () -> Void
     ) throws {
         let wanted = parameterNames.map(ParameterFilter.init)
         guard FCGX_Init() == 0 else { throw FastCGIError("FCGX_Init failed") }
@@ -72,8 +73,7 @@ public enum FastCGIServer {
         // it did not ask for only makes it wait again (below).
         makeBlocking(listenFD)
         let timed = idleSeconds > 0 && shortenReceiveTimeout(listenFD, to: idleSeconds)
-        let tcp = isTCP(listenFD)
-        let allowedPeers = tcp ? webServerAddresses() : nil
+        let peers = isTCP(listenFD) ? TCPPeers(allowed: webServerAddresses()) : nil
         var served = 0
         var acceptFailureLoggedAt = Int64.min / 2
         // Set before the first check of the flag: a stop before this is seen by the check, one
@@ -87,68 +87,21 @@ public enum FastCGIServer {
         // which no test could otherwise time.
         let stopBeforeAccept = getenv("CW_TEST_STOP_BEFORE_ACCEPT") != nil
         #endif
-        while shutdownRequested == 0 {
+        serving: while shutdownRequested == 0 {
             if request.ipcFd < 0 {
                 #if DEBUG
                 if stopBeforeAccept && served > 0 { raise(SIGTERM) }
                 #endif
-                let connection = accept(listenFD, nil, nil)
-                if connection < 0 {
-                    let error = errno
-                    // Stopped: `listenFD` may be the stand-in now (EINVAL), or the wait was cut short.
-                    if shutdownRequested != 0 { break }
-                    // No request for the timeout: ours, or a shorter one another worker on the
-                    // same socket set (workers started with different settings share it).
-                    if error == EAGAIN || error == EWOULDBLOCK {
-                        if timed {
-                            // Two workers starting at once may both have read "none" and the longer
-                            // interval written last: whichever wakes puts its own back if shorter.
-                            _ = shortenReceiveTimeout(listenFD, to: idleSeconds)
-                            idle()
-                        }
-                        continue
-                    }
-                    // With a receive timeout, Linux does not restart an accept interrupted by any
-                    // signal, SIGSTOP/SIGCONT, a cgroup freeze or a debugger attaching included:
-                    // only a stop signal (which sets the flag) ends the loop. A connection that went
-                    // away before it was taken: go on.
-                    // (Linux passes a new connection's pending network errors on through accept.)
-                    if [EINTR, ECONNABORTED, EPROTO, EPERM, ECONNRESET, ETIMEDOUT, ENETDOWN, ENETUNREACH, EHOSTDOWN,
-                        EHOSTUNREACH, ENONET, ENOPROTOOPT, EOPNOTSUPP].contains(error) { continue }
-                    // Out of descriptors or memory (a burst, a leak elsewhere): wait and go on, where
-                    // ending with status 0 left nothing to restart the worker under spawn-fcgi or
-                    // --workers 1. Anything else is this socket's end: said, and an error status.
-                    let reason = String(cString: strerror(error))
-                    guard [EMFILE, ENFILE, ENOBUFS, ENOMEM].contains(error) else {
-                        throw FastCGIError("accepting a connection failed: \(reason)")
-                    }
-                    if MonotonicTime.milliseconds() - acceptFailureLoggedAt >= 10_000 {  // a line per 10 s at most
-                        acceptFailureLoggedAt = MonotonicTime.milliseconds()
-                        StandardErrorLog().write("weather-fcgi: accepting a connection failed (\(reason)); trying again every 0.1 s")
-                    }
-                    usleep(100_000)
+                switch try acceptConnection(on: listenFD, idleSeconds: timed ? idleSeconds : 0, peers: peers, idle: idle,
+                                            lastFailureLogged: &acceptFailureLoggedAt, log: log) {
+                case .connection(let connection):
+                    _ = setReceiveTimeout(connection, seconds: bodySeconds)
+                    request.ipcFd = connection
+                case .nothing:
                     continue
+                case .stopped:
+                    break serving
                 }
-                if tcp {
-                    // What libfcgi's accept did for TCP: only the addresses in
-                    // FCGI_WEB_SERVER_ADDRS, if set; and no Nagle delay, which held the last small
-                    // write of a response on a kept connection for a delayed ACK (~40 ms).
-                    if let allowedPeers, !allowedPeers.contains(peerIPv4(connection) ?? "") {
-                        close(connection)
-                        continue
-                    }
-                    var on: Int32 = 1
-                    setsockopt(connection, Int32(IPPROTO_TCP), TCP_NODELAY, &on, socklen_t(MemoryLayout<Int32>.size))
-                }
-                // Nothing within 2 s: dropped, as libfcgi dropped a silent Unix connection (the
-                // web servers send the head at once). Then the timeout for each further wait (a
-                // TCP connection inherits the listener's idle one).
-                guard readable(connection, until: MonotonicTime.milliseconds() + 2000) else {
-                    close(connection)
-                    continue
-                }
-                _ = setReceiveTimeout(connection, seconds: bodySeconds)
-                request.ipcFd = connection
             }
             // So that the finish `FCGX_Accept_r` starts with leaves the connection handed to it open;
             // and a connection libfcgi closes itself (a head that failed; a write error at the
@@ -182,6 +135,87 @@ public enum FastCGIServer {
             request.ipcFd = -1
         }
         FCGX_Free(&request, 1)
+    }
+
+    /// What one `accept` on the listening socket came to.
+    enum Accepted {
+        /// A connection whose peer has sent something, ready for libfcgi to read its head.
+        case connection(Int32)
+        /// Nothing to serve: the receive timeout (after `idle`), a connection that went away or
+        /// was refused, a wait after running out of descriptors.
+        case nothing
+        /// A stop signal ended the wait.
+        case stopped
+    }
+
+    /// TCP listeners only: the peers FCGI_WEB_SERVER_ADDRS allows (nil: any).
+    struct TCPPeers {
+        var allowed: Set<String>?
+    }
+
+    /// One `accept` on `listenFD`, with what libfcgi's accept did around it. `idleSeconds` (0:
+    /// none) is this worker's idle interval, put back on the shared socket if shorter than what
+    /// it holds.
+    static func acceptConnection(
+        on listenFD: Int32, idleSeconds: Int, peers: TCPPeers?, idle: () -> Void,
+        lastFailureLogged acceptFailureLoggedAt: inout Int64, log: any LogSink
+    ) throws -> Accepted {
+        let connection = accept(listenFD, nil, nil)
+        if connection < 0 {
+            let error = errno
+            // Stopped: `listenFD` may be the stand-in now (EINVAL), or the wait was cut short.
+            if shutdownRequested != 0 { return .stopped }
+            // No request for the timeout: ours, or a shorter one another worker on the
+            // same socket set (workers started with different settings share it).
+            if error == EAGAIN || error == EWOULDBLOCK {
+                if idleSeconds > 0 {
+                    // Two workers starting at once may both have read "none" and the longer
+                    // interval written last: whichever wakes puts its own back if shorter.
+                    _ = shortenReceiveTimeout(listenFD, to: idleSeconds)
+                    idle()
+                }
+                return .nothing
+            }
+            // With a receive timeout, Linux does not restart an accept interrupted by any
+            // signal, SIGSTOP/SIGCONT, a cgroup freeze or a debugger attaching included:
+            // only a stop signal (which sets the flag) ends the loop. A connection that went
+            // away before it was taken: go on.
+            // (Linux passes a new connection's pending network errors on through accept.)
+            if [EINTR, ECONNABORTED, EPROTO, EPERM, ECONNRESET, ETIMEDOUT, ENETDOWN, ENETUNREACH, EHOSTDOWN,
+                EHOSTUNREACH, ENONET, ENOPROTOOPT, EOPNOTSUPP].contains(error) { return .nothing }
+            // Out of descriptors or memory (a burst, a leak elsewhere): wait and go on, where
+            // ending with status 0 left nothing to restart the worker under spawn-fcgi or
+            // --workers 1. Anything else is this socket's end: said, and an error status.
+            let reason = String(cString: strerror(error))
+            guard [EMFILE, ENFILE, ENOBUFS, ENOMEM].contains(error) else {
+                throw FastCGIError("accepting a connection failed: \(reason)")
+            }
+            if MonotonicTime.milliseconds() - acceptFailureLoggedAt >= 10_000 {  // a line per 10 s at most
+                acceptFailureLoggedAt = MonotonicTime.milliseconds()
+                log.write("weather-fcgi: accepting a connection failed (\(reason)); trying again every 0.1 s")
+            }
+            usleep(100_000)
+            return .nothing
+        }
+        if let peers {
+            // What libfcgi's accept did for TCP: only the addresses in
+            // FCGI_WEB_SERVER_ADDRS, if set; and no Nagle delay, which held the last small
+            // write of a response on a kept connection for a delayed ACK (~40 ms).
+            if let allowed = peers.allowed, !allowed.contains(peerIPv4(connection) ?? "") {
+                close(connection)
+                return .nothing
+            }
+            var on: Int32 = 1
+            setsockopt(connection, Int32(IPPROTO_TCP), TCP_NODELAY, &on, socklen_t(MemoryLayout<Int32>.size))
+        }
+        // Nothing within 2 s: dropped, as libfcgi dropped a silent Unix connection (the
+        // web servers send the head at once). Then the timeout for each further wait (a
+        // TCP connection inherits the listener's idle one).
+        guard readable(connection, until: MonotonicTime.milliseconds() + 2000) else {
+            close(connection)
+            return .nothing
+        }
+        return .connection(connection)
     }
 
     /// Closes a connection whose response is complete: stops sending, then waits (at most

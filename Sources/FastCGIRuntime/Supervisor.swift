@@ -17,8 +17,9 @@ public enum Supervisor {
 
     /// Forks `workers` children that each call `child()` and exit with its status. Exits when all
     /// children are gone after SIGTERM/SIGINT (0), or when not one worker could be started (71,
-    /// after `givingUp`, which removes what the start made: the socket file).
-    public static func run(workers: Int, givingUp: () -> Void = {}, child: () -> Int32) -> Never {
+    /// after `givingUp`, which removes what the start made: the socket file). Workers that die or
+    /// cannot be started are reported to `log`.
+    public static func run(workers: Int, log: any LogSink, givingUp: () -> Void = {}, child: () -> Int32) -> Never {
         FastCGIServer.installSignalHandlers()
         // Inherited as ignored (some wrappers do), SIGCHLD would make the kernel reap the workers
         // itself: waitpid would never see one die, and none would be replaced.
@@ -51,12 +52,12 @@ public enum Supervisor {
             // Once a minute at most: a limit that holds would otherwise write a line a second.
             if forkFailureLoggedAt.map({ now() - $0 >= 60 }) ?? true {
                 forkFailureLoggedAt = now()
-                StandardErrorLog().write("weather-fcgi: cannot start a worker (\(reason)); \(children.count) running, trying again every second")
+                log.write("weather-fcgi: cannot start a worker (\(reason)); \(children.count) running, trying again every second")
             }
         }
         for _ in 0..<workers where shutdownRequested == 0 { spawn() }
         guard !children.isEmpty || shutdownRequested != 0 else {
-            StandardErrorLog().write("weather-fcgi: no worker could be started")
+            log.write("weather-fcgi: no worker could be started")
             givingUp()
             exit(71)
         }
@@ -71,7 +72,7 @@ public enum Supervisor {
                     for c in children { kill(c, SIGTERM) }
                     toldAt = now()
                 } else if !killed, let toldAt, now() - toldAt >= stopGraceSeconds {
-                    StandardErrorLog().write("weather-fcgi: \(children.count) worker(s) still running \(stopGraceSeconds) s after SIGTERM; killing them")
+                    log.write("weather-fcgi: \(children.count) worker(s) still running \(stopGraceSeconds) s after SIGTERM; killing them")
                     for c in children { kill(c, SIGKILL) }
                     killed = true
                 }
@@ -100,7 +101,7 @@ public enum Supervisor {
                 let t = now()
                 recentDeaths = recentDeaths.filter { t - $0 < 5 } + [t]
                 let slowing = recentDeaths.count > workers
-                StandardErrorLog().write("weather-fcgi: worker \(pid) \(Self.describe(status: status)); starting another" + (slowing ? " in 1 s (\(recentDeaths.count) ended within 5 s)" : ""))
+                log.write("weather-fcgi: worker \(pid) \(Self.describe(status: status)); starting another" + (slowing ? " in 1 s (\(recentDeaths.count) ended within 5 s)" : ""))
                 if slowing { sleep(1) }
                 guard shutdownRequested == 0 else { continue }  // SIGTERM may have ended the sleep
             }

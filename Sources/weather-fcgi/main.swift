@@ -108,7 +108,7 @@ func serve(listenFD: Int32, retireWhenReplaced: Bool = false, announce: Bool = t
         // limit leases, within about one flush interval (without it they waited for its next request).
         try FastCGIServer.serve(listenFD: listenFD, maxRequests: gateway.config.maxRequestsPerWorker,
                                 parameterNames: Request.parameterNames, idleSeconds: Int(gateway.config.flushInterval),
-                                bodySeconds: gateway.config.bodyTimeout, handler: gateway.handle, idle: {
+                                bodySeconds: gateway.config.bodyTimeout, log: StandardErrorLog(), handler: gateway.handle, idle: {
             if gateway.afterResponse() { FastCGIServer.trimHeap() }
             if retireWhenReplaced && FastCGIServer.programReplaced() {
                 StandardErrorLog().write("weather-fcgi: worker \(getpid()) retires: its program file was replaced (mod_fcgid runs the new one)")
@@ -172,7 +172,7 @@ if workers > 1 {
     // No worker serves the socket yet: an idle interval left on it by the previous start (a
     // systemd socket outlives the service) gives way to this start's setting.
     FastCGIServer.clearIdleInterval(listenFD)
-    Supervisor.run(workers: workers, givingUp: {
+    Supervisor.run(workers: workers, log: StandardErrorLog(), givingUp: {
         if let listenAddress, listenAddress.hasPrefix("/") { FastCGIServer.removeBoundSocket(listenAddress) }
     }) { serve(listenFD: listenFD, announce: false) }
 }
