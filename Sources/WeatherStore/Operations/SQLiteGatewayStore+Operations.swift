@@ -136,13 +136,83 @@ extension SQLiteGatewayStore: OperatorStore {
 
     public func prune(now: Timestamp, policy: PrunePolicy, dryRun: Bool) throws(StoreError) -> PruneReport {
         precondition(policy.batchSize > 0, "batch size must be positive")
-        let nowMs = now.seconds * 1000
-        let revokedBefore = SQLValue.text(now.adding(seconds: -policy.revokedSessionRetention).iso8601)
-        let abandonedBefore = SQLValue.text(now.adding(seconds: -policy.abandonedSessionRetention).iso8601)
-        let lastSeenBefore = SQLValue.text(now.adding(seconds: -policy.abandonedSessionRetention - policy.refreshTokenLifetime).iso8601)
-        let tokenExpiredBefore = SQLValue.text(now.adding(seconds: -policy.expiredTokenGrace).iso8601)
-        let counterHourBefore = SQLValue.text(CounterKey.hour(of: now.adding(seconds: -policy.counterRetention)))
-        let batch = policy.batchSize
+        let bounds = PruneBounds(now: now, policy: policy)
+        return try operate {
+            var report = PruneReport(dryRun: dryRun)
+            // What is deleted is overwritten in the file, whatever the build's default (Debian's
+            // libsqlite3 does it; SQLite's own default does not): client addresses, cells, hashes.
+            if !dryRun { try db.execute("PRAGMA secure_delete = ON") }
+            // Sessions first, with their tokens (the foreign key wants tokens gone before the session).
+            let (sessions, tokens): (Int, Int)
+            if dryRun {
+                (sessions, tokens) = try countDoomedSessionsAndTokens(bounds)
+            } else {
+                (sessions, tokens, report.complete) = try deleteDoomedSessionsAndTokens(bounds, policy: policy)
+            }
+            report.tables.append(("anonymous_weather_sessions", sessions))
+            report.tables.append(("weather_session_tokens", tokens))
+            report.tables += try pruneKeyedTables(bounds, batch: policy.batchSize, dryRun: dryRun)
+            if !dryRun && report.complete {
+                _ = try db.transaction { try db.run(Self.recordPrune, [.int(now.seconds), .int(.max), .int(.max)]) }
+                // The WAL still holds earlier images of the pages, the deleted rows in them, until
+                // they are written over (it is kept up to 64 MiB): a retention audit found 283 of
+                // 300 deleted client addresses there. Emptied now, if no reader holds it (else at
+                // the next run).
+                db.truncateWAL()
+            }
+            return report
+        }
+    }
+
+    /// The times a prune compares rows with, worked out once from its `now` and policy.
+    struct PruneBounds {
+        let now: Timestamp
+        let nowMs: Int64
+        let revokedBefore: SQLValue
+        let abandonedBefore: SQLValue
+        let lastSeenBefore: SQLValue
+        let tokenExpiredBefore: SQLValue
+        let counterHourBefore: SQLValue
+        let cellsSeenBeforeMs: Int64
+
+        init(now: Timestamp, policy: PrunePolicy) {
+            self.now = now
+            nowMs = now.seconds * 1000
+            revokedBefore = .text(now.adding(seconds: -policy.revokedSessionRetention).iso8601)
+            abandonedBefore = .text(now.adding(seconds: -policy.abandonedSessionRetention).iso8601)
+            lastSeenBefore = .text(now.adding(seconds: -policy.abandonedSessionRetention - policy.refreshTokenLifetime).iso8601)
+            tokenExpiredBefore = .text(now.adding(seconds: -policy.expiredTokenGrace).iso8601)
+            counterHourBefore = .text(CounterKey.hour(of: now.adding(seconds: -policy.counterRetention)))
+            cellsSeenBeforeMs = nowMs - policy.cellWindow * 1000
+        }
+
+        /// The bindings of `doomedSession` (?3 and ?4 are free for a statement's own).
+        var doomed: [SQLValue] { [revokedBefore, abandonedBefore, tokenExpiredBefore, .null, lastSeenBefore] }
+    }
+
+    /// A dry run: the sessions a prune would delete, and their tokens with the expired ones.
+    private func countDoomedSessionsAndTokens(_ b: PruneBounds) throws -> (sessions: Int, tokens: Int) {
+        let sessions = try count("SELECT count(*) FROM anonymous_weather_sessions WHERE \(Self.doomedSession)", b.doomed)
+        var tokens = try count(
+            "SELECT count(*) FROM weather_session_tokens WHERE session_id IN (SELECT id FROM anonymous_weather_sessions WHERE \(Self.doomedSession))",
+            b.doomed)
+        tokens += try count("""
+            SELECT count(*) FROM weather_session_tokens WHERE expires_at < ?3
+            AND session_id NOT IN (SELECT id FROM anonymous_weather_sessions WHERE \(Self.doomedSession))
+            """, b.doomed)
+        return (sessions, tokens)
+    }
+
+    /// Deletes the doomed sessions with their tokens, then the tokens expired past the grace;
+    /// `complete` is false when `policy.walkTimeLimitMs` stopped a walk.
+    ///
+    /// Both tables are walked in rowid ranges: no index but the rowid is needed. A range is read
+    /// without the write lock, and what it dooms is deleted in transactions of `deleteChunk`
+    /// rows, so a worker waits for one such transaction at most (docs/decisions.md, Storage). A
+    /// doomed row stays doomed between the read and its deletion: a revoked session stays
+    /// revoked, an abandoned one has no token a refresh could present, an expired token stays
+    /// expired.
+    private func deleteDoomedSessionsAndTokens(_ b: PruneBounds, policy: PrunePolicy) throws -> (sessions: Int, tokens: Int, complete: Bool) {
         // The limit counts time spent deleting, not reading: a run always reads both tables whole
         // (about 1.2 s a million sessions), so every run gets past the rows it kept, and a run
         // cut short leaves less to delete for the next (a review: with the limit on the whole
@@ -160,97 +230,59 @@ extension SQLiteGatewayStore: OperatorStore {
             try body()
         }
 
-        return try operate {
-            var report = PruneReport(dryRun: dryRun)
-            // What is deleted is overwritten in the file, whatever the build's default (Debian's
-            // libsqlite3 does it; SQLite's own default does not): client addresses, cells, hashes.
-            if !dryRun { try db.execute("PRAGMA secure_delete = ON") }
-            // Sessions first, with their tokens (the foreign key wants tokens gone before the session).
-            var sessions = 0
-            var tokens = 0
-            if dryRun {
-                let doomed = [revokedBefore, abandonedBefore, tokenExpiredBefore, .null, lastSeenBefore]
-                sessions = try count("SELECT count(*) FROM anonymous_weather_sessions WHERE \(Self.doomedSession)", doomed)
-                tokens = try count(
-                    "SELECT count(*) FROM weather_session_tokens WHERE session_id IN (SELECT id FROM anonymous_weather_sessions WHERE \(Self.doomedSession))",
-                    doomed)
-                tokens += try count("""
-                    SELECT count(*) FROM weather_session_tokens WHERE expires_at < ?3
-                    AND session_id NOT IN (SELECT id FROM anonymous_weather_sessions WHERE \(Self.doomedSession))
-                    """, doomed)
-            } else {
-                // Both tables are walked in rowid ranges: no index but the rowid is needed. A
-                // range is read without the write lock, and what it dooms is deleted in
-                // transactions of `deleteChunk` rows, so a worker waits for one such transaction at
-                // most (docs/decisions.md, Storage). A doomed row stays doomed between the read and
-                // its deletion: a revoked session stays revoked, an abandoned one has no token a
-                // refresh could present, an expired token stays expired.
-                let sessionChunk = max(1, policy.deleteChunk / 4)  // a session and its tokens: ~4 rows
-                sessions = try inRowidRanges(of: "anonymous_weather_sessions", width: batch, stoppingWhen: outOfTime) { after, upTo in
-                    let ids = try db.statement("SELECT id FROM anonymous_weather_sessions WHERE rowid > ?3 AND rowid <= ?4 AND (\(Self.doomedSession))")
-                        .rows([revokedBefore, abandonedBefore, .int(after), .int(upTo), lastSeenBefore]) { $0.text(0) ?? "" }
-                    try timed {
-                        try inChunks(ids, of: sessionChunk) { chunk in
-                            for id in chunk {
-                                tokens += try db.run("DELETE FROM weather_session_tokens WHERE session_id = ?1", [.text(id)])
-                                try db.run("DELETE FROM anonymous_weather_sessions WHERE id = ?1", [.text(id)])
-                            }
-                        }
-                    }
-                    return ids.count
-                }
-                // Expired past the grace period: never live, and past any reuse check.
-                if !cut {
-                    tokens += try inRowidRanges(of: "weather_session_tokens", width: batch, stoppingWhen: outOfTime) { after, upTo in
-                        let rowids = try db.statement("SELECT rowid FROM weather_session_tokens WHERE rowid > ?2 AND rowid <= ?3 AND expires_at < ?1")
-                            .rows([tokenExpiredBefore, .int(after), .int(upTo)]) { $0.int(0) }
-                        var deleted = 0
-                        try timed {
-                            try inChunks(rowids, of: policy.deleteChunk) { chunk in
-                                // The expiry again: a rowid freed meanwhile may be a new token's.
-                                for rowid in chunk {
-                                    deleted += try db.run("DELETE FROM weather_session_tokens WHERE rowid = ?1 AND expires_at < ?2", [.int(rowid), tokenExpiredBefore])
-                                }
-                            }
-                        }
-                        return deleted
+        var tokens = 0
+        let sessionChunk = max(1, policy.deleteChunk / 4)  // a session and its tokens: ~4 rows
+        let sessions = try inRowidRanges(of: "anonymous_weather_sessions", width: policy.batchSize, stoppingWhen: outOfTime) { after, upTo in
+            let ids = try db.statement("SELECT id FROM anonymous_weather_sessions WHERE rowid > ?3 AND rowid <= ?4 AND (\(Self.doomedSession))")
+                .rows([b.revokedBefore, b.abandonedBefore, .int(after), .int(upTo), b.lastSeenBefore]) { $0.text(0) ?? "" }
+            try timed {
+                try inChunks(ids, of: sessionChunk) { chunk in
+                    for id in chunk {
+                        tokens += try db.run("DELETE FROM weather_session_tokens WHERE session_id = ?1", [.text(id)])
+                        try db.run("DELETE FROM anonymous_weather_sessions WHERE id = ?1", [.text(id)])
                     }
                 }
-                // A walk cut short: the next run starts it over (past what this one deleted, quickly).
-                report.complete = !cut
             }
-            report.tables.append(("anonymous_weather_sessions", sessions))
-            report.tables.append(("weather_session_tokens", tokens))
+            return ids.count
+        }
+        // Expired past the grace period: never live, and past any reuse check.
+        if !cut {
+            tokens += try inRowidRanges(of: "weather_session_tokens", width: policy.batchSize, stoppingWhen: outOfTime) { after, upTo in
+                let rowids = try db.statement("SELECT rowid FROM weather_session_tokens WHERE rowid > ?2 AND rowid <= ?3 AND expires_at < ?1")
+                    .rows([b.tokenExpiredBefore, .int(after), .int(upTo)]) { $0.int(0) }
+                var deleted = 0
+                try timed {
+                    try inChunks(rowids, of: policy.deleteChunk) { chunk in
+                        // The expiry again: a rowid freed meanwhile may be a new token's.
+                        for rowid in chunk {
+                            deleted += try db.run("DELETE FROM weather_session_tokens WHERE rowid = ?1 AND expires_at < ?2", [.int(rowid), b.tokenExpiredBefore])
+                        }
+                    }
+                }
+                return deleted
+            }
+        }
+        // A walk cut short: the next run starts it over (past what this one deleted, quickly).
+        return (sessions, tokens, !cut)
+    }
 
-            // WITHOUT ROWID tables batch on their primary keys.
-            let keyed: [(table: String, key: String, condition: String, bound: SQLValue)] = [
-                ("weather_cache", "cache_key", "stale_until <= ?1", .int(now.seconds)),
-                ("weather_fetch_locks", "cache_key", "expires_at <= ?1", .int(now.seconds)),
-                ("weather_rate_limits", "bucket_key", "tat_ms < ?1", .int(nowMs)),
-                ("weather_session_cells", "(session_id, cell)", "first_seen_ms <= ?1", .int(nowMs - policy.cellWindow * 1000)),
-                ("weather_counters", "(hour, name)", "hour < ?1", counterHourBefore),
-            ]
-            for k in keyed {
-                let rows: Int
-                if dryRun {
-                    rows = try count("SELECT count(*) FROM \(k.table) WHERE \(k.condition)", [k.bound])
-                } else {
-                    let columns = k.key.hasPrefix("(") ? String(k.key.dropFirst().dropLast()) : k.key
-                    rows = try deleteInBatches(
-                        "DELETE FROM \(k.table) WHERE \(k.key) IN (SELECT \(columns) FROM \(k.table) WHERE \(k.condition) LIMIT ?2)",
-                        [k.bound], batch: batch)
-                }
-                report.tables.append((k.table, rows))
-            }
-            if !dryRun && report.complete {
-                _ = try db.transaction { try db.run(Self.recordPrune, [.int(now.seconds), .int(.max), .int(.max)]) }
-                // The WAL still holds earlier images of the pages, the deleted rows in them, until
-                // they are written over (it is kept up to 64 MiB): a retention audit found 283 of
-                // 300 deleted client addresses there. Emptied now, if no reader holds it (else at
-                // the next run).
-                db.truncateWAL()
-            }
-            return report
+    /// The cache, fetch-lock, limit, cell and counter rows past their time, counted (`dryRun`)
+    /// or deleted `batch` rows a statement. These WITHOUT ROWID tables batch on their primary keys.
+    private func pruneKeyedTables(_ b: PruneBounds, batch: Int, dryRun: Bool) throws -> [(table: String, rows: Int)] {
+        let keyed: [(table: String, key: String, condition: String, bound: SQLValue)] = [
+            ("weather_cache", "cache_key", "stale_until <= ?1", .int(b.now.seconds)),
+            ("weather_fetch_locks", "cache_key", "expires_at <= ?1", .int(b.now.seconds)),
+            ("weather_rate_limits", "bucket_key", "tat_ms < ?1", .int(b.nowMs)),
+            ("weather_session_cells", "(session_id, cell)", "first_seen_ms <= ?1", .int(b.cellsSeenBeforeMs)),
+            ("weather_counters", "(hour, name)", "hour < ?1", b.counterHourBefore),
+        ]
+        return try keyed.map { k in
+            if dryRun { return (k.table, try count("SELECT count(*) FROM \(k.table) WHERE \(k.condition)", [k.bound])) }
+            let columns = k.key.hasPrefix("(") ? String(k.key.dropFirst().dropLast()) : k.key
+            let rows = try deleteInBatches(
+                "DELETE FROM \(k.table) WHERE \(k.key) IN (SELECT \(columns) FROM \(k.table) WHERE \(k.condition) LIMIT ?2)",
+                [k.bound], batch: batch)
+            return (k.table, rows)
         }
     }
 
