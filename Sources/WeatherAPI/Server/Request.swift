@@ -189,17 +189,9 @@ public struct Request: Sendable {
         var out: [UInt8] = []
         out.reserveCapacity(u.count)
         var i = 0
-        func hex(_ c: UInt8) -> UInt8? {
-            switch c {
-            case 48...57: return c - 48
-            case 65...70: return c - 55
-            case 97...102: return c - 87
-            default: return nil
-            }
-        }
         while i < u.count {
             if u[i] == 37 {
-                guard i + 2 < u.count, let h = hex(u[i + 1]), let l = hex(u[i + 2]) else { return nil }
+                guard i + 2 < u.count, let h = Hex.value(ofDigit: u[i + 1]), let l = Hex.value(ofDigit: u[i + 2]) else { return nil }
                 out.append(h << 4 | l)
                 i += 3
             } else {

@@ -168,14 +168,9 @@ public struct JSONScanner {
         guard i + 4 <= bytes.count else { throw Invalid() }
         var value: UInt32 = 0
         for _ in 0..<4 {
-            let d = bytes[i]
+            guard let digit = Hex.value(ofDigit: bytes[i]) else { throw Invalid() }
             i += 1
-            switch d {
-            case 0x30...0x39: value = value << 4 | UInt32(d - 0x30)
-            case 0x41...0x46: value = value << 4 | UInt32(d - 0x37)
-            case 0x61...0x66: value = value << 4 | UInt32(d - 0x57)
-            default: throw Invalid()
-            }
+            value = value << 4 | UInt32(digit)
         }
         return value
     }

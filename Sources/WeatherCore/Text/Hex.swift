@@ -26,23 +26,27 @@ public enum Hex {
     @inline(__always)
     private static func nibble(_ n: UInt8) -> UInt8 { n < 10 ? 48 + n : 87 + n }
 
+    /// The value of one hex digit (`0-9`, `a-f`, `A-F`), or nil for any other byte. Every hex
+    /// reader (percent escapes, chunk sizes, JSON's `\\u`) uses it.
+    @inlinable
+    public static func value(ofDigit c: UInt8) -> UInt8? {
+        switch c {
+        case 48...57: return c - 48
+        case 65...70: return c - 55
+        case 97...102: return c - 87
+        default: return nil
+        }
+    }
+
     /// Bytes of a hex string (either case), or `nil` when it is not hex.
     public static func decode(_ text: String) -> [UInt8]? {
         let u = Array(text.utf8)
         guard u.count % 2 == 0 else { return nil }
-        func nibble(_ c: UInt8) -> UInt8? {
-            switch c {
-            case 48...57: return c - 48
-            case 97...102: return c - 87
-            case 65...70: return c - 55
-            default: return nil
-            }
-        }
         var out = [UInt8]()
         out.reserveCapacity(u.count / 2)
         var i = 0
         while i < u.count {
-            guard let hi = nibble(u[i]), let lo = nibble(u[i + 1]) else { return nil }
+            guard let hi = value(ofDigit: u[i]), let lo = value(ofDigit: u[i + 1]) else { return nil }
             out.append(hi << 4 | lo)
             i += 2
         }

@@ -1,3 +1,5 @@
+import WeatherCore
+
 /// Decodes a `Transfer-Encoding: chunked` body as its bytes arrive (RFC 9112, section 7.1).
 ///
 /// Chunk extensions and trailer fields are read and dropped. A size line or trailer section
@@ -75,12 +77,8 @@ struct ChunkedDecoder {
             guard !hex.isEmpty, hex.count <= 8 else { throw .malformed }
             var size = 0
             for digit in hex {
-                switch digit {
-                case 48...57: size = size * 16 + Int(digit - 48)
-                case 65...70: size = size * 16 + Int(digit - 55)
-                case 97...102: size = size * 16 + Int(digit - 87)
-                default: throw .malformed
-                }
+                guard let value = Hex.value(ofDigit: digit) else { throw .malformed }
+                size = size * 16 + Int(value)
             }
             guard body.count + size <= limit else { throw .tooLarge }
             state = size == 0 ? .trailer : .data(remaining: size)
