@@ -33,10 +33,8 @@ final class Checkpointer: @unchecked Sendable {
     /// A running checkpointer for the database at `path`; nil when it cannot have one.
     init?(path: String, writerLock: WriterLock?) {
         guard sqlite3_threadsafe() != 0, let connection = try? Database(path: path) else { return nil }
-        try? connection.execute("PRAGMA wal_autocheckpoint=0")
-        try? connection.execute("PRAGMA journal_size_limit=67108864")
         // It reads no table: a checkpoint copies frames through a buffer of its own.
-        try? connection.execute("PRAGMA cache_size=-64")
+        connection.applyCheckpointingPragmas(cacheKiB: 64)
         self.connection = connection
         self.writerLock = writerLock
         pthread_mutex_init(mutex, nil)

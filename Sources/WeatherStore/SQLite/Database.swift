@@ -4,28 +4,6 @@ import Glibc
 #endif
 import WeatherCore
 
-/// A failed SQLite call: the result code, SQLite's message and the statement text (never bound values).
-public struct DatabaseError: Error, CustomStringConvertible {
-    public let resultCode: Int32
-    public let message: String
-    public let sql: String?
-
-    public var description: String { summary + (sql.map { " in `\($0.prefix(80))`" } ?? "") }
-    /// Without the statement, for log lines (API.md: no SQL in any log line).
-    public var summary: String { "SQLite error \(resultCode): \(message)" }
-
-    /// Busy, locked, read-only, full or I/O: the database is there but not usable right now (503).
-    public var isUnavailable: Bool {
-        let primary = resultCode & 0xff
-        return [SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY, SQLITE_FULL, SQLITE_IOERR, SQLITE_CANTOPEN,
-                SQLITE_CORRUPT, SQLITE_NOTADB, SQLITE_PROTOCOL].contains(primary)
-    }
-
-    /// `summary`, not `description`: weatherctl prints the message, and under the prune timer it
-    /// reaches the journal (API.md: no SQL in any log line).
-    var storeError: StoreError { StoreError(code: resultCode, message: summary) }
-}
-
 /// One SQLite connection, owned by one worker process, with its prepared statements cached.
 public final class Database {
     let handle: OpaquePointer
@@ -372,13 +350,10 @@ public final class Database {
         if checkpointer == nil, !isReadOnly, let name = sqlite3_db_filename(handle, "main"), name.pointee != 0 {
             checkpointerPath = String(cString: name)
         }
-        try? execute("PRAGMA wal_autocheckpoint=0")
         // A worker's page cache: 512 KiB instead of SQLite's 2 MiB. The hot reads (grants, fresh
         // cache rows) no longer reach SQLite, writes touch random index pages that no cache of
         // this size would keep, and the kernel's page cache is shared by every worker anyway.
-        try? execute("PRAGMA cache_size=-\(Self.workerCacheKiB)")
-        // After a checkpoint lets the WAL restart, cut the file back to 64 MiB at most.
-        try? execute("PRAGMA journal_size_limit=67108864")
+        applyCheckpointingPragmas(cacheKiB: Self.workerCacheKiB)
         sqlite3_wal_hook(handle, { context, _, _, pages in
             guard let context else { return SQLITE_OK }
             let db = Unmanaged<Database>.fromOpaque(context).takeUnretainedValue()
@@ -539,9 +514,22 @@ public final class Database {
         _ = methods.pointee.xSync(file, SQLITE_SYNC_NORMAL)
     }
 
+    /// The size a WAL is cut back to after a checkpoint lets it start over (`journal_size_limit`).
+    static let walSizeLimitBytes = 64 << 20
+
     /// The WAL size, in frames, past which `checkpointIfDue` makes it start over: 64 MiB of 4 KiB
-    /// pages, the `journal_size_limit`. Tests set it lower.
-    public var walLimitPages: Int32 = 16_384
+    /// pages, `walSizeLimitBytes`. Tests set it lower.
+    public var walLimitPages = Int32(walSizeLimitBytes / 4096)
+
+    /// The settings of a connection whose WAL the `Checkpointer` copies back, rather than
+    /// SQLite inside whichever commit crosses its threshold: no automatic checkpoints, the WAL
+    /// cut back to `walSizeLimitBytes` after one, and a page cache of `cacheKiB`. Best effort:
+    /// a setting refused costs speed, not correctness.
+    func applyCheckpointingPragmas(cacheKiB: Int) {
+        try? execute("PRAGMA wal_autocheckpoint=0")
+        try? execute("PRAGMA journal_size_limit=\(Self.walSizeLimitBytes)")
+        try? execute("PRAGMA cache_size=-\(cacheKiB)")
+    }
 
     /// Checkpoints this connection began (tests count them).
     private(set) var checkpoints = 0
@@ -551,85 +539,5 @@ public final class Database {
 
     func error(_ rc: Int32, sql: String?) -> DatabaseError {
         DatabaseError(resultCode: rc, message: String(cString: sqlite3_errmsg(handle)), sql: sql)
-    }
-}
-
-/// A value to bind.
-public enum SQLValue: Sendable {
-    case text(String)
-    case int(Int64)
-    case blob([UInt8])
-    case null
-}
-
-extension SQLValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral {
-    public init(stringLiteral value: String) { self = .text(value) }
-    public init(integerLiteral value: Int64) { self = .int(value) }
-}
-
-/// A prepared statement; finalized when released.
-public final class Statement {
-    let pointer: OpaquePointer
-    unowned let database: Database
-    let sql: String
-
-    init(database: Database, sql: String) throws(DatabaseError) {
-        var stmt: OpaquePointer?
-        let rc = sqlite3_prepare_v3(database.handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &stmt, nil)
-        guard rc == SQLITE_OK, let stmt else { throw database.error(rc, sql: sql) }
-        self.pointer = stmt
-        self.database = database
-        self.sql = sql
-    }
-
-    deinit { sqlite3_finalize(pointer) }
-
-    func reset() {
-        sqlite3_reset(pointer)
-        sqlite3_clear_bindings(pointer)
-    }
-
-    /// Binds values to `?1...?n`.
-    public func bind(_ values: [SQLValue]) throws(DatabaseError) {
-        for (i, v) in values.enumerated() {
-            let idx = Int32(i + 1)
-            let rc: Int32
-            switch v {
-            case .text(let s): rc = sqlite3_bind_text(pointer, idx, s, -1, csqlite_transient())
-            case .int(let n): rc = sqlite3_bind_int64(pointer, idx, n)
-            case .blob(let b): rc = b.withUnsafeBytes { sqlite3_bind_blob(pointer, idx, $0.baseAddress, Int32(b.count), csqlite_transient()) }
-            case .null: rc = sqlite3_bind_null(pointer, idx)
-            }
-            guard rc == SQLITE_OK else { throw database.error(rc, sql: sql) }
-        }
-    }
-
-    /// Advances one row: true when a row is available.
-    public func step() throws(DatabaseError) -> Bool {
-        let rc = sqlite3_step(pointer)
-        if rc == SQLITE_ROW { return true }
-        if rc == SQLITE_DONE { return false }
-        throw database.error(rc, sql: sql)
-    }
-
-    public func isNull(_ col: Int32) -> Bool { sqlite3_column_type(pointer, col) == SQLITE_NULL }
-    public func int(_ col: Int32) -> Int64 { sqlite3_column_int64(pointer, col) }
-    public func text(_ col: Int32) -> String? {
-        guard let c = sqlite3_column_text(pointer, col) else { return nil }
-        return String(cString: c)
-    }
-    public func blob(_ col: Int32) -> [UInt8] {
-        let n = Int(sqlite3_column_bytes(pointer, col))
-        guard n > 0, let p = sqlite3_column_blob(pointer, col) else { return [] }
-        return Array(UnsafeRawBufferPointer(start: p, count: n))
-    }
-
-    /// Runs the statement with `bindings` and maps every row.
-    public func rows<T>(_ bindings: [SQLValue] = [], _ map: (Statement) throws -> T) throws -> [T] {
-        try bind(bindings)
-        defer { reset() }
-        var out: [T] = []
-        while try step() { out.append(try map(self)) }
-        return out
     }
 }
