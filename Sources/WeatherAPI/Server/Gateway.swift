@@ -57,6 +57,10 @@ public final class Gateway {
         let now = clock.now()
         _ = store.takeWriteWaitMs()  // what the work after the last response waited is not this request's
         requestCounter &+= 1
+        // The request id and the method come from the parameters as they are, not from
+        // `Request.parse`: a request it refuses (400, 413) still gets its id echoed and its
+        // line in the log. The client's address, which only the handlers use, is worked out
+        // here with them, from the parameters alone.
         let requestId = Self.acceptableRequestId(params["HTTP_X_REQUEST_ID"], legacyToken: config.legacyToken) ?? "\(requestIdPrefix)-\(requestCounter)"
         let clientIP = ClientAddress.quotaKey(
             remoteAddr: params["REMOTE_ADDR"] ?? "", forwardedFor: params["HTTP_X_FORWARDED_FOR"], trusted: config.trustedProxies)
