@@ -13,6 +13,8 @@ public struct Authenticator {
         public var grant: AccessGrant?
     }
 
+    /// Who `request` is: a live session token, else the legacy token where it is accepted;
+    /// otherwise 401 with why (`AuthRefusal`); 503 when the store cannot say.
     public func authenticate(_ request: Request, now: Timestamp) throws(HTTPError) -> Identity {
         if let token = request.headers["x-weather-session-token"], TokenSyntax.isWellFormed(token, kind: .access) {
             let grant: AccessGrant?

@@ -5,6 +5,7 @@ import WeatherProviders
 /// `WEATHER_PROVIDERS`, skipping any without a key. `pauses` is where the workers share the
 /// pauses of failing providers (`GatewayStore.providerPauses`); nil keeps them per worker.
 public enum ProviderWiring {
+    /// The provider chain `config` describes, sharing pauses through `pauses`.
     public static func source(for config: GatewayConfig, pauses: (any ProviderPauseBoard)? = nil) throws -> any WeatherSource {
         let transport = HTTP1Transport()
         var providers: [any WeatherProvider] = []

@@ -10,6 +10,7 @@ public struct Counters {
     private var hourIndex: Int64 = .min
     private var hourLabel = ""
 
+    /// No counts yet.
     public init() {}
 
     /// Everything not yet drained.
@@ -19,6 +20,7 @@ public struct Counters {
         return all
     }
 
+    /// Adds `n` to `name` in the hour of `t`.
     public mutating func add(_ name: String, at t: Timestamp, _ n: Int64 = 1) {
         let index = t.seconds >= 0 ? t.seconds / 3600 : (t.seconds - 3599) / 3600
         if index != hourIndex {
@@ -30,6 +32,7 @@ public struct Counters {
         current[name, default: 0] += n
     }
 
+    /// Everything counted so far, leaving nothing (a failed write adds it back).
     public mutating func drain() -> [CounterKey: Int64] {
         defer {
             earlier = [:]
@@ -40,18 +43,26 @@ public struct Counters {
 
     /// Names used in `weather_counters.name` (and by `weatherctl stats`).
     public enum Name {
+        /// Weather requests by the `authMode` they proved.
         public static func auth(_ mode: AuthMode) -> String {
             switch mode {  // literals: these run on every weather request
             case .weatherSession: return "auth.weather_session"
             case .weatherToken: return "auth.weather_token"
             }
         }
+        /// Answers with HTTP status `code` (401 and 429 are counted).
         public static func status(_ code: Int) -> String { "status.\(code)" }
+        /// Sessions created.
         public static let sessionsCreated = "sessions.created"
+        /// Refresh tokens spent for a new pair.
         public static let refreshes = "sessions.refreshed"
+        /// Retries of a refresh inside the retry window, answered with the same pair.
         public static let refreshRetries = "sessions.refresh_retried"
+        /// Spent refresh tokens presented again (the session is revoked).
         public static let refreshReuse = "sessions.refresh_reused"
+        /// Sessions the app revoked itself.
         public static let revokes = "sessions.revoked"
+        /// Weather answers by their `cache` state (`hit`, `miss`, `stale`, `stale_refreshing`).
         public static func cache(_ state: String) -> String {
             switch state {
             case "hit": return "cache.hit"
@@ -61,8 +72,11 @@ public struct Counters {
             default: return "cache.\(state)"
             }
         }
+        /// Calls made to provider `p`.
         public static func providerCall(_ p: String) -> String { "provider.\(p).calls" }
+        /// Calls to provider `p` that failed.
         public static func providerError(_ p: String) -> String { "provider.\(p).errors" }
+        /// 429s by the quota that refused them.
         public static func limited(_ limit: String) -> String { "limited.\(limit)" }
         /// 401s of the weather routes by `AuthRefusal`.
         public static func unauthorized(_ reason: String) -> String { "unauthorized.\(reason)" }

@@ -9,8 +9,10 @@ public final class Metrics {
     private var lastFlush: Timestamp?
     let flushInterval: Int64
 
+    /// Counters written at most every `flushInterval` seconds (0: after every response).
     public init(flushInterval: Int64) { self.flushInterval = flushInterval }
 
+    /// Adds `n` to counter `name` for the hour of `t`; written at the next flush.
     public func count(_ name: String, at t: Timestamp, _ n: Int64 = 1) { counters.add(name, at: t, n) }
 
     /// Notes that a session was used; stored only when the database copy is older than the interval.

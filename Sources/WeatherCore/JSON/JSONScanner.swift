@@ -10,28 +10,36 @@ public struct JSONScanner {
         public init() {}
     }
 
+    /// The text being read.
     public let bytes: [UInt8]
+    /// How deep objects and arrays may nest.
     public let maxDepth: Int
     /// The cursor: the index of the next byte to read.
     public var i = 0
 
+    /// A scanner at the start of `bytes`.
     public init(_ bytes: [UInt8], maxDepth: Int) {
         self.bytes = bytes
         self.maxDepth = maxDepth
     }
 
+    /// True when every byte has been read.
     public var atEnd: Bool { i >= bytes.count }
+    /// The next byte, not consumed; nil at the end.
     public var peek: UInt8? { i < bytes.count ? bytes[i] : nil }
 
+    /// Moves past JSON's whitespace (space, tab, line feed, carriage return).
     public mutating func skipSpace() {
         while let b = peek, b == 0x20 || b == 0x09 || b == 0x0A || b == 0x0D { i += 1 }
     }
 
+    /// Consumes `byte`, or throws when the next byte is another.
     public mutating func expect(_ byte: UInt8) throws(Invalid) {
         guard peek == byte else { throw Invalid() }
         i += 1
     }
 
+    /// Consumes `word` (`true`, `false`, `null`), or throws when the bytes differ.
     public mutating func literal(_ word: StaticString) throws(Invalid) {
         let count = word.utf8CodeUnitCount
         guard i + count <= bytes.count else { throw Invalid() }

@@ -3,9 +3,11 @@
 /// (`12.5`, `5`, `-0`, `1e+16`: what `JSONEncoder` wrote before it); a number that is not finite
 /// (no JSON for it) is written as `null`.
 public struct JSONWriter {
+    /// What has been written so far.
     public private(set) var bytes: [UInt8] = []
     private var needsComma = false
 
+    /// An empty writer, with room for a typical body.
     public init() { bytes.reserveCapacity(512) }
 
     /// An object value; `body` writes its fields.
@@ -13,6 +15,7 @@ public struct JSONWriter {
         container(UInt8(ascii: "{"), UInt8(ascii: "}"), body)
     }
 
+    /// An object's member name and its colon; the value comes next.
     public mutating func key(_ k: String) {
         separate()
         string(k)
@@ -20,24 +23,28 @@ public struct JSONWriter {
         needsComma = false
     }
 
+    /// A member whose value is a string.
     public mutating func field(_ k: String, _ v: String) {
         key(k)
         string(v)
         needsComma = true
     }
 
+    /// A member whose value is an integer.
     public mutating func field(_ k: String, _ v: Int64) {
         key(k)
         bytes += Array(String(v).utf8)
         needsComma = true
     }
 
+    /// A member whose value is a string, or `null`.
     public mutating func field(_ k: String, _ v: String?) {
         key(k)
         if let v { string(v) } else { null() }
         needsComma = true
     }
 
+    /// A member whose value is a number (as the type comment says), or `null`.
     public mutating func field(_ k: String, _ v: Double?) {
         key(k)
         if let v { number(v) } else { null() }

@@ -15,6 +15,7 @@ public struct Timestamp: Sendable, Hashable, Comparable {
 
     public static func < (a: Timestamp, b: Timestamp) -> Bool { a.seconds < b.seconds }
 
+    /// This time moved by `s` seconds (earlier when negative).
     public func adding(seconds s: Int64) -> Timestamp { Timestamp(seconds: seconds + s) }
 
     /// How far ahead of a request's clock a time stored by another request may lie and still count
@@ -77,6 +78,7 @@ public struct Timestamp: Sendable, Hashable, Comparable {
 
 /// Where time comes from. Production reads the system clock; tests inject a fixed one.
 public protocol Clock: Sendable {
+    /// The current time, to the second.
     func now() -> Timestamp
 }
 

@@ -23,6 +23,7 @@ public protocol WeatherProvider: Sendable {
 }
 
 extension WeatherProvider {
+    /// `failure.failsEveryQuery`: what a provider whose errors say nothing more uses.
     public func failsEveryQuery(_ failure: ProviderFailure) -> Bool { failure.failsEveryQuery }
 
     /// Providers without a known horizon cover everything until their answer says otherwise.

@@ -47,12 +47,16 @@ public final class Statement {
         throw database.error(rc, sql: sql)
     }
 
+    /// Whether column `col` (from 0) of the current row is NULL.
     public func isNull(_ col: Int32) -> Bool { sqlite3_column_type(pointer, col) == SQLITE_NULL }
+    /// Column `col` of the current row as an integer (0 for NULL).
     public func int(_ col: Int32) -> Int64 { sqlite3_column_int64(pointer, col) }
+    /// Column `col` of the current row as text; nil for NULL.
     public func text(_ col: Int32) -> String? {
         guard let c = sqlite3_column_text(pointer, col) else { return nil }
         return String(cString: c)
     }
+    /// Column `col` of the current row as bytes; empty for NULL or an empty blob.
     public func blob(_ col: Int32) -> [UInt8] {
         let n = Int(sqlite3_column_bytes(pointer, col))
         guard n > 0, let p = sqlite3_column_blob(pointer, col) else { return [] }
