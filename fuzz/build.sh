@@ -16,6 +16,7 @@ sources=(
   "$root/Sources/WeatherAPI/Server/FieldList.swift"
   "$root/Sources/WeatherAPI/Server/Request.swift"
   "$root/Sources/WeatherAPI/Server/Response.swift"
+  "$root/Sources/WeatherAPI/Server/HTTPError.swift"
   $(find "$root/Sources/WeatherAPI/JSON" -name '*.swift' | sort)
   "$root/Sources/WeatherAPI/Handlers/WeatherParameters.swift"
   $(find "$root/Sources/WeatherProviders/Caiyun" "$root/Sources/WeatherProviders/VisualCrossing" \
