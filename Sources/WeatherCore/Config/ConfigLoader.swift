@@ -1,14 +1,3 @@
-/// A configuration value that cannot be used. Start-up stops with `description`, which names the variable.
-public struct ConfigError: Error, Equatable, CustomStringConvertible {
-    public let variable: String
-    public let problem: String
-    public init(variable: String, problem: String) {
-        self.variable = variable
-        self.problem = problem
-    }
-    public var description: String { "configuration: \(variable) \(problem)" }
-}
-
 /// Turns the environment and an optional `KEY=VALUE` file into a `GatewayConfig`.
 ///
 /// The process environment wins over the file, so an operator can override one value for one run.
@@ -232,14 +221,5 @@ public enum ConfigLoader {
             c.pruneInterval = v
         }
         return c
-    }
-}
-
-extension StringProtocol {
-    /// The text without leading and trailing spaces, tabs and carriage returns.
-    public func trimmingSpaces() -> String {
-        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" }
-        guard let start = firstIndex(where: { !isSpace($0) }), let end = lastIndex(where: { !isSpace($0) }) else { return "" }
-        return String(self[start...end])
     }
 }
