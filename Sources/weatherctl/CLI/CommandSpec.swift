@@ -10,7 +10,7 @@ struct CommandSpec: Sendable {
     var options: [OptionSpec] = []
     /// Paragraphs after the usage line: what it does, what it prints.
     var details: String
-    var run: @Sendable (ParsedArguments, Context) throws(CLIError) -> Int32
+    var run: @Sendable (ParsedArguments, CommandContext) throws(CLIError) -> Int32
 
     var usageLine: String {
         var parts = ["weatherctl", name]

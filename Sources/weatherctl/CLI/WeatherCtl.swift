@@ -91,7 +91,7 @@ enum WeatherCtl {
             Terminal.out(command.help)
             return ExitCode.ok
         }
-        let context = Context(environment: environment, now: now, json: parsed.has("--json"))
+        let context = CommandContext(environment: environment, now: now, json: parsed.has("--json"))
         let changed = CLIError.failure("the database changed while it was read (a worker opened it): what was shown may be wrong; run the command again as the service user")
         let status: Int32
         do {

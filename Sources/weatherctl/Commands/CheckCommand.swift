@@ -41,7 +41,7 @@ enum CheckCommand {
         var detail: String
     }
 
-    static func run(_ args: ParsedArguments, _ context: Context) throws(CLIError) -> Int32 {
+    static func run(_ args: ParsedArguments, _ context: CommandContext) throws(CLIError) -> Int32 {
         let results = checks(context, copy: args.has("--copy"))
         let allOK = results.allSatisfy(\.ok)
         var table = Table([("RESULT", .left), ("CHECK", .left), ("DETAIL", .left)])
@@ -55,7 +55,7 @@ enum CheckCommand {
         return allOK ? ExitCode.ok : ExitCode.failure
     }
 
-    static func checks(_ context: Context, copy: Bool = false) -> [Result] {
+    static func checks(_ context: CommandContext, copy: Bool = false) -> [Result] {
         var results: [Result] = []
         let config: GatewayConfig
         do {

@@ -20,7 +20,7 @@ enum MigrateCommand {
             """,
         run: run)
 
-    static func run(_ args: ParsedArguments, _ context: Context) throws(CLIError) -> Int32 {
+    static func run(_ args: ParsedArguments, _ context: CommandContext) throws(CLIError) -> Int32 {
         let config = try context.config()
         // Run as root: whatever root owns there when this run ends (what it created, even if a
         // migration failed, or what an earlier root run left) goes to the folder's owner.
@@ -39,7 +39,7 @@ enum MigrateCommand {
         return handOver() ? ExitCode.ok : ExitCode.failure
     }
 
-    private static func applyMigrations(_ config: GatewayConfig, _ context: Context) throws(CLIError) {
+    private static func applyMigrations(_ config: GatewayConfig, _ context: CommandContext) throws(CLIError) {
         let store = try context.openStore(config, .creating)
         let unknown = try context.storeCall { () throws(StoreError) in try store.unknownMigrations() }
         guard unknown.isEmpty else {
@@ -48,7 +48,7 @@ enum MigrateCommand {
         let applied = try context.storeCall { () throws(StoreError) in try store.applyMigrations() }
         context.emit(
             human: applied.isEmpty ? "no pending migrations\n" : applied.map { "applied \($0)\n" }.joined(),
-            json: .object([("applied", .array(applied.map(JSONValue.string)))]))
+            json: .object([("applied", .array(applied.map(JSONDocument.string)))]))
     }
 
     /// The database and the files beside it that root owns, given to the owner of their folder

@@ -30,7 +30,7 @@ enum PruneCommand {
             """,
         run: run)
 
-    static func run(_ args: ParsedArguments, _ context: Context) throws(CLIError) -> Int32 {
+    static func run(_ args: ParsedArguments, _ context: CommandContext) throws(CLIError) -> Int32 {
         let config = try context.config()
         let policy = PrunePolicy(config: config)
         let dryRun = args.has("--dry-run")

@@ -24,7 +24,7 @@ enum ResumeCommand {
             """,
         run: run)
 
-    static func run(_ args: ParsedArguments, _ context: Context) throws(CLIError) -> Int32 {
+    static func run(_ args: ParsedArguments, _ context: CommandContext) throws(CLIError) -> Int32 {
         let config = try context.config()
         let known = GatewayConfig.knownProviders
         let names: [String]

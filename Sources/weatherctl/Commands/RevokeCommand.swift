@@ -21,7 +21,7 @@ enum RevokeCommand {
             """,
         run: run)
 
-    static func run(_ args: ParsedArguments, _ context: Context) throws(CLIError) -> Int32 {
+    static func run(_ args: ParsedArguments, _ context: CommandContext) throws(CLIError) -> Int32 {
         let sessionId = try spec.argument(0, in: args)
         if sessionId != nil && args.value("--installation-id") != nil {  // before reading standard input
             throw .usage("`revoke` takes SESSION_ID or --installation-id, not both")
@@ -42,7 +42,7 @@ enum RevokeCommand {
         Terminal.error("warning: cannot open the database's -writer file; running workers may accept the revoked tokens until they restart (run weatherctl as the service's user; if it is that user, the file's mode or owner keeps it out: weatherctl check, file modes)")
     }
 
-    static func revokeSession(_ id: String, _ context: Context) throws(CLIError) -> Int32 {
+    static func revokeSession(_ id: String, _ context: CommandContext) throws(CLIError) -> Int32 {
         guard TokenSyntax.isSessionId(id) else { throw .usage("\(Terminal.quoted(id)) is not a session id (aws_...)") }
         let store = try context.openStore(try context.config())
         guard let before = try context.storeCall({ () throws(StoreError) in try store.session(id: id, now: context.now) }) else {
@@ -67,7 +67,7 @@ enum RevokeCommand {
         return ExitCode.ok
     }
 
-    static func revokeInstallation(_ uuid: String, _ context: Context) throws(CLIError) -> Int32 {
+    static func revokeInstallation(_ uuid: String, _ context: CommandContext) throws(CLIError) -> Int32 {
         guard TokenSyntax.isUUID(uuid) else { throw .usage("--installation-id must be a UUID (8-4-4-4-12 hex digits)") }
         let config = try context.config()
         let hash = try context.installationHash(uuid, config)
@@ -90,8 +90,8 @@ enum RevokeCommand {
         context.emit(
             human: human,
             json: .object([
-                ("revoked", .array(ids.map(JSONValue.string))),
-                ("alreadyRevoked", .array(earlier.map(JSONValue.string))),
+                ("revoked", .array(ids.map(JSONDocument.string))),
+                ("alreadyRevoked", .array(earlier.map(JSONDocument.string))),
                 ("count", .int(ids.count)),
                 ("workersNotified", .bool(store.revocationsReachWorkers)),
             ]))

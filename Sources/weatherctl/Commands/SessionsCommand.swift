@@ -29,7 +29,7 @@ enum SessionsCommand {
             """,
         run: runList)
 
-    static func runShow(_ args: ParsedArguments, _ context: Context) throws(CLIError) -> Int32 {
+    static func runShow(_ args: ParsedArguments, _ context: CommandContext) throws(CLIError) -> Int32 {
         let id = try show.argument(0, in: args) ?? ""
         guard TokenSyntax.isSessionId(id) else { throw .usage("\(Terminal.quoted(id)) is not a session id (aws_...)") }
         let store = try context.openStore(try context.config(forReading: true), .migratedReadOnly)
@@ -58,7 +58,7 @@ enum SessionsCommand {
         return ExitCode.ok
     }
 
-    static func runList(_ args: ParsedArguments, _ context: Context) throws(CLIError) -> Int32 {
+    static func runList(_ args: ParsedArguments, _ context: CommandContext) throws(CLIError) -> Int32 {
         var filter = SessionFilter()
         if let text = args.value("--status") {
             guard let status = SessionStatus(rawValue: text) else { throw .usage("--status must be active or revoked, got \(Terminal.quoted(text))") }
@@ -87,7 +87,7 @@ enum SessionsCommand {
     }
 
     /// The fields both commands print for a session.
-    static func summaryJSON(_ s: SessionSummary) -> [(String, JSONValue)] {
+    static func summaryJSON(_ s: SessionSummary) -> [(String, JSONDocument)] {
         [
             ("id", .string(s.id)),
             ("platform", .string(s.platform)),

@@ -93,7 +93,7 @@ enum StatsCommand {
         }
     }
 
-    static func run(_ args: ParsedArguments, _ context: Context) throws(CLIError) -> Int32 {
+    static func run(_ args: ParsedArguments, _ context: CommandContext) throws(CLIError) -> Int32 {
         let hours = try args.integer("--hours", in: 1...8784)
         let days = try args.integer("--days", in: 1...366)
         if hours != nil && days != nil { throw .usage("give --hours or --days, not both") }
@@ -186,7 +186,7 @@ enum StatsCommand {
         }.joined()
     }
 
-    static func json(_ p: Period) -> [(String, JSONValue)] {
+    static func json(_ p: Period) -> [(String, JSONDocument)] {
         [
             ("start", .string(p.start.iso8601)),
             ("end", .string(p.end.iso8601)),

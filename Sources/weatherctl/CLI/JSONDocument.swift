@@ -1,18 +1,18 @@
 /// A JSON document built in memory and printed once: `--json` output is always one valid document.
 /// Object keys keep the order they were written in, so output is stable for diffs and scripts.
-indirect enum JSONValue {
-    case object([(String, JSONValue)])
-    case array([JSONValue])
+indirect enum JSONDocument {
+    case object([(String, JSONDocument)])
+    case array([JSONDocument])
     case string(String)
     case int(Int64)
     case double(Double)
     case bool(Bool)
     case null
 
-    static func int(_ n: Int) -> JSONValue { .int(Int64(n)) }
+    static func int(_ n: Int) -> JSONDocument { .int(Int64(n)) }
 
     /// A string, or `null` when absent.
-    static func optional(_ s: String?) -> JSONValue { s.map(JSONValue.string) ?? .null }
+    static func optional(_ s: String?) -> JSONDocument { s.map(JSONDocument.string) ?? .null }
 
     /// Pretty-printed with two-space indentation and a final newline.
     var rendered: String {

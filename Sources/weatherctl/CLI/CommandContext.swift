@@ -7,7 +7,7 @@ import Glibc
 
 /// What every command may need, opened on demand from the same places the workers use
 /// (`Bootstrap.loadConfig`: environment first, then the `WEATHER_CONFIG` file).
-struct Context {
+struct CommandContext {
     let environment: [String: String]
     let now: Timestamp
     let json: Bool
@@ -20,12 +20,11 @@ struct Context {
         var changedWhileRead: Bool { databases.contains { $0.changedWhileReadImmutable } }
     }
 
-    /// The gateway configuration, or a failure naming the setting to fix.
-    /// The configuration as the workers read it: a settings file this user cannot read stops the
-    /// command, which would otherwise act on other settings (a review found `migrate` or `revoke`
-    /// run as the wrong user silently used the defaults). `forReading` (stats, sessions, check):
-    /// such a file is passed over, as a monitoring user reading a backup copy may not read the
-    /// service's settings.
+    /// The configuration as the workers read it, or a failure naming the setting to fix. A
+    /// settings file this user cannot read stops the command, which would otherwise act on other
+    /// settings (a review found `migrate` or `revoke` run as the wrong user silently used the
+    /// defaults). `forReading` (stats, sessions, check): such a file is passed over, as a
+    /// monitoring user reading a backup copy may not read the service's settings.
     func config(forReading: Bool = false) throws(CLIError) -> GatewayConfig { try configAndFile(forReading: forReading).config }
 
     /// The configuration, the file it was read from (nil: the environment alone), and, when
@@ -123,7 +122,7 @@ struct Context {
     }
 
     /// Human text, or the JSON document when `--json` was given.
-    func emit(human: @autoclosure () -> String, json document: @autoclosure () -> JSONValue) {
+    func emit(human: @autoclosure () -> String, json document: @autoclosure () -> JSONDocument) {
         Terminal.out(json ? document().rendered : human())
     }
 
@@ -142,5 +141,5 @@ extension Timestamp? {
     /// Wire format, or `-` for a table cell.
     var cell: String { self?.iso8601 ?? "-" }
     /// Wire format, or `null`.
-    var json: JSONValue { self.map { .string($0.iso8601) } ?? .null }
+    var json: JSONDocument { self.map { .string($0.iso8601) } ?? .null }
 }
