@@ -4,7 +4,7 @@
 # answers (the Caiyun and Visual Crossing normalisers, without their transport) plus
 # fuzz/FuzzRequest.swift, compiled as ONE module with -sanitize=fuzzer,address. (A SwiftPM
 # executable target cannot link libFuzzer's main, hence plain swiftc.) None of these files needs
-# SQLite, curl, OpenSSL or libfcgi, so no C module or stub is involved.
+# SQLite, the CHTTPClient HTTP client, OpenSSL or libfcgi, so no C module or stub is involved.
 # usage: fuzz/build.sh            prints the path of the binary on stdout
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

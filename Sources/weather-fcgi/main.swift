@@ -76,11 +76,11 @@ func makeGateway(announce: Bool = true) throws -> Gateway {
         Bootstrap.denyWebAccess(toFoldersOf: [besideProgram, config.databasePath])
     }
     let store = try Bootstrap.openStore(config)
-    // A build rolled back under a newer release's migrations still serves (they only ever add
-    // tables and columns), but says so: `weatherctl migrate` refuses that database, check fails.
     if announce, !config.commentedSettings.isEmpty {
         StandardErrorLog().write("weather-fcgi: \(Bootstrap.commentedSettingsNotice(config.commentedSettings))")
     }
+    // A build rolled back under a newer release's migrations still serves (they only ever add
+    // tables and columns), but says so: `weatherctl migrate` refuses that database, check fails.
     if announce, let unknown = try? store.unknownMigrations(), !unknown.isEmpty {
         StandardErrorLog().write("weather-fcgi: the database has \(unknown.count) migration(s) this build does not know (\(unknown.joined(separator: ", "))): a newer release applied them; serving anyway, run that release")
     }
