@@ -12,6 +12,7 @@ public struct Router {
 
     public init() {}
 
+    /// Routes `method` on the exact `path` to `responder`.
     public mutating func add(_ method: String, _ path: String, _ responder: some Responder) {
         routes.append(Route(method: method, path: path, responder: responder))
     }

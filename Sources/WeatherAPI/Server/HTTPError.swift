@@ -19,6 +19,7 @@ public struct HTTPError: Error, Sendable, Equatable {
         self.reason = reason
     }
 
+    /// 400 `invalid_request` saying what is wrong (never echoing a secret).
     public static func invalidRequest(_ message: String) -> HTTPError { HTTPError(status: 400, code: "invalid_request", message: message) }
     public static let unauthorized = HTTPError(status: 401, code: "unauthorized", message: "a live X-Weather-Session-Token or a valid X-Weather-Token is required")
     /// 401 for a weather request, with why (`AuthRefusal`). Once the legacy path is off, an old
@@ -51,6 +52,7 @@ public struct HTTPError: Error, Sendable, Equatable {
     public static func rateLimited(retryAfter: Int64, limit: String) -> HTTPError {
         HTTPError(status: 429, code: "rate_limited", message: "too many requests; retry after \(retryAfter) seconds", headers: ["Retry-After": "\(retryAfter)"], reason: limit)
     }
+    /// 405 `method_not_allowed` with the route's methods in `Allow`.
     public static func methodNotAllowed(_ allow: [String]) -> HTTPError {
         HTTPError(status: 405, code: "method_not_allowed", message: "use \(allow.joined(separator: " or ")) on this route", headers: ["Allow": allow.joined(separator: ", ")])
     }

@@ -1,5 +1,6 @@
 /// Where log lines go. Passed in, never created inside the library.
 public protocol LogSink: AnyObject {
+    /// Writes one finished line (no newline at its end).
     func write(_ line: String)
 }
 
@@ -26,6 +27,10 @@ public struct LogLine {
         bytes.appendUTF8(value)
     }
 
+    /// `key=value` for a value from outside (a SQLite message, a file name): as it is when plain
+    /// (printable ASCII without `"`, `=` or `\`), else quoted with `"` and `\` escaped and control
+    /// characters as `?`; at most 120 characters, so no value can forge a field or a line.
+    /// Nothing when `value` is nil.
     public mutating func add(_ key: String, _ value: String?) {
         guard let value else { return }
         if !bytes.isEmpty { bytes.append(UInt8(ascii: " ")) }
@@ -52,5 +57,6 @@ public struct LogLine {
         bytes.append(UInt8(ascii: "\""))
     }
 
+    /// The line as text.
     public var text: String { String(decoding: bytes, as: UTF8.self) }
 }

@@ -76,6 +76,7 @@ public struct LocalDate: Sendable, Hashable, Comparable, CustomStringConvertible
         self.day = d
     }
 
+    /// The date `days` later (earlier when negative).
     public func adding(days: Int) -> LocalDate { LocalDate(daysSinceEpoch: daysSinceEpoch + days) }
 
     /// The same month and day `years` later; 29 February becomes 28 February in a common year.
