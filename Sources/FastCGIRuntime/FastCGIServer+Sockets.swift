@@ -53,7 +53,8 @@ extension FastCGIServer {
         guard let colon = spec.lastIndex(of: ":") else { throw FastCGIError("cannot listen on \(shown): not PATH, HOST:PORT or PORT") }
         let host = String(spec[..<colon]), portText = String(spec[spec.index(after: colon)...])
         guard !portText.isEmpty, portText.utf8.count <= 5, portText.utf8.allSatisfy({ (48...57).contains($0) }),
-              let port = Int(portText), (1...65535).contains(port) else {
+            let port = Int(portText), (1...65535).contains(port)
+        else {
             throw FastCGIError("cannot listen on \(shown): the port must be a number from 1 to 65535")
         }
         var hints = addrinfo()

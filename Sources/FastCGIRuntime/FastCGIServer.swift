@@ -92,8 +92,10 @@ public enum FastCGIServer {
                 #if DEBUG
                 if stopBeforeAccept && served > 0 { raise(SIGTERM) }
                 #endif
-                switch try acceptConnection(on: listenFD, idleSeconds: timed ? idleSeconds : 0, peers: peers, idle: idle,
-                                            lastFailureLogged: &acceptFailureLoggedAt, log: log) {
+                switch try acceptConnection(
+                    on: listenFD, idleSeconds: timed ? idleSeconds : 0, peers: peers, idle: idle,
+                    lastFailureLogged: &acceptFailureLoggedAt, log: log)
+                {
                 case .connection(let connection):
                     _ = setReceiveTimeout(connection, seconds: bodySeconds)
                     request.ipcFd = connection
@@ -181,8 +183,12 @@ public enum FastCGIServer {
             // only a stop signal (which sets the flag) ends the loop. A connection that went
             // away before it was taken: go on.
             // (Linux passes a new connection's pending network errors on through accept.)
-            if [EINTR, ECONNABORTED, EPROTO, EPERM, ECONNRESET, ETIMEDOUT, ENETDOWN, ENETUNREACH, EHOSTDOWN,
-                EHOSTUNREACH, ENONET, ENOPROTOOPT, EOPNOTSUPP].contains(error) { return .nothing }
+            if [
+                EINTR, ECONNABORTED, EPROTO, EPERM, ECONNRESET, ETIMEDOUT, ENETDOWN, ENETUNREACH, EHOSTDOWN,
+                EHOSTUNREACH, ENONET, ENOPROTOOPT, EOPNOTSUPP,
+            ].contains(error) {
+                return .nothing
+            }
             // Out of descriptors or memory (a burst, a leak elsewhere): wait and go on, where
             // ending with status 0 left nothing to restart the worker under spawn-fcgi or
             // --workers 1. Anything else is this socket's end: said, and an error status.

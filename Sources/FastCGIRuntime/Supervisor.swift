@@ -26,7 +26,7 @@ public enum Supervisor {
         signal(SIGCHLD, SIG_DFL)
 
         var children: Set<pid_t> = []
-        var missing = 0                     // workers that should run but could not be forked
+        var missing = 0  // workers that should run but could not be forked
         var retryAt: Int64 = 0
         var recentDeaths: [Int64] = []
         var forkFailureLoggedAt: Int64?
@@ -101,7 +101,9 @@ public enum Supervisor {
                 let t = now()
                 recentDeaths = recentDeaths.filter { t - $0 < 5 } + [t]
                 let slowing = recentDeaths.count > workers
-                log.write("weather-fcgi: worker \(pid) \(Self.describe(status: status)); starting another" + (slowing ? " in 1 s (\(recentDeaths.count) ended within 5 s)" : ""))
+                log.write(
+                    "weather-fcgi: worker \(pid) \(Self.describe(status: status)); starting another"
+                        + (slowing ? " in 1 s (\(recentDeaths.count) ended within 5 s)" : ""))
                 if slowing { sleep(1) }
                 guard shutdownRequested == 0 else { continue }  // SIGTERM may have ended the sleep
             }

@@ -82,12 +82,16 @@ func makeGateway(announce: Bool = true) throws -> Gateway {
     // A build rolled back under a newer release's migrations still serves (they only ever add
     // tables and columns), but says so: `weatherctl migrate` refuses that database, check fails.
     if announce, let unknown = try? store.unknownMigrations(), !unknown.isEmpty {
-        StandardErrorLog().write("weather-fcgi: the database has \(unknown.count) migration(s) this build does not know (\(unknown.joined(separator: ", "))): a newer release applied them; serving anyway, run that release")
+        StandardErrorLog().write(
+            "weather-fcgi: the database has \(unknown.count) migration(s) this build does not know (\(unknown.joined(separator: ", "))): a newer release applied them; serving anyway, run that release"
+        )
     }
     // A store that cannot say counts as holding sessions: no new key then.
-    let key = try Bootstrap.hashKey(for: config, sessionsStored: { (try? store.holdsAnySession()) ?? true }, created: {
-        StandardErrorLog().write("weather-fcgi: created the hash key file beside the database (a new database: keep it with the database's backups)")
-    })
+    let key = try Bootstrap.hashKey(
+        for: config, sessionsStored: { (try? store.holdsAnySession()) ?? true },
+        created: {
+            StandardErrorLog().write("weather-fcgi: created the hash key file beside the database (a new database: keep it with the database's backups)")
+        })
     return Gateway(
         config: config, store: store, hashKey: key, clock: SystemClock(), log: StandardErrorLog(),
         weather: try ProviderWiring.source(for: config, pauses: store.providerPauses), requestIdPrefix: "w\(getpid())")
@@ -106,19 +110,22 @@ func serve(listenFD: Int32, retireWhenReplaced: Bool = false, announce: Bool = t
     do {
         // A quiet worker still writes its counters and session touches, and gives back ended
         // limit leases, within about one flush interval (without it they waited for its next request).
-        try FastCGIServer.serve(listenFD: listenFD, maxRequests: gateway.config.maxRequestsPerWorker,
-                                parameterNames: Request.parameterNames, idleSeconds: Int(gateway.config.flushInterval),
-                                bodySeconds: gateway.config.bodyTimeout, log: StandardErrorLog(), handler: gateway.handle, idle: {
-            if gateway.afterResponse() { FastCGIServer.trimHeap() }
-            if retireWhenReplaced && FastCGIServer.programReplaced() {
-                StandardErrorLog().write("weather-fcgi: worker \(getpid()) retires: its program file was replaced (mod_fcgid runs the new one)")
-                FastCGIServer.requestStop()
-            }
-        }, after: {
-            let cleanedUp = gateway.afterResponse()
-            served &+= 1
-            if served % 4096 == 0 || cleanedUp { FastCGIServer.trimHeap() }
-        })
+        try FastCGIServer.serve(
+            listenFD: listenFD, maxRequests: gateway.config.maxRequestsPerWorker,
+            parameterNames: Request.parameterNames, idleSeconds: Int(gateway.config.flushInterval),
+            bodySeconds: gateway.config.bodyTimeout, log: StandardErrorLog(), handler: gateway.handle,
+            idle: {
+                if gateway.afterResponse() { FastCGIServer.trimHeap() }
+                if retireWhenReplaced && FastCGIServer.programReplaced() {
+                    StandardErrorLog().write("weather-fcgi: worker \(getpid()) retires: its program file was replaced (mod_fcgid runs the new one)")
+                    FastCGIServer.requestStop()
+                }
+            },
+            after: {
+                let cleanedUp = gateway.afterResponse()
+                served &+= 1
+                if served % 4096 == 0 || cleanedUp { FastCGIServer.trimHeap() }
+            })
     } catch {
         StandardErrorLog().write("weather-fcgi: \(error)")
         return 71
@@ -172,9 +179,12 @@ if workers > 1 {
     // No worker serves the socket yet: an idle interval left on it by the previous start (a
     // systemd socket outlives the service) gives way to this start's setting.
     FastCGIServer.clearIdleInterval(listenFD)
-    Supervisor.run(workers: workers, log: StandardErrorLog(), givingUp: {
-        if let listenAddress, listenAddress.hasPrefix("/") { FastCGIServer.removeBoundSocket(listenAddress) }
-    }) { serve(listenFD: listenFD, announce: false) }
+    Supervisor.run(
+        workers: workers, log: StandardErrorLog(),
+        givingUp: {
+            if let listenAddress, listenAddress.hasPrefix("/") { FastCGIServer.removeBoundSocket(listenAddress) }
+        }
+    ) { serve(listenFD: listenFD, announce: false) }
 }
 // Under mod_fcgid a worker whose program was upgraded (a new file renamed over it) retires at
 // its next quiet moment: Apache starts the new file for new requests but would keep the old

@@ -19,8 +19,12 @@ import Glibc
         // Only port and socket path differ from the shipped file.
         let shipped = try String(contentsOf: repositoryRoot.appendingPathComponent("deploy/nginx/closet-weather.conf"), encoding: .utf8)
         let used = try String(contentsOfFile: dir + "/server.conf", encoding: .utf8)
-        let changed = zip(shipped.split(separator: "\n", omittingEmptySubsequences: false), used.split(separator: "\n", omittingEmptySubsequences: false)).filter { $0 != $1 }
-        #expect(changed.allSatisfy { $0.0.contains("listen") || $0.0.contains("weather.sock") || $0.0.contains("fastcgi_params") || $0.0.contains("/var/log/nginx/") }, "\(changed)")
+        let changed = zip(shipped.split(separator: "\n", omittingEmptySubsequences: false), used.split(separator: "\n", omittingEmptySubsequences: false))
+            .filter { $0 != $1 }
+        #expect(
+            changed.allSatisfy {
+                $0.0.contains("listen") || $0.0.contains("weather.sock") || $0.0.contains("fastcgi_params") || $0.0.contains("/var/log/nginx/")
+            }, "\(changed)")
     }
 
     @Test func wholeFlowThroughTheShippedNginxConfig() throws {
@@ -63,8 +67,9 @@ import Glibc
     /// Session → weather → refresh → weather → revoke → 401, as the app does it. `serverLog`: what
     /// the web server logged, shown when the first step fails.
     func flow(port: Int, prefix: String = "", serverLog: () -> String = { "" }) throws {
-        let create = try HTTPClient.send(port: port, "POST", "\(prefix)/v1/weather/session", headers: ["Content-Type": "application/json"],
-                                         body: jsonBytes(["platform": "ios", "appVersion": "1.0", "installationId": UUID().uuidString]))
+        let create = try HTTPClient.send(
+            port: port, "POST", "\(prefix)/v1/weather/session", headers: ["Content-Type": "application/json"],
+            body: jsonBytes(["platform": "ios", "appVersion": "1.0", "installationId": UUID().uuidString]))
         #expect(create.status == 201, "\(create.text)\n\(create.status == 201 ? "" : serverLog().suffix(3000))")
         #expect(create.headers["cache-control"] == "no-store")
         #expect(create.headers["x-request-id"] != nil)
@@ -77,19 +82,22 @@ import Glibc
         let weather = try HTTPClient.send(port: port, "GET", "\(prefix)/v1/weather?lat=31.2304&lon=121.4737", headers: ["X-Weather-Session-Token": access])
         #expect(weather.status == 200, "\(weather.text)")
         #expect(weather.json["authMode"] as? String == "weather_session")
-        let refreshed = try HTTPClient.send(port: port, "POST", "\(prefix)/v1/weather/session/refresh", headers: ["Content-Type": "application/json"],
-                                            body: jsonBytes(["anonymousSessionId": sessionId, "refreshToken": refresh]))
+        let refreshed = try HTTPClient.send(
+            port: port, "POST", "\(prefix)/v1/weather/session/refresh", headers: ["Content-Type": "application/json"],
+            body: jsonBytes(["anonymousSessionId": sessionId, "refreshToken": refresh]))
         #expect(refreshed.status == 200)
         let next = refreshed.json
         let nextAccess = try #require(next["weatherAccessToken"] as? String, "\(refreshed.text)")
         let nextRefresh = try #require(next["refreshToken"] as? String)
-        let trip = try HTTPClient.send(port: port, "GET", "\(prefix)/v1/weather/trip?lat=31.2&lon=121.5&start=\(utcDay(2))&end=\(utcDay(3))",
-                                       headers: ["X-Weather-Session-Token": nextAccess])
+        let trip = try HTTPClient.send(
+            port: port, "GET", "\(prefix)/v1/weather/trip?lat=31.2&lon=121.5&start=\(utcDay(2))&end=\(utcDay(3))",
+            headers: ["X-Weather-Session-Token": nextAccess])
         #expect(trip.status == 200, "\(trip.text)")
         let legacy = try HTTPClient.send(port: port, "GET", "\(prefix)/v1/weather?lat=31.2304&lon=121.4737", headers: ["X-Weather-Token": Self.legacy])
         #expect(legacy.json["authMode"] as? String == "weather_token")
-        let revoke = try HTTPClient.send(port: port, "POST", "\(prefix)/v1/weather/session/revoke", headers: ["Content-Type": "application/json"],
-                                         body: jsonBytes(["anonymousSessionId": sessionId, "refreshToken": nextRefresh]))
+        let revoke = try HTTPClient.send(
+            port: port, "POST", "\(prefix)/v1/weather/session/revoke", headers: ["Content-Type": "application/json"],
+            body: jsonBytes(["anonymousSessionId": sessionId, "refreshToken": nextRefresh]))
         #expect(revoke.status == 204)
         #expect(revoke.headers["content-length"] == nil, "a 204 with Content-Length (RFC 9110 §8.6)")
         let after = try HTTPClient.send(port: port, "GET", "\(prefix)/v1/weather?lat=31.2304&lon=121.4737", headers: ["X-Weather-Session-Token": nextAccess])
@@ -123,8 +131,9 @@ import Glibc
         for size in [5_000, 300_000] {
             let r: HTTPResponse
             do {
-                r = try HTTPClient.send(port: apache.port, "POST", "/v1/weather/session", headers: ["Content-Type": "application/json"],
-                                        body: [UInt8](repeating: 32, count: size))
+                r = try HTTPClient.send(
+                    port: apache.port, "POST", "/v1/weather/session", headers: ["Content-Type": "application/json"],
+                    body: [UInt8](repeating: 32, count: size))
             } catch {
                 Issue.record("\(size) bytes: \(error) \(apache.errorLog.split(separator: "\n").suffix(4).joined(separator: "\n"))")
                 continue
@@ -160,8 +169,10 @@ import Glibc
         #expect(chmod(apache.dataDirectory + "/weather.conf", 0) == 0)
         let r = try HTTPClient.send(port: apache.port, "GET", "/v1/health")
         expectEnvelope(r, "service_unavailable", "unreadable settings")
-        #expect(apache.errorLog.contains("the configuration file in closet-weather-data beside the program's folder cannot be read by this user: Permission denied"),
-                "\(apache.errorLog.suffix(1500))")
+        #expect(
+            apache.errorLog.contains(
+                "the configuration file in closet-weather-data beside the program's folder cannot be read by this user: Permission denied"),
+            "\(apache.errorLog.suffix(1500))")
         #expect(!apache.errorLog.contains(apache.dataDirectory), "a path in the log")
         // weatherctl from ~/bin (INSTALL.md) finds the same file: check fails naming it, as the
         // hosting user; a reading command passes over it (a monitoring user on a backup copy).
@@ -177,13 +188,18 @@ import Glibc
         let copyFolder = apache.root.appendingPathComponent("backup")
         try FileManager.default.createDirectory(at: copyFolder, withIntermediateDirectories: true)
         let copy = copyFolder.appendingPathComponent("weather.sqlite3").path
-        _ = ChildProcessOutput.run("\(binDirectory)/weatherctl", ["migrate"], environment: ["WEATHER_DB_PATH": copy, "WEATHER_CONFIG": "/dev/null", "PATH": "/usr/bin:/bin"])
+        _ = ChildProcessOutput.run(
+            "\(binDirectory)/weatherctl", ["migrate"], environment: ["WEATHER_DB_PATH": copy, "WEATHER_CONFIG": "/dev/null", "PATH": "/usr/bin:/bin"])
         _ = ChildProcessOutput.run("/usr/bin/sqlite3", [copy, "PRAGMA wal_checkpoint(TRUNCATE)"])
         for suffix in ["-wal", "-shm", "-writer"] { try? FileManager.default.removeItem(atPath: copy + suffix) }
         _ = ChildProcessOutput.run("/bin/chmod", ["755", copyFolder.path])
         _ = ChildProcessOutput.run("/bin/chmod", ["644", copy])
-        let validated = ChildProcessOutput.runData("/usr/sbin/runuser", ["-u", "nobody", "--", "/usr/bin/env", "WEATHER_DB_PATH=\(copy)",
-                                                                          bin.appendingPathComponent("weatherctl").path, "check", "--copy"])
+        let validated = ChildProcessOutput.runData(
+            "/usr/sbin/runuser",
+            [
+                "-u", "nobody", "--", "/usr/bin/env", "WEATHER_DB_PATH=\(copy)",
+                bin.appendingPathComponent("weatherctl").path, "check", "--copy",
+            ])
         let validatedText = String(decoding: validated.stdout, as: UTF8.self)
         #expect(validated.status == 0 && validatedText.contains("passed over: this user cannot read it (--copy)"), "\(validatedText)")
         withExtendedLifetime(fake) {}
@@ -254,8 +270,17 @@ import Glibc
         let create = "POST /v1/weather/session HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n"
         let cases: [(name: String, code: String, send: () throws -> HTTPResponse)] = [
             ("garbage request line", "invalid_request", { try raw("GARBAGE\r\n\r\n") }),
-            ("NUL in the request line", "invalid_request", { try HTTPClient.send(port: port, "", "", rawRequest: Array("GET /v1/health?a=".utf8) + [0] + Array(" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8)) }),
-            ("16 KB header", "invalid_request", { try HTTPClient.send(port: port, "GET", "/v1/health", headers: ["X-Big": String(repeating: "a", count: 16 * 1024)]) }),
+            (
+                "NUL in the request line", "invalid_request",
+                {
+                    try HTTPClient.send(
+                        port: port, "", "", rawRequest: Array("GET /v1/health?a=".utf8) + [0] + Array(" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
+                }
+            ),
+            (
+                "16 KB header", "invalid_request",
+                { try HTTPClient.send(port: port, "GET", "/v1/health", headers: ["X-Big": String(repeating: "a", count: 16 * 1024)]) }
+            ),
             ("negative Content-Length", "invalid_request", { try raw(create + "Content-Length: -1\r\n\r\n") }),
             ("path above the root", "invalid_request", { try raw("GET /../v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n") }),
             ("HTTP/1.1 without Host", "invalid_request", { try raw("GET /v1/health HTTP/1.1\r\nConnection: close\r\n\r\n") }),
@@ -267,7 +292,13 @@ import Glibc
             ("an editor's copy of the settings", "forbidden", { try HTTPClient.send(port: port, "GET", "/weather.conf~") }),
             ("a malformed escape before coordinates", "invalid_request", { try HTTPClient.send(port: port, "GET", "/v1/weather%zz?lat=31.2304&lon=121.4737") }),
             ("TRACE", "method_not_allowed", { try HTTPClient.send(port: port, "TRACE", "/v1/health") }),
-            ("20 KB body", "payload_too_large", { try HTTPClient.send(port: port, "POST", "/v1/weather/session", headers: ["Content-Type": "application/json"], body: [UInt8](repeating: 32, count: 20_000)) }),
+            (
+                "20 KB body", "payload_too_large",
+                {
+                    try HTTPClient.send(
+                        port: port, "POST", "/v1/weather/session", headers: ["Content-Type": "application/json"], body: [UInt8](repeating: 32, count: 20_000))
+                }
+            ),
         ]
         for c in cases {
             let r = try c.send()
@@ -301,7 +332,8 @@ func logFiles(under directory: String) -> [String: String] {
 func expectNoCoordinates(in logs: [String: String], written: [String], sourceLocation: SourceLocation = #_sourceLocation) {
     for name in written { #expect(logs[name]?.isEmpty == false, "no \(name) among \(logs.keys.sorted())", sourceLocation: sourceLocation) }
     for (name, text) in logs {
-        #expect(!text.contains("31.2304") && !text.contains("121.4737") && !text.contains("lat="), "\(name): \(text.suffix(600))", sourceLocation: sourceLocation)
+        #expect(
+            !text.contains("31.2304") && !text.contains("121.4737") && !text.contains("lat="), "\(name): \(text.suffix(600))", sourceLocation: sourceLocation)
     }
 }
 
@@ -376,7 +408,8 @@ final class ApacheSharedHost {
         _ = ChildProcessOutput.run("/bin/chmod", ["755", root.path, root.appendingPathComponent("home").path])
 
         let mods = "/usr/lib/apache2/modules"
-        let handler = module == "fcgid"
+        let handler =
+            module == "fcgid"
             ? "LoadModule fcgid_module \(mods)/mod_fcgid.so\nFcgidIPCDir \(root.path)/run/fcgid\nFcgidProcessTableFile \(root.path)/run/fcgid_shm\n"
             : "LoadModule cgid_module \(mods)/mod_cgid.so\nScriptSock \(root.path)/run/cgisock\n"
         let httpd = """
@@ -410,8 +443,9 @@ final class ApacheSharedHost {
             """
         let confPath = root.appendingPathComponent("httpd.conf").path
         try httpd.write(toFile: confPath, atomically: true, encoding: .utf8)
-        process = try ChildProcess("/usr/sbin/apache2", ["-f", confPath, "-DFOREGROUND"], environment: ["PATH": "/usr/sbin:/usr/bin:/bin"],
-                                   stderr: root.appendingPathComponent("logs/stderr.log").path)
+        process = try ChildProcess(
+            "/usr/sbin/apache2", ["-f", confPath, "-DFOREGROUND"], environment: ["PATH": "/usr/sbin:/usr/bin:/bin"],
+            stderr: root.appendingPathComponent("logs/stderr.log").path)
         guard waitUntil({ (try? HTTPClient.send(port: self.port, "GET", "\(self.prefix)/privacy.html", timeout: 2)) != nil }) else {
             throw ClientError("apache did not start: \((try? String(contentsOfFile: root.path + "/logs/error.log", encoding: .utf8)) ?? "")")
         }
@@ -432,13 +466,16 @@ final class ApacheVirtualHost {
 
     init(socketPath: String, directory: String) throws {
         self.directory = directory
-        let conf = ChildProcessOutput.run("/bin/bash", [repositoryRoot.appendingPathComponent("scripts/apache-conf.sh").path, "\(port)", socketPath, directory])
-            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let conf = ChildProcessOutput.run(
+            "/bin/bash", [repositoryRoot.appendingPathComponent("scripts/apache-conf.sh").path, "\(port)", socketPath, directory]
+        )
+        .trimmingCharacters(in: .whitespacesAndNewlines)
         // Apache's children run as nobody: they must reach the htdocs copy and the socket (0666).
         _ = ChildProcessOutput.run("/bin/chmod", ["-R", "a+rX", directory])
         _ = ChildProcessOutput.run("/bin/chmod", ["a+x", (socketPath as NSString).deletingLastPathComponent])
-        process = try ChildProcess("/usr/sbin/apache2", ["-f", conf, "-DFOREGROUND"], environment: ["PATH": "/usr/sbin:/usr/bin:/bin"],
-                                   stderr: directory + "/logs/stderr.log")
+        process = try ChildProcess(
+            "/usr/sbin/apache2", ["-f", conf, "-DFOREGROUND"], environment: ["PATH": "/usr/sbin:/usr/bin:/bin"],
+            stderr: directory + "/logs/stderr.log")
         guard waitUntil({ (try? HTTPClient.send(port: self.port, "GET", "/privacy.html", timeout: 2)) != nil }) else {
             throw ClientError("apache did not start: \((try? String(contentsOfFile: directory + "/logs/error.log", encoding: .utf8)) ?? "")")
         }

@@ -81,7 +81,8 @@ import Glibc
         let fcgi = try #require(resolved.first { $0.key.hasPrefix("libfcgi.") }, "\(out)")
         #expect(fcgi.value.hasPrefix(libDir))
         // No Swift or C++ runtime is loaded from anywhere: they are linked in.
-        #expect(!resolved.keys.contains { $0.hasPrefix("libswift") || $0.hasPrefix("libFoundation") || $0.hasPrefix("libstdc++") || $0.hasPrefix("libdispatch") })
+        #expect(
+            !resolved.keys.contains { $0.hasPrefix("libswift") || $0.hasPrefix("libFoundation") || $0.hasPrefix("libstdc++") || $0.hasPrefix("libdispatch") })
     }
 
     @Test func weatherctlRunsFromTheBundle() throws {
@@ -131,9 +132,12 @@ import Glibc
             env -i PATH=/usr/bin:/bin ./bin/weatherctl --help >/dev/null 2>&1 && echo "CTL-OK"
             """#
         let run = ChildProcessOutput.runData(
-            "/usr/bin/unshare", ["--mount", "--propagation", "private", "/bin/sh", "-c", script, "sh",
-                                 b.root.path, Self.toolchainRuntimeFolder ?? "", b.parent.appendingPathComponent("iso.sqlite3").path,
-                                 Self.glibc.sorted().joined(separator: " ")],
+            "/usr/bin/unshare",
+            [
+                "--mount", "--propagation", "private", "/bin/sh", "-c", script, "sh",
+                b.root.path, Self.toolchainRuntimeFolder ?? "", b.parent.appendingPathComponent("iso.sqlite3").path,
+                Self.glibc.sorted().joined(separator: " "),
+            ],
             environment: Self.scrubbed)
         let out = String(decoding: run.stdout, as: UTF8.self)
         #expect(run.status == 0, "\(out)")
@@ -184,7 +188,8 @@ let distTarball: Result<URL, DistFailure> = {
     let run = ChildProcessOutput.runData("/bin/bash", [script])  // progress and build errors go to stderr
     let lines = String(decoding: run.stdout, as: UTF8.self).split(separator: "\n")
     guard run.status == 0, let last = lines.last, last.hasSuffix(".tar.gz"),
-          FileManager.default.fileExists(atPath: String(last)) else {
+        FileManager.default.fileExists(atPath: String(last))
+    else {
         return .failure(DistFailure(description: "scripts/dist.sh exited \(run.status); stdout: \(lines.joined(separator: "\n"))"))
     }
     return .success(URL(fileURLWithPath: String(last)))

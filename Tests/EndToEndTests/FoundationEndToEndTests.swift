@@ -40,9 +40,12 @@ import Glibc
         let h = try GatewayHarness(workers: 1, startNginx: false)
         let port = freePort()
         // Under `timeout`: a program that obeyed the arguments would serve until stopped.
-        let out = ChildProcessOutput.run("/usr/bin/timeout", ["10", "\(binDirectory)/weather-fcgi", "--listen", "127.0.0.1:\(port)", "--workers", "2"],
-                                         environment: ["GATEWAY_INTERFACE": "CGI/1.1", "REQUEST_METHOD": "GET", "REQUEST_URI": "/v1/health",
-                                                       "WEATHER_DB_PATH": h.databasePath])
+        let out = ChildProcessOutput.run(
+            "/usr/bin/timeout", ["10", "\(binDirectory)/weather-fcgi", "--listen", "127.0.0.1:\(port)", "--workers", "2"],
+            environment: [
+                "GATEWAY_INTERFACE": "CGI/1.1", "REQUEST_METHOD": "GET", "REQUEST_URI": "/v1/health",
+                "WEATHER_DB_PATH": h.databasePath,
+            ])
         #expect(out.hasPrefix("Status: 200 OK\r\n"), "\(out.prefix(200))")
         #expect(HTTPClientProbe.nothingListens(on: port))
     }
@@ -61,14 +64,17 @@ import Glibc
         #expect(notFound.hasPrefix("Status: 404"))
 
         // The same parameters over FastCGI, as Apache's mod_fcgid/mod_proxy_fcgi would send them.
-        let fcgi = ChildProcessOutput.run("/usr/bin/cgi-fcgi", ["-bind", "-connect", h.socketPath],
-                                          environment: ["REQUEST_METHOD": "GET", "SCRIPT_NAME": "/closet/weather.fcgi", "PATH_INFO": "/v1/health", "WEATHER_MOUNT_PREFIX": "/closet"])
+        let fcgi = ChildProcessOutput.run(
+            "/usr/bin/cgi-fcgi", ["-bind", "-connect", h.socketPath],
+            environment: ["REQUEST_METHOD": "GET", "SCRIPT_NAME": "/closet/weather.fcgi", "PATH_INFO": "/v1/health", "WEATHER_MOUNT_PREFIX": "/closet"])
         #expect(fcgi.hasPrefix("Status: 200 OK"), "\(fcgi)")
         let sessionBody = #"{"platform":"ios","installationId":"0b6f1c4e-6f5a-4c0e-9d2b-2c1e8f3a7d11"}"#
         let created = ChildProcessOutput.run(
             "/usr/bin/cgi-fcgi", ["-bind", "-connect", h.socketPath],
-            environment: ["REQUEST_METHOD": "POST", "SCRIPT_NAME": "/weather.fcgi", "PATH_INFO": "/v1/weather/session", "CONTENT_TYPE": "application/json",
-                          "CONTENT_LENGTH": "\(sessionBody.utf8.count)", "REMOTE_ADDR": "192.0.2.1"],
+            environment: [
+                "REQUEST_METHOD": "POST", "SCRIPT_NAME": "/weather.fcgi", "PATH_INFO": "/v1/weather/session", "CONTENT_TYPE": "application/json",
+                "CONTENT_LENGTH": "\(sessionBody.utf8.count)", "REMOTE_ADDR": "192.0.2.1",
+            ],
             stdin: Data(sessionBody.utf8))
         #expect(created.hasPrefix("Status: 201"), "\(created)")
     }
@@ -80,8 +86,12 @@ import Glibc
         #expect(h.sql("SELECT name FROM d1_migrations ORDER BY id").split(separator: "\n").map(String.init) == migrationFileNames)
         #expect(h.sql("SELECT count(*) FROM d1_migrations") == "\(migrationFileNames.count)")
         #expect(h.sql("PRAGMA journal_mode") == "wal")
-        #expect(h.sql("SELECT group_concat(name, ',') FROM pragma_table_info('anonymous_weather_sessions')") == "id,installation_id_hash,platform,app_version,status,created_at,last_seen_at,revoked_at")
-        #expect(h.sql("SELECT group_concat(name, ',') FROM pragma_table_info('weather_session_tokens')") == "id,session_id,token_hash,token_type,expires_at,created_at,revoked_at")
+        #expect(
+            h.sql("SELECT group_concat(name, ',') FROM pragma_table_info('anonymous_weather_sessions')")
+                == "id,installation_id_hash,platform,app_version,status,created_at,last_seen_at,revoked_at")
+        #expect(
+            h.sql("SELECT group_concat(name, ',') FROM pragma_table_info('weather_session_tokens')")
+                == "id,session_id,token_hash,token_type,expires_at,created_at,revoked_at")
         // And the processes really share it: requests at once, all answered, by more than one.
         let (rounds, workers) = roundsUntilTwoWorkersAnswer(h, "/v1/health")
         for answers in rounds { #expect(answers.count == 8 && answers.allSatisfy { $0.status == 200 }) }
@@ -95,9 +105,15 @@ import Glibc
         }
         let cases: [(String, String, String)] = [
             ("missing method", "env -i REQUEST_URI=/v1/health", ""),
-            ("absurd length", "env -i REQUEST_METHOD=POST REQUEST_URI=/v1/weather/session CONTENT_TYPE=application/json CONTENT_LENGTH=99999999999999999999", "{}"),
+            (
+                "absurd length", "env -i REQUEST_METHOD=POST REQUEST_URI=/v1/weather/session CONTENT_TYPE=application/json CONTENT_LENGTH=99999999999999999999",
+                "{}"
+            ),
             ("huge length", "env -i REQUEST_METHOD=POST REQUEST_URI=/v1/weather/session CONTENT_TYPE=application/json CONTENT_LENGTH=1000000", "{}"),
-            ("short body", "env -i REQUEST_METHOD=POST REQUEST_URI=/v1/weather/session CONTENT_TYPE=application/json CONTENT_LENGTH=200", #"{"platform":"ios"}"#),
+            (
+                "short body", "env -i REQUEST_METHOD=POST REQUEST_URI=/v1/weather/session CONTENT_TYPE=application/json CONTENT_LENGTH=200",
+                #"{"platform":"ios"}"#
+            ),
             ("invalid utf-8 path", "env -i REQUEST_METHOD=GET REQUEST_URI=$'/v1/\\xff\\xfe'", ""),
             ("escaped invalid utf-8", "env -i REQUEST_METHOD=GET REQUEST_URI=/v1/%C3%28", ""),
             ("NUL escape", "env -i REQUEST_METHOD=GET REQUEST_URI='/v1/weather?lat=%00'", ""),
@@ -123,7 +139,12 @@ import Glibc
     @Test(arguments: [1, 2])
     func missingDatabaseDirectoryIsAClearStartupError(workers: Int) throws {
         let socket = "/tmp/cw-never-\(getpid())-\(UUID().uuidString.prefix(8)).sock"
-        let out = ChildProcessOutput.runData("/bin/bash", ["-c", "WEATHER_DB_PATH=/nonexistent-dir/w.sqlite3 /usr/bin/timeout -k 5 30 \(binDirectory)/weather-fcgi --listen \(socket) --workers \(workers) 2>&1"])
+        let out = ChildProcessOutput.runData(
+            "/bin/bash",
+            [
+                "-c",
+                "WEATHER_DB_PATH=/nonexistent-dir/w.sqlite3 /usr/bin/timeout -k 5 30 \(binDirectory)/weather-fcgi --listen \(socket) --workers \(workers) 2>&1",
+            ])
         let text = String(decoding: out.stdout, as: UTF8.self)
         #expect(out.status == 78)
         #expect(!FileManager.default.fileExists(atPath: socket), "the socket it will never serve is removed")
@@ -134,7 +155,12 @@ import Glibc
     /// Run as plain CGI and unable to start, the program still answers its one request with the
     /// envelope and the headers every answer carries, and logs why under the same request id.
     @Test func cgiThatCannotStartAnswersTheEnvelope() throws {
-        let out = ChildProcessOutput.runData("/bin/bash", ["-c", "REQUEST_METHOD=GET REQUEST_URI=/v1/health HTTP_X_REQUEST_ID=rid-cgi-1 WEATHER_DB_PATH=/nonexistent-dir/w.sqlite3 /usr/bin/timeout -k 5 30 \(binDirectory)/weather-fcgi 2>&1 </dev/null"])
+        let out = ChildProcessOutput.runData(
+            "/bin/bash",
+            [
+                "-c",
+                "REQUEST_METHOD=GET REQUEST_URI=/v1/health HTTP_X_REQUEST_ID=rid-cgi-1 WEATHER_DB_PATH=/nonexistent-dir/w.sqlite3 /usr/bin/timeout -k 5 30 \(binDirectory)/weather-fcgi 2>&1 </dev/null",
+            ])
         let text = String(decoding: out.stdout, as: UTF8.self)
         #expect(out.status == 78)
         #expect(text.contains("Status: 503 Service Unavailable\r\n"), "\(text)")
@@ -156,7 +182,12 @@ import Glibc
         defer { try? FileManager.default.removeItem(at: dir) }
         let keyFile = dir.appendingPathComponent("hash.key").path
         func run(_ method: String, _ uri: String, body: String = "") -> (status: Int32, text: String) {
-            let out = ChildProcessOutput.runData("/bin/bash", ["-c", "REQUEST_METHOD=\(method) REQUEST_URI=\(uri) CONTENT_TYPE=application/json CONTENT_LENGTH=\(body.utf8.count) WEATHER_DB_PATH=\(dir.path)/w.sqlite3 /usr/bin/timeout -k 5 30 \(binDirectory)/weather-fcgi 2>&1 <<< '\(body)'"])
+            let out = ChildProcessOutput.runData(
+                "/bin/bash",
+                [
+                    "-c",
+                    "REQUEST_METHOD=\(method) REQUEST_URI=\(uri) CONTENT_TYPE=application/json CONTENT_LENGTH=\(body.utf8.count) WEATHER_DB_PATH=\(dir.path)/w.sqlite3 /usr/bin/timeout -k 5 30 \(binDirectory)/weather-fcgi 2>&1 <<< '\(body)'",
+                ])
             return (out.status, String(decoding: out.stdout, as: UTF8.self))
         }
         let first = run("GET", "/v1/health")
@@ -179,7 +210,12 @@ import Glibc
     }
 
     @Test func badConfigurationStopsStartupNamingTheVariable() throws {
-        let out = ChildProcessOutput.runData("/bin/bash", ["-c", "WEATHER_DB_PATH=/nonexistent-dir/x.sqlite3 WEATHER_CACHE_TTL=soon /usr/bin/timeout -k 5 30 \(binDirectory)/weather-fcgi --listen /tmp/cw-never-\(getpid())-\(UUID().uuidString.prefix(8)).sock 2>&1"])
+        let out = ChildProcessOutput.runData(
+            "/bin/bash",
+            [
+                "-c",
+                "WEATHER_DB_PATH=/nonexistent-dir/x.sqlite3 WEATHER_CACHE_TTL=soon /usr/bin/timeout -k 5 30 \(binDirectory)/weather-fcgi --listen /tmp/cw-never-\(getpid())-\(UUID().uuidString.prefix(8)).sock 2>&1",
+            ])
         #expect(out.status == 78)
         #expect(String(decoding: out.stdout, as: UTF8.self).contains("WEATHER_CACHE_TTL"))
         // An unknown option is named; an argument that could carry a secret is not repeated.
@@ -251,6 +287,8 @@ extension FoundationEndToEndTests {
 enum HTTPClientProbe {
     /// True when nothing accepts a connection on 127.0.0.1:`port`.
     static func nothingListens(on port: Int) -> Bool {
-        (try? HTTPClient.connectLoopback(port: port, timeout: 1)).map { fd in close(fd); return false } ?? true
+        (try? HTTPClient.connectLoopback(port: port, timeout: 1)).map { fd in
+            close(fd); return false
+        } ?? true
     }
 }

@@ -67,11 +67,13 @@ extension IdleWorkerTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         // Ten bytes of a 60-byte body, then the pipe stays open for 2.5 s more.
         let script = #"(printf '{"platfor'; sleep 2.5) | { s=$(date +%s%N); "$0"; echo; echo "elapsed_ms=$(( ($(date +%s%N) - s) / 1000000 ))"; }"#
-        let out = ChildProcessOutput.run("/bin/bash", ["-c", script, "\(binDirectory)/weather-fcgi"], environment: [
-            "PATH": "/usr/bin:/bin", "WEATHER_DB_PATH": directory.appendingPathComponent("w.sqlite3").path, "WEATHER_BODY_TIMEOUT": "1",
-            "REQUEST_METHOD": "POST", "REQUEST_URI": "/v1/weather/session", "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": "60",
-            "REMOTE_ADDR": "192.0.2.1",
-        ])
+        let out = ChildProcessOutput.run(
+            "/bin/bash", ["-c", script, "\(binDirectory)/weather-fcgi"],
+            environment: [
+                "PATH": "/usr/bin:/bin", "WEATHER_DB_PATH": directory.appendingPathComponent("w.sqlite3").path, "WEATHER_BODY_TIMEOUT": "1",
+                "REQUEST_METHOD": "POST", "REQUEST_URI": "/v1/weather/session", "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": "60",
+                "REMOTE_ADDR": "192.0.2.1",
+            ])
         #expect(out.hasPrefix("Status: 400"), "\(out.prefix(300))")
         let elapsed = out.split(separator: "\n").last.flatMap { $0.hasPrefix("elapsed_ms=") ? Int($0.dropFirst(11)) : nil }
         #expect(elapsed.map { $0 >= 900 && $0 < 2_000 } == true, "\(out.suffix(40))")
@@ -260,8 +262,10 @@ enum FastCGIExchange {
     /// after its head.
     static func creation(port: Int, pauseBeforeBody: Double) throws -> String {
         let body = Array("{\"platform\":\"ios\",\"appVersion\":\"1.0\",\"installationId\":\"\(UUID().uuidString)\"}".utf8)
-        let params = ["REQUEST_METHOD": "POST", "REQUEST_URI": "/v1/weather/session", "REMOTE_ADDR": "127.0.0.1",
-                      "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": "\(body.count)"]
+        let params = [
+            "REQUEST_METHOD": "POST", "REQUEST_URI": "/v1/weather/session", "REMOTE_ADDR": "127.0.0.1",
+            "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": "\(body.count)",
+        ]
         return try run(port: port, params: params, body: body, pauseBeforeBody: pauseBeforeBody)
     }
 
@@ -313,8 +317,10 @@ enum FastCGIExchange {
     /// A session creation whose body stops after `sent` of its bytes; the connection stays open.
     static func stalledCreation(port: Int, sent: Int) throws -> String {
         let body = Array("{\"platform\":\"ios\",\"appVersion\":\"1.0\",\"installationId\":\"\(UUID().uuidString)\"}".utf8)
-        let params = ["REQUEST_METHOD": "POST", "REQUEST_URI": "/v1/weather/session", "REMOTE_ADDR": "127.0.0.1",
-                      "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": "\(body.count)"]
+        let params = [
+            "REQUEST_METHOD": "POST", "REQUEST_URI": "/v1/weather/session", "REMOTE_ADDR": "127.0.0.1",
+            "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": "\(body.count)",
+        ]
         return try run(port: port, params: params, body: body, pauseBeforeBody: 0, stopAfter: sent)
     }
 

@@ -12,13 +12,17 @@ import Glibc
     func harness(workers: Int = 2, _ limits: [String: String], extra: [String: String] = [:]) throws -> (GatewayHarness, FakeProviders) {
         let fake = try FakeProviders()
         var env = fake.environment()
-        for name in ["WEATHER_SESSION_CREATE_PER_IP_PER_HOUR", "WEATHER_REFRESH_PER_SESSION_PER_HOUR", "WEATHER_REQUESTS_PER_SESSION_PER_HOUR",
-                     "WEATHER_REQUESTS_PER_IP_PER_HOUR", "WEATHER_GRID_CELLS_PER_SESSION_PER_DAY", "WEATHER_LEGACY_REQUESTS_PER_IP_PER_HOUR"] {
+        for name in [
+            "WEATHER_SESSION_CREATE_PER_IP_PER_HOUR", "WEATHER_REFRESH_PER_SESSION_PER_HOUR", "WEATHER_REQUESTS_PER_SESSION_PER_HOUR",
+            "WEATHER_REQUESTS_PER_IP_PER_HOUR", "WEATHER_GRID_CELLS_PER_SESSION_PER_DAY", "WEATHER_LEGACY_REQUESTS_PER_IP_PER_HOUR",
+        ] {
             env[name] = "0"
         }
         env.merge(limits) { $1 }
-        env.merge(["WEATHER_LIMIT_HOUR_SECONDS": "4", "WEATHER_LIMIT_DAY_SECONDS": "4", "CLOSET_WEATHER_PROXY_TOKEN": Self.legacy,
-                   "WEATHER_TRUSTED_PROXIES": "127.0.0.1/32"]) { $1 }
+        env.merge([
+            "WEATHER_LIMIT_HOUR_SECONDS": "4", "WEATHER_LIMIT_DAY_SECONDS": "4", "CLOSET_WEATHER_PROXY_TOKEN": Self.legacy,
+            "WEATHER_TRUSTED_PROXIES": "127.0.0.1/32",
+        ]) { $1 }
         env.merge(extra) { $1 }
         let h = try GatewayHarness(workers: workers, env: env)
         h.companions.append(fake)
@@ -41,8 +45,9 @@ import Glibc
         // Trusted proxy is 127.0.0.1 (nginx passes REMOTE_ADDR = the loopback client).
         let (h, _) = try harness(["WEATHER_SESSION_CREATE_PER_IP_PER_HOUR": "2"], extra: ["WEATHER_TRUSTED_PROXIES": ""])
         func create(_ xff: String? = nil) throws -> HTTPResponse {
-            try h.request("POST", "/v1/weather/session", headers: xff.map { ["X-Forwarded-For": $0] } ?? [:],
-                          json: ["platform": "ios", "installationId": UUID().uuidString])
+            try h.request(
+                "POST", "/v1/weather/session", headers: xff.map { ["X-Forwarded-For": $0] } ?? [:],
+                json: ["platform": "ios", "installationId": UUID().uuidString])
         }
         #expect(try create().status == 201)
         #expect(try create().status == 201)
@@ -66,9 +71,12 @@ import Glibc
         // An IPv6 peer straight on the FastCGI socket (no proxy in between).
         let body = #"{"platform":"ios","installationId":"0b6f1c4e-6f5a-4c0e-9d2b-2c1e8f3a7d11"}"#
         func direct() -> String {
-            ChildProcessOutput.run("/usr/bin/cgi-fcgi", ["-bind", "-connect", h.socketPath],
-                                   environment: ["REQUEST_METHOD": "POST", "REQUEST_URI": "/v1/weather/session", "CONTENT_TYPE": "application/json",
-                                                 "CONTENT_LENGTH": "\(body.utf8.count)", "REMOTE_ADDR": "2001:db8:ffff::5"], stdin: Data(body.utf8))
+            ChildProcessOutput.run(
+                "/usr/bin/cgi-fcgi", ["-bind", "-connect", h.socketPath],
+                environment: [
+                    "REQUEST_METHOD": "POST", "REQUEST_URI": "/v1/weather/session", "CONTENT_TYPE": "application/json",
+                    "CONTENT_LENGTH": "\(body.utf8.count)", "REMOTE_ADDR": "2001:db8:ffff::5",
+                ], stdin: Data(body.utf8))
         }
         #expect(direct().hasPrefix("Status: 201"))
         #expect(direct().hasPrefix("Status: 429"))
@@ -78,14 +86,18 @@ import Glibc
         let (h, _) = try harness(["WEATHER_REFRESH_PER_SESSION_PER_HOUR": "2"])
         var s = try h.createSession()
         for _ in 0..<2 {
-            let r = try h.request("POST", "/v1/weather/session/refresh", json: ["anonymousSessionId": s["anonymousSessionId"]!, "refreshToken": s["refreshToken"]!])
+            let r = try h.request(
+                "POST", "/v1/weather/session/refresh", json: ["anonymousSessionId": s["anonymousSessionId"]!, "refreshToken": s["refreshToken"]!])
             #expect(r.status == 200)
             s = r.json
         }
         let proof: [String: Any] = ["anonymousSessionId": s["anonymousSessionId"]!, "refreshToken": s["refreshToken"]!]
         let limited = try h.request("POST", "/v1/weather/session/refresh", json: proof)
         let other = try h.createSession()
-        #expect(try h.request("POST", "/v1/weather/session/refresh", json: ["anonymousSessionId": other["anonymousSessionId"]!, "refreshToken": other["refreshToken"]!]).status == 200)
+        #expect(
+            try h.request(
+                "POST", "/v1/weather/session/refresh", json: ["anonymousSessionId": other["anonymousSessionId"]!, "refreshToken": other["refreshToken"]!]
+            ).status == 200)
         try retryAfterIsTruthful(h, limited) { try h.request("POST", "/v1/weather/session/refresh", json: proof) }
     }
 
@@ -141,14 +153,17 @@ import Glibc
     @Test func nAllowedMeansNServedAcrossWorkers() throws {
         let (h, _) = try harness(workers: 4, ["WEATHER_LEGACY_REQUESTS_PER_IP_PER_HOUR": "10"], extra: ["WEATHER_LIMIT_HOUR_SECONDS": "3600"])
         _ = try h.request("GET", "/v1/weather?lat=1&lon=1", headers: ["X-Weather-Token": Self.legacy, "X-Forwarded-For": "198.51.100.200"])  // warm the cache
-        let answers = concurrently(40, port: h.port, "GET", "/v1/weather?lat=1&lon=1", headers: ["X-Weather-Token": Self.legacy, "X-Forwarded-For": "198.51.100.1"]).answers
+        let answers = concurrently(
+            40, port: h.port, "GET", "/v1/weather?lat=1&lon=1", headers: ["X-Weather-Token": Self.legacy, "X-Forwarded-For": "198.51.100.1"]
+        ).answers
         #expect(answers.count == 40)
         #expect(answers.filter { $0.status == 200 }.count == 10)
         #expect(answers.filter { $0.status == 429 }.count == 30)
         // The requests really were spread over several processes.
-        let workers = Set(h.log.split(separator: "\n").filter { $0.contains("route=/v1/weather ") }.compactMap { line in
-            line.split(separator: " ").first { $0.hasPrefix("worker=") }
-        })
+        let workers = Set(
+            h.log.split(separator: "\n").filter { $0.contains("route=/v1/weather ") }.compactMap { line in
+                line.split(separator: " ").first { $0.hasPrefix("worker=") }
+            })
         #expect(workers.count >= 2, "\(workers)")
         #expect(h.sql("SELECT count(*) FROM weather_rate_limits WHERE bucket_key = 'legacy_ip:198.51.100.1'") == "1")
     }

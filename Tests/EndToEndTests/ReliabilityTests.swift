@@ -16,10 +16,14 @@ import Glibc
     /// Every limit off (load tests must measure the service, not the quotas), a fixed hash key,
     /// the legacy token on, and a cache that stays fresh for the whole test.
     static var baseEnv: [String: String] {
-        var env = ["CLOSET_WEATHER_PROXY_TOKEN": legacy, "WEATHER_HASH_KEY": hashKey,
-                   "WEATHER_CACHE_TTL": "86400", "WEATHER_CACHE_STALE_TTL": "86400"]
-        for name in ["WEATHER_SESSION_CREATE_PER_IP_PER_HOUR", "WEATHER_REFRESH_PER_SESSION_PER_HOUR", "WEATHER_REQUESTS_PER_SESSION_PER_HOUR",
-                     "WEATHER_REQUESTS_PER_IP_PER_HOUR", "WEATHER_GRID_CELLS_PER_SESSION_PER_DAY", "WEATHER_LEGACY_REQUESTS_PER_IP_PER_HOUR"] {
+        var env = [
+            "CLOSET_WEATHER_PROXY_TOKEN": legacy, "WEATHER_HASH_KEY": hashKey,
+            "WEATHER_CACHE_TTL": "86400", "WEATHER_CACHE_STALE_TTL": "86400",
+        ]
+        for name in [
+            "WEATHER_SESSION_CREATE_PER_IP_PER_HOUR", "WEATHER_REFRESH_PER_SESSION_PER_HOUR", "WEATHER_REQUESTS_PER_SESSION_PER_HOUR",
+            "WEATHER_REQUESTS_PER_IP_PER_HOUR", "WEATHER_GRID_CELLS_PER_SESSION_PER_DAY", "WEATHER_LEGACY_REQUESTS_PER_IP_PER_HOUR",
+        ] {
             env[name] = "0"
         }
         return env
@@ -68,8 +72,9 @@ import Glibc
                     } else if roll < 35 {
                         kind = "refresh"
                         let i = Int.random(in: 0..<mine.count)
-                        let r = try HTTPClient.send(port: port, "POST", "/v1/weather/session/refresh", headers: Self.jsonHeaders,
-                                                    body: Self.proofBody(mine[i].sessionId, mine[i].refreshToken))
+                        let r = try HTTPClient.send(
+                            port: port, "POST", "/v1/weather/session/refresh", headers: Self.jsonHeaders,
+                            body: Self.proofBody(mine[i].sessionId, mine[i].refreshToken))
                         outcomes.append((kind, r.status))
                         if r.status == 200, let pair = SessionPair(r.json) { mine[i] = pair }
                     } else if roll < 70 {
@@ -117,7 +122,8 @@ import Glibc
             for (i, s) in sessions.enumerated() where i % 8 == c {
                 let w = try? HTTPClient.send(port: port, "GET", Self.weatherPath, headers: ["X-Weather-Session-Token": s.accessToken])
                 if w?.status != 200 || w?.json["authMode"] as? String != "weather_session" { broken.append("\(s.sessionId) access: \(w?.status ?? -1)") }
-                let r = try? HTTPClient.send(port: port, "POST", "/v1/weather/session/refresh", headers: Self.jsonHeaders, body: Self.proofBody(s.sessionId, s.refreshToken))
+                let r = try? HTTPClient.send(
+                    port: port, "POST", "/v1/weather/session/refresh", headers: Self.jsonHeaders, body: Self.proofBody(s.sessionId, s.refreshToken))
                 if r?.status != 200 { broken.append("\(s.sessionId) refresh: \(r?.status ?? -1) \(r?.text ?? "")") }
             }
         }
@@ -172,14 +178,16 @@ import Glibc
         #expect(failures.allSatisfy { [502, 503].contains($0.status) && $0.code != nil }, "\(failures)")
         // A killed worker stays a child (a zombie) until the supervisor reaps it: wait for four
         // workers none of which was killed, not only for four children.
-        #expect(waitUntil(timeout: 10) {
-            let pids = workerPids(supervisor)
-            return pids.count == 4 && kills.items.allSatisfy { !pids.contains($0) }
-        }, "supervisor did not restore 4 new workers: \(workerPids(supervisor)), killed \(kills.items)")
+        #expect(
+            waitUntil(timeout: 10) {
+                let pids = workerPids(supervisor)
+                return pids.count == 4 && kills.items.allSatisfy { !pids.contains($0) }
+            }, "supervisor did not restore 4 new workers: \(workerPids(supervisor)), killed \(kills.items)")
         #expect(try h.request("GET", "/v1/health").status == 200)
 
         // Thousands of ids: through stdin, not the command line.
-        let script = "CREATE TEMP TABLE acked(id TEXT PRIMARY KEY);\n"
+        let script =
+            "CREATE TEMP TABLE acked(id TEXT PRIMARY KEY);\n"
             + ids.map { "INSERT INTO acked VALUES ('\($0)');" }.joined(separator: "\n")
             + "\nSELECT count(*) FROM acked JOIN anonymous_weather_sessions s ON s.id = acked.id AND s.status = 'active';"
             + "\nSELECT count(*) FROM weather_session_tokens t JOIN acked ON acked.id = t.session_id AND t.revoked_at IS NULL;\n"
@@ -239,13 +247,16 @@ import Glibc
         }
         send(into: killed)
         var owner = ""
-        #expect(waitUntil(timeout: 5) { owner = h.sql("SELECT owner FROM weather_fetch_locks"); return !owner.isEmpty })
+        #expect(
+            waitUntil(timeout: 5) {
+                owner = h.sql("SELECT owner FROM weather_fetch_locks"); return !owner.isEmpty
+            })
         let parts = owner.split(separator: "-")
         let fetcher = try #require(parts.count == 3 ? Int32(parts[1]) : nil, "owner \(owner)")
         #expect(workerPids(app.pid).contains(fetcher))
-        send(into: waited)      // reaches the other worker: the fetcher is busy
-        usleep(300_000)         // let it start waiting (arriving later, it takes the claim over itself)
-        try fake.reset()        // the provider answers at once from now on
+        send(into: waited)  // reaches the other worker: the fetcher is busy
+        usleep(300_000)  // let it start waiting (arriving later, it takes the claim over itself)
+        try fake.reset()  // the provider answers at once from now on
         kill(fetcher, SIGKILL)
         let killedAt = Date()
         #expect(done.wait(timeout: .now() + 20) == .success)
@@ -380,8 +391,9 @@ import Glibc
                 #expect(retryAfters.allSatisfy { $0 == nil })
             } else {
                 #expect(calls == 2, "one call per provider for both workers (the pauses are shared): \(calls)")
-                let workers = Set(h.log.split(separator: "\n").filter { $0.contains("route=/v1/weather ") }
-                    .compactMap { $0.split(separator: " ").first { $0.hasPrefix("worker=") } })
+                let workers = Set(
+                    h.log.split(separator: "\n").filter { $0.contains("route=/v1/weather ") }
+                        .compactMap { $0.split(separator: " ").first { $0.hasPrefix("worker=") } })
                 #expect(workers.count == 2, "both workers answered (else one worker alone would make 2 calls too): \(workers)")
                 #expect(retryAfters.allSatisfy { $0.flatMap(Int.init).map { (1...30).contains($0) } == true }, "\(retryAfters)")
                 #expect(h.log.contains("providers=caiyun:cooling_down,visualcrossing:cooling_down"))
@@ -411,7 +423,9 @@ import Glibc
         func restartWorkers() {
             let old = workerPids(supervisor)
             for pid in old { kill(pid, SIGTERM) }
-            _ = waitUntil(timeout: 10) { let now = workerPids(supervisor); return now.count == 2 && Set(now).isDisjoint(with: old) }
+            _ = waitUntil(timeout: 10) {
+                let now = workerPids(supervisor); return now.count == 2 && Set(now).isDisjoint(with: old)
+            }
         }
         #expect(try create().status == 201)
 
@@ -426,8 +440,9 @@ import Glibc
         print("read-only: create \(answers.map(\.status)), health \(health.status)")
         // Each 503 says why in the log (it said nothing an operator could act on).
         let refusedLines = h.log.split(separator: "\n").filter { $0.contains("status=503") }
-        #expect(refusedLines.count >= 6 && refusedLines.allSatisfy { $0.contains("storage_error=\"SQLite error ") && $0.contains("readonly") },
-                "\(refusedLines.prefix(3))")
+        #expect(
+            refusedLines.count >= 6 && refusedLines.allSatisfy { $0.contains("storage_error=\"SQLite error ") && $0.contains("readonly") },
+            "\(refusedLines.prefix(3))")
 
         try fs.makeWritable()
         // No restart first: a worker whose connection failed on read-only storage reopens it on its
@@ -488,8 +503,9 @@ import Glibc
         #expect(!refused.isEmpty, "the full disk never refused a write: \(answers.map(\.status))")
         #expect(refused.allSatisfy { $0.status == 503 && $0.errorCode == "storage_unavailable" }, "\(refused.map { "\($0.status) \($0.text)" })")
         let refusedLines = h.log.split(separator: "\n").filter { $0.contains("status=503") }
-        #expect(!refusedLines.isEmpty && refusedLines.allSatisfy { $0.contains("storage_error=\"SQLite error 13: database or disk is full\"") },
-                "each 503 says why in the log: \(refusedLines.prefix(3))")
+        #expect(
+            !refusedLines.isEmpty && refusedLines.allSatisfy { $0.contains("storage_error=\"SQLite error 13: database or disk is full\"") },
+            "each 503 says why in the log: \(refusedLines.prefix(3))")
         let health = try h.request("GET", "/v1/health")
         #expect(health.status == 200 || (health.status == 503 && health.errorCode == "unhealthy"), "\(health.status) \(health.text)")
         print("full disk: create \(answers.map(\.status)), health \(health.status)")
@@ -550,7 +566,12 @@ import Glibc
         let fs = try ScratchMount(size: "1m", bind: false)
         defer { fs.remove() }
         try fs.run(["-o", "remount,ro", fs.base])
-        let out = ChildProcessOutput.runData("/bin/bash", ["-c", "WEATHER_DB_PATH=\(fs.base)/w.sqlite3 WEATHER_HASH_KEY=\(Self.hashKey) /usr/bin/timeout -k 5 30 \(binDirectory)/weather-fcgi --listen /tmp/cw-never-\(getpid())-\(UUID().uuidString.prefix(8)).sock --workers 2 2>&1"])
+        let out = ChildProcessOutput.runData(
+            "/bin/bash",
+            [
+                "-c",
+                "WEATHER_DB_PATH=\(fs.base)/w.sqlite3 WEATHER_HASH_KEY=\(Self.hashKey) /usr/bin/timeout -k 5 30 \(binDirectory)/weather-fcgi --listen /tmp/cw-never-\(getpid())-\(UUID().uuidString.prefix(8)).sock --workers 2 2>&1",
+            ])
         let text = String(decoding: out.stdout, as: UTF8.self)
         #expect(out.status == 78, "\(out.status) \(text)")
         #expect(text.contains("WEATHER_DB_PATH") && !text.contains(fs.base), "\(text)")  // names the setting, never a path (API.md)
@@ -577,24 +598,57 @@ import Glibc
         let cases: [(name: String, send: () throws -> HTTPResponse)] = [
             ("16 KB header", { try h.request("GET", "/v1/health", headers: ["X-Big": String(repeating: "a", count: 16 * 1024)]) }),
             ("6 KB header", { try h.request("GET", "/v1/weather?lat=1&lon=1", headers: ["X-Weather-Session-Token": String(repeating: "a", count: 6 * 1024)]) }),
-            ("200 headers", { try h.request("GET", "/v1/weather?lat=1&lon=1", headers: Dictionary(uniqueKeysWithValues: (0..<200).map { ("X-H\($0)", String(repeating: "v", count: 100)) })) }),
+            (
+                "200 headers",
+                {
+                    try h.request(
+                        "GET", "/v1/weather?lat=1&lon=1",
+                        headers: Dictionary(uniqueKeysWithValues: (0..<200).map { ("X-H\($0)", String(repeating: "v", count: 100)) }))
+                }
+            ),
             ("5000-byte body", { try raw(create + "Content-Length: 5000\r\n\r\n", body: [UInt8](repeating: 32, count: 5000)) }),
             // nginx answers 413 early and then lingers for more body; half-closing lets it finish.
-            ("100 KB body", { try rawExchange(port: port, head: Array((create + "Content-Length: 102400\r\n\r\n").utf8), body: [UInt8](repeating: 32, count: 102_400), halfClose: true) }),
+            (
+                "100 KB body",
+                {
+                    try rawExchange(
+                        port: port, head: Array((create + "Content-Length: 102400\r\n\r\n").utf8), body: [UInt8](repeating: 32, count: 102_400), halfClose: true
+                    )
+                }
+            ),
             ("Content-Length 10^12", { try raw(create + "Content-Length: 1000000000000\r\n\r\n") }),
             ("negative Content-Length", { try raw(create + "Content-Length: -1\r\n\r\n") }),
             ("invalid UTF-8 %FF in query", { try h.request("GET", "/v1/weather?lat=%FF&lon=1", headers: ["X-Weather-Token": Self.legacy]) }),
-            ("raw invalid UTF-8 in query", { try rawBytes(Array("GET /v1/weather?lat=".utf8) + [0xFF, 0xC3, 0x28] + Array("&lon=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Weather-Token: \(Self.legacy)\r\n\r\n".utf8)) }),
-            ("raw invalid UTF-8 in path", { try rawBytes(Array("GET /v1/weather".utf8) + [0xED, 0xA0, 0x80] + Array(" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8)) }),
+            (
+                "raw invalid UTF-8 in query",
+                {
+                    try rawBytes(
+                        Array("GET /v1/weather?lat=".utf8) + [0xFF, 0xC3, 0x28]
+                            + Array("&lon=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Weather-Token: \(Self.legacy)\r\n\r\n".utf8))
+                }
+            ),
+            (
+                "raw invalid UTF-8 in path",
+                { try rawBytes(Array("GET /v1/weather".utf8) + [0xED, 0xA0, 0x80] + Array(" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8)) }
+            ),
             ("invalid UTF-8 body", { try raw(create + "Content-Length: \(badUTF8.count)\r\n\r\n", body: badUTF8) }),
             ("deep JSON array", { try raw(create + "Content-Length: \(deepArray.count)\r\n\r\n", body: deepArray) }),
             ("deep JSON object", { try raw(create + "Content-Length: \(deepObject.count)\r\n\r\n", body: deepObject) }),
             ("%00 in a parameter", { try h.request("GET", "/v1/weather?lat=1%00&lon=1", headers: ["X-Weather-Token": Self.legacy]) }),
             ("%00 in the path", { try h.request("GET", "/v1/weather%00", headers: ["X-Weather-Token": Self.legacy]) }),
             ("NUL in the body", { try raw(create + "Content-Length: 3\r\n\r\n", body: [0x7B, 0x00, 0x7D]) }),
-            ("raw NUL in the request line", { try rawBytes(Array("GET /v1/health?a=".utf8) + [0] + Array(" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8)) }),
-            ("9 KB query", { try h.request("GET", "/v1/weather?lat=1&lon=2&x=" + String(repeating: "a", count: 9000), headers: ["X-Weather-Token": Self.legacy]) }),
-            ("1,500 query parameters", { try h.request("GET", "/v1/weather?" + (0..<1500).map { "p\($0)=1" }.joined(separator: "&"), headers: ["X-Weather-Token": Self.legacy]) }),
+            (
+                "raw NUL in the request line",
+                { try rawBytes(Array("GET /v1/health?a=".utf8) + [0] + Array(" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8)) }
+            ),
+            (
+                "9 KB query",
+                { try h.request("GET", "/v1/weather?lat=1&lon=2&x=" + String(repeating: "a", count: 9000), headers: ["X-Weather-Token": Self.legacy]) }
+            ),
+            (
+                "1,500 query parameters",
+                { try h.request("GET", "/v1/weather?" + (0..<1500).map { "p\($0)=1" }.joined(separator: "&"), headers: ["X-Weather-Token": Self.legacy]) }
+            ),
             ("garbage request line", { try raw("GARBAGE\r\n\r\n") }),
             ("HTTP/9.9", { try raw("GET /v1/health HTTP/9.9\r\nHost: x\r\nConnection: close\r\n\r\n") }),
             ("path above the root", { try raw("GET /../v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n") }),
@@ -633,7 +687,11 @@ import Glibc
                 var body = Array(#"{"platform":"ios","installationId":"\#(UUID().uuidString)"}"#.utf8)
                 body += [UInt8](repeating: 32, count: 100 - body.count)
                 let head = Array("\(create)Content-Length: 100\r\n\r\n".utf8)
-                if let r = try? rawExchange(port: port, head: head, body: body, chunk: 10, pause: 0.3) { lorisAnswers.append(r.status) } else { lorisAnswers.append(-1) }
+                if let r = try? rawExchange(port: port, head: head, body: body, chunk: 10, pause: 0.3) {
+                    lorisAnswers.append(r.status)
+                } else {
+                    lorisAnswers.append(-1)
+                }
             }.start()
         }
         usleep(300_000)
@@ -682,7 +740,9 @@ struct SessionPair: Sendable {
     var refreshToken: String
 
     init?(_ json: [String: Any]) {
-        guard let s = json["anonymousSessionId"] as? String, let a = json["weatherAccessToken"] as? String, let r = json["refreshToken"] as? String else { return nil }
+        guard let s = json["anonymousSessionId"] as? String, let a = json["weatherAccessToken"] as? String, let r = json["refreshToken"] as? String else {
+            return nil
+        }
         sessionId = s
         accessToken = a
         refreshToken = r
@@ -730,8 +790,13 @@ let mountsWork: Bool = {
 
 /// True when swiftc has the libFuzzer runtime that `-sanitize=fuzzer` links.
 let fuzzerAvailable: Bool = {
-    let out = ChildProcessOutput.run("/bin/bash", ["-c", "s=$(command -v swiftc || echo /opt/swift/usr/bin/swiftc); ls \"$(dirname \"$(readlink -f \"$s\")\")\"/../lib/clang/*/lib/linux/libclang_rt.fuzzer-*.a 2>/dev/null"],
-                                   environment: ["PATH": "/opt/swift/usr/bin:/usr/local/bin:/usr/bin:/bin"])
+    let out = ChildProcessOutput.run(
+        "/bin/bash",
+        [
+            "-c",
+            "s=$(command -v swiftc || echo /opt/swift/usr/bin/swiftc); ls \"$(dirname \"$(readlink -f \"$s\")\")\"/../lib/clang/*/lib/linux/libclang_rt.fuzzer-*.a 2>/dev/null",
+        ],
+        environment: ["PATH": "/opt/swift/usr/bin:/usr/local/bin:/usr/bin:/bin"])
     return !out.isEmpty
 }()
 

@@ -25,8 +25,11 @@ import Testing
         h.companions.append(fake)
         let dir = h.directory.appendingPathComponent("st")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        try "[auth.openapi.legacyToken]\napi_key = \"\(Self.legacy)\"\n".write(to: dir.appendingPathComponent("schemathesis.toml"), atomically: true, encoding: .utf8)
-        let run = ChildProcessOutput.runData("/bin/bash", ["-c", "cd \(dir.path) && \(st) run http://127.0.0.1:\(h.port)/openapi.json --exclude-checks positive_data_acceptance -w 1 -n 20 2>&1"])
+        try "[auth.openapi.legacyToken]\napi_key = \"\(Self.legacy)\"\n".write(
+            to: dir.appendingPathComponent("schemathesis.toml"), atomically: true, encoding: .utf8)
+        let run = ChildProcessOutput.runData(
+            "/bin/bash",
+            ["-c", "cd \(dir.path) && \(st) run http://127.0.0.1:\(h.port)/openapi.json --exclude-checks positive_data_acceptance -w 1 -n 20 2>&1"])
         let out = String(decoding: run.stdout, as: UTF8.self)
         #expect(run.status == 0, "\(out.suffix(3000))")
         #expect(out.contains("passed"))

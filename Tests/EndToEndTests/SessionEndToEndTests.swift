@@ -12,7 +12,8 @@ import Glibc
         let h = try GatewayHarness(workers: 2)
         let installation = UUID().uuidString
         let s = try h.createSession(installationId: installation)
-        let r = try h.request("POST", "/v1/weather/session/refresh", json: ["anonymousSessionId": s["anonymousSessionId"]!, "refreshToken": s["refreshToken"]!])
+        let r = try h.request(
+            "POST", "/v1/weather/session/refresh", json: ["anonymousSessionId": s["anonymousSessionId"]!, "refreshToken": s["refreshToken"]!])
         #expect(r.status == 200)
         let access = s["weatherAccessToken"] as! String
         #expect(h.sql("SELECT count(*) FROM weather_session_tokens WHERE token_hash = '\(sha256Hex(access))'") == "1")
@@ -21,8 +22,10 @@ import Glibc
         var bytes = Data()
         for f in files { bytes.append((try? Data(contentsOf: URL(fileURLWithPath: f))) ?? Data()) }
         #expect(bytes.count > 4096)
-        for secret in [access, s["refreshToken"] as! String, r.json["weatherAccessToken"] as! String, r.json["refreshToken"] as! String,
-                       installation, installation.lowercased(), String(access.dropFirst(4))] {
+        for secret in [
+            access, s["refreshToken"] as! String, r.json["weatherAccessToken"] as! String, r.json["refreshToken"] as! String,
+            installation, installation.lowercased(), String(access.dropFirst(4)),
+        ] {
             #expect(bytes.range(of: Data(secret.utf8)) == nil, "secret found in the database files")
         }
         #expect(!h.log.contains(String(access.dropFirst(4))))
@@ -94,10 +97,14 @@ import Glibc
         #expect(try weather(["X-Weather-Token": "legacy-token-wrong-value"]).status == 401)
 
         let revoked = try h.createSession()
-        let rv = try h.request("POST", "/v1/weather/session/revoke", json: ["anonymousSessionId": revoked["anonymousSessionId"]!, "refreshToken": revoked["refreshToken"]!])
+        let rv = try h.request(
+            "POST", "/v1/weather/session/revoke", json: ["anonymousSessionId": revoked["anonymousSessionId"]!, "refreshToken": revoked["refreshToken"]!])
         #expect(rv.status == 204)
         #expect(try weather(["X-Weather-Session-Token": revoked["weatherAccessToken"] as! String]).status == 401)
-        #expect(try h.request("POST", "/v1/weather/session/refresh", json: ["anonymousSessionId": revoked["anonymousSessionId"]!, "refreshToken": revoked["refreshToken"]!]).status == 401)
+        #expect(
+            try h.request(
+                "POST", "/v1/weather/session/refresh", json: ["anonymousSessionId": revoked["anonymousSessionId"]!, "refreshToken": revoked["refreshToken"]!]
+            ).status == 401)
 
         // Expiry (2 s access TTL).
         try h.advanceClock(by: 2)
@@ -121,8 +128,14 @@ import Glibc
             ("POST", "/v1/weather/session", ["Content-Type": "application/json"], [UInt8](repeating: 0x20, count: 5000), 413, "payload_too_large"),
             ("POST", "/v1/weather/session", ["Content-Type": "application/json"], Array(String(repeating: "[", count: 3000).utf8), 400, "invalid_request"),
             ("POST", "/v1/weather/session", ["Content-Type": "application/json"], [0x7b, 0xff, 0xfe, 0x7d], 400, "invalid_request"),
-            ("POST", "/v1/weather/session/refresh", ["Content-Type": "application/json"], Array(#"{"anonymousSessionId":"x","refreshToken":"wtr_x"}"#.utf8), 400, "invalid_request"),
-            ("POST", "/v1/weather/session/revoke", ["Content-Type": "application/json"], Array(#"{"anonymousSessionId":"aws_abc"}"#.utf8), 400, "invalid_request"),
+            (
+                "POST", "/v1/weather/session/refresh", ["Content-Type": "application/json"], Array(#"{"anonymousSessionId":"x","refreshToken":"wtr_x"}"#.utf8),
+                400, "invalid_request"
+            ),
+            (
+                "POST", "/v1/weather/session/revoke", ["Content-Type": "application/json"], Array(#"{"anonymousSessionId":"aws_abc"}"#.utf8), 400,
+                "invalid_request"
+            ),
             ("GET", "/v1/weather/session", [:], nil, 405, "method_not_allowed"),
             ("GET", "/v1/weather?lat=91&lon=0", ["X-Weather-Session-Token": s["weatherAccessToken"] as! String], nil, 400, "invalid_request"),
             ("GET", "/v1/weather?lat=1&lon=0", [:], nil, 401, "unauthorized"),

@@ -111,7 +111,9 @@ import FoundationNetworking
         let before = try #require(try g.store.loadSession())
 
         // An operator-side revocation of just this access token.
-        let changed = g.sqlWrite("UPDATE weather_session_tokens SET revoked_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') WHERE token_hash = '\(sha256Hex(before.accessToken))'; SELECT changes();")
+        let changed = g.sqlWrite(
+            "UPDATE weather_session_tokens SET revoked_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') WHERE token_hash = '\(sha256Hex(before.accessToken))'; SELECT changes();"
+        )
         try #require(changed == "1")
         g.transport.reset()
 
@@ -138,8 +140,9 @@ import FoundationNetworking
         let installation = try await g.service.installationID()
 
         // The whole session revoked behind the client's back.
-        let revoke = try g.h.request("POST", "/v1/weather/session/revoke",
-                                     json: ["anonymousSessionId": old.anonymousSessionId, "refreshToken": old.refreshToken])
+        let revoke = try g.h.request(
+            "POST", "/v1/weather/session/revoke",
+            json: ["anonymousSessionId": old.anonymousSessionId, "refreshToken": old.refreshToken])
         try #require(revoke.status == 204)
         g.transport.reset()
 

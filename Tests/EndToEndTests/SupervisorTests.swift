@@ -13,14 +13,16 @@ import Glibc
     /// or "" when no answer came within `seconds`.
     static func health(_ socket: String, within seconds: Int = 10) -> String {
         // SIGKILL: Foundation's `Process` starts children with SIGTERM blocked.
-        let out = ChildProcessOutput.run("/usr/bin/timeout", ["-s", "KILL", "\(seconds)", "/usr/bin/cgi-fcgi", "-bind", "-connect", socket],
-                                         environment: ["REQUEST_METHOD": "GET", "REQUEST_URI": "/v1/health", "REMOTE_ADDR": "127.0.0.1"])
+        let out = ChildProcessOutput.run(
+            "/usr/bin/timeout", ["-s", "KILL", "\(seconds)", "/usr/bin/cgi-fcgi", "-bind", "-connect", socket],
+            environment: ["REQUEST_METHOD": "GET", "REQUEST_URI": "/v1/health", "REMOTE_ADDR": "127.0.0.1"])
         return out.split(separator: "\r\n").first.map(String.init) ?? ""
     }
 
     /// One worker of the built `weather-fcgi` on the Unix socket `w.sock` in `dir`, once it answers.
     static func worker(in dir: URL, env extra: [String: String] = [:], sourceLocation: SourceLocation = #_sourceLocation) throws
-        -> (app: ChildProcess, socket: String) {
+        -> (app: ChildProcess, socket: String)
+    {
         let socket = dir.appendingPathComponent("w.sock").path
         let app = try ChildProcess("\(binDirectory)/weather-fcgi", ["--listen", socket], environment: environment(dir).merging(extra) { $1 })
         try #require(waitUntil { health(socket) == "Status: 200 OK" }, "the worker never answered", sourceLocation: sourceLocation)
@@ -69,14 +71,18 @@ import Glibc
         defer { try? FileManager.default.removeItem(at: dir) }
         let socket = dir.appendingPathComponent("w.sock").path
         let wrapper = "import os, signal, sys\nsignal.signal(signal.SIGCHLD, signal.SIG_IGN)\nos.execv(sys.argv[1], sys.argv[1:])"
-        let app = try ChildProcess("/usr/bin/python3", ["-c", wrapper, "\(binDirectory)/weather-fcgi", "--listen", socket, "--workers", "2"],
-                                   environment: Self.environment(dir), stderr: dir.appendingPathComponent("app.log").path)
+        let app = try ChildProcess(
+            "/usr/bin/python3", ["-c", wrapper, "\(binDirectory)/weather-fcgi", "--listen", socket, "--workers", "2"],
+            environment: Self.environment(dir), stderr: dir.appendingPathComponent("app.log").path)
         defer { app.stop() }
         #expect(waitUntil { workerPids(app.pid).count == 2 })
         let before = Set(workerPids(app.pid))
         let victim = try #require(before.first)
         kill(victim, SIGKILL)
-        #expect(waitUntil { let now = Set(workerPids(app.pid)); return now.count == 2 && !now.contains(victim) }, "\(workerPids(app.pid))")
+        #expect(
+            waitUntil {
+                let now = Set(workerPids(app.pid)); return now.count == 2 && !now.contains(victim)
+            }, "\(workerPids(app.pid))")
         #expect(Self.health(socket) == "Status: 200 OK")
     }
 
@@ -186,9 +192,13 @@ import Glibc
             let socket = dir.appendingPathComponent("w\(limit).sock").path
             // A user id of its own: the limit counts every process of the user, and other tests
             // run programs as nobody at the same time.
-            return try ChildProcess("/usr/bin/setpriv", ["--reuid=64917", "--regid=64917", "--clear-groups", "/usr/bin/prlimit", "--nproc=\(limit)",
-                                                         "\(binDirectory)/weather-fcgi", "--listen", socket, "--workers", "3"],
-                                    environment: Self.environment(dir), stderr: dir.appendingPathComponent(log).path)
+            return try ChildProcess(
+                "/usr/bin/setpriv",
+                [
+                    "--reuid=64917", "--regid=64917", "--clear-groups", "/usr/bin/prlimit", "--nproc=\(limit)",
+                    "\(binDirectory)/weather-fcgi", "--listen", socket, "--workers", "3",
+                ],
+                environment: Self.environment(dir), stderr: dir.appendingPathComponent(log).path)
         }
         func text(_ log: String) -> String { (try? String(contentsOfFile: dir.appendingPathComponent(log).path, encoding: .utf8)) ?? "" }
 
@@ -214,49 +224,49 @@ import Glibc
     /// whole health request, reads the answer to its end, then one byte every 0.3 s. Each keeps
     /// its connection open until stopped. `keep PORT` times requests on one kept TCP connection.
     static let peer = #"""
-    import socket, struct, sys, time
-    def record(kind, body):
-        return struct.pack(">BBHHBB", 1, kind, 1, len(body), 0, 0) + body
-    def params(uri):
-        return b"".join(bytes([len(k), len(v)]) + k + v for k, v in [(b"REQUEST_METHOD", b"GET"), (b"REQUEST_URI", uri), (b"REMOTE_ADDR", b"127.0.0.1")])
-    mode, target = sys.argv[1], sys.argv[2]
-    if mode == "keep":
-        # Five requests for /openapi.json on one kept connection (FCGI_KEEP_CONN) over TCP;
-        # prints the median time of the last four, in milliseconds.
-        s = socket.create_connection(("127.0.0.1", int(target)))
-        times = []
-        for _ in range(5):
-            started = time.monotonic()
-            s.sendall(record(1, struct.pack(">HB5x", 1, 1)) + record(4, params(b"/openapi.json")) + record(4, b"") + record(5, b""))
+        import socket, struct, sys, time
+        def record(kind, body):
+            return struct.pack(">BBHHBB", 1, kind, 1, len(body), 0, 0) + body
+        def params(uri):
+            return b"".join(bytes([len(k), len(v)]) + k + v for k, v in [(b"REQUEST_METHOD", b"GET"), (b"REQUEST_URI", uri), (b"REMOTE_ADDR", b"127.0.0.1")])
+        mode, target = sys.argv[1], sys.argv[2]
+        if mode == "keep":
+            # Five requests for /openapi.json on one kept connection (FCGI_KEEP_CONN) over TCP;
+            # prints the median time of the last four, in milliseconds.
+            s = socket.create_connection(("127.0.0.1", int(target)))
+            times = []
+            for _ in range(5):
+                started = time.monotonic()
+                s.sendall(record(1, struct.pack(">HB5x", 1, 1)) + record(4, params(b"/openapi.json")) + record(4, b"") + record(5, b""))
+                got = b""
+                while b"\x01\x03\x00\x01\x00\x08" not in got:  # FCGI_END_REQUEST, 8-byte body
+                    got += s.recv(65536)
+                times.append((time.monotonic() - started) * 1000)
+            print(sorted(times[1:])[2], flush=True)
+            sys.exit(0)
+        s = socket.socket(socket.AF_UNIX); s.connect(target)
+        begin = record(1, struct.pack(">HB5x", 1, 0))
+        if mode == "head":
+            s.sendall(begin + b"\x01\x04\x00")
+        elif mode == "head-then-trickle":
+            s.sendall(begin + b"\x01\x04\x00")
+            time.sleep(1.5)  # past the head timeout: the worker closes; then bytes keep coming
+            while True:
+                try:
+                    s.send(b"x")
+                except OSError:
+                    break
+                time.sleep(0.3)
+        elif mode == "trickle":
+            s.sendall(begin + record(4, params(b"/v1/health")) + record(4, b"") + record(5, b""))
             got = b""
-            while b"\x01\x03\x00\x01\x00\x08" not in got:  # FCGI_END_REQUEST, 8-byte body
+            while b"\x01\x03\x00\x01" not in got:  # FCGI_END_REQUEST
                 got += s.recv(65536)
-            times.append((time.monotonic() - started) * 1000)
-        print(sorted(times[1:])[2], flush=True)
-        sys.exit(0)
-    s = socket.socket(socket.AF_UNIX); s.connect(target)
-    begin = record(1, struct.pack(">HB5x", 1, 0))
-    if mode == "head":
-        s.sendall(begin + b"\x01\x04\x00")
-    elif mode == "head-then-trickle":
-        s.sendall(begin + b"\x01\x04\x00")
-        time.sleep(1.5)  # past the head timeout: the worker closes; then bytes keep coming
-        while True:
-            try:
-                s.send(b"x")
-            except OSError:
-                break
-            time.sleep(0.3)
-    elif mode == "trickle":
-        s.sendall(begin + record(4, params(b"/v1/health")) + record(4, b"") + record(5, b""))
-        got = b""
-        while b"\x01\x03\x00\x01" not in got:  # FCGI_END_REQUEST
-            got += s.recv(65536)
-        print("answered", flush=True)
-        while True:
-            s.send(b"x"); time.sleep(0.3)
-    time.sleep(60)  # "silent" too: connected, nothing sent
-    """#
+            print("answered", flush=True)
+            while True:
+                s.send(b"x"); time.sleep(0.3)
+        time.sleep(60)  # "silent" too: connected, nothing sent
+        """#
 
     /// `peer` in `mode` against `target` (a socket path, or a port for `keep`).
     static func startPeer(_ mode: String, _ target: String, stdout: String? = nil) throws -> ChildProcess {
@@ -316,15 +326,17 @@ import Glibc
         let dir = try Self.scratch()
         defer { try? FileManager.default.removeItem(at: dir) }
         let socket = dir.appendingPathComponent("w.sock").path
-        let refused = ChildProcessOutput.runData("/bin/bash", ["-c", "ulimit -n 16; exec /usr/bin/timeout -k 5 30 \(binDirectory)/weather-fcgi --listen \(socket) 2>&1"],
-                                                 environment: Self.environment(dir))
+        let refused = ChildProcessOutput.runData(
+            "/bin/bash", ["-c", "ulimit -n 16; exec /usr/bin/timeout -k 5 30 \(binDirectory)/weather-fcgi --listen \(socket) 2>&1"],
+            environment: Self.environment(dir))
         let said = String(decoding: refused.stdout, as: UTF8.self)
         #expect(refused.status == 71, "\(said)")
         #expect(said.contains("the open-file limit is 16") && said.contains("needs at least 32"), "\(said)")
         #expect(!FileManager.default.fileExists(atPath: socket))
 
-        let app = try ChildProcess("/bin/bash", ["-c", "ulimit -S -n 16; umask 022; exec \(binDirectory)/weather-fcgi --listen \(socket)"],
-                                   environment: Self.environment(dir))
+        let app = try ChildProcess(
+            "/bin/bash", ["-c", "ulimit -S -n 16; umask 022; exec \(binDirectory)/weather-fcgi --listen \(socket)"],
+            environment: Self.environment(dir))
         defer { app.stop() }
         #expect(waitUntil { Self.health(socket) == "Status: 200 OK" }, "a raised limit serves")
         let limits = (try? String(contentsOfFile: "/proc/\(app.pid)/limits", encoding: .utf8)) ?? ""
@@ -355,8 +367,9 @@ import Glibc
 
         let ignoring = "import os, signal, sys\nsignal.signal(signal.SIGHUP, signal.SIG_IGN)\nos.execv(sys.argv[1], sys.argv[1:])"
         let other = dir.appendingPathComponent("n.sock").path
-        let nohup = try ChildProcess("/usr/bin/python3", ["-c", ignoring, "\(binDirectory)/weather-fcgi", "--listen", other, "--workers", "2"],
-                                     environment: Self.environment(dir))
+        let nohup = try ChildProcess(
+            "/usr/bin/python3", ["-c", ignoring, "\(binDirectory)/weather-fcgi", "--listen", other, "--workers", "2"],
+            environment: Self.environment(dir))
         defer { nohup.stop() }
         #expect(waitUntil { Self.health(other) == "Status: 200 OK" })
         kill(nohup.pid, SIGHUP)

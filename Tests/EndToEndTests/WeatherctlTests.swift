@@ -81,7 +81,10 @@ import Glibc
         _ = try h.createSession()
         let ok = try ctl(["check"], h)
         #expect(ok.status == 0, "\(ok.stdout)\(ok.stderr)")
-        for name in ["configuration", "providers", "legacy token", "hash key", "storage", "file modes", "database", "integrity", "journal mode", "clean-up", "migrations"] {
+        for name in [
+            "configuration", "providers", "legacy token", "hash key", "storage", "file modes", "database", "integrity", "journal mode", "clean-up",
+            "migrations",
+        ] {
             #expect(ok.stdout.contains(name))
         }
         #expect(!ok.stdout.contains("FAIL"))
@@ -96,7 +99,8 @@ import Glibc
         _ = ChildProcessOutput.run("/usr/bin/sqlite3", [h.databasePath, "UPDATE weather_maintenance SET started_at = started_at - 4 * 86400"])
         let stale = try ctl(["check"], h)
         let cleanUp = stale.stdout.split(separator: "\n").first { $0.contains("clean-up") }.map(String.init) ?? ""
-        #expect(stale.status == 1 && cleanUp.hasPrefix("FAIL") && cleanUp.contains("4 day(s) ago") && cleanUp.contains("prune timer or cron"), "\(stale.stdout)")
+        #expect(
+            stale.status == 1 && cleanUp.hasPrefix("FAIL") && cleanUp.contains("4 day(s) ago") && cleanUp.contains("prune timer or cron"), "\(stale.stdout)")
         _ = ChildProcessOutput.run("/usr/bin/sqlite3", [h.databasePath, "UPDATE weather_maintenance SET started_at = started_at + 4 * 86400"])
 
         // A database others may read (files made before this release kept a shell's 0644), in
@@ -164,10 +168,17 @@ import Glibc
         try "WEATHER_CACHE_TTL=600\nCLOSET_WEATHER_PROXY_TOKEN=legacy-secret-0123456789  # app 1.x\n".write(toFile: confFile, atomically: true, encoding: .utf8)
         let commented = try ctl(["check"], env.merging(["WEATHER_CONFIG": confFile]) { $1 })
         let row = commented.stdout.split(separator: "\n").first { $0.contains("comments") }.map(String.init) ?? ""
-        #expect(commented.status == 1 && row.hasPrefix("FAIL") && row.contains("CLOSET_WEATHER_PROXY_TOKEN holds \" #\"") && row.contains("put it in quotes"), "\(commented.stdout)")
+        #expect(
+            commented.status == 1 && row.hasPrefix("FAIL") && row.contains("CLOSET_WEATHER_PROXY_TOKEN holds \" #\"") && row.contains("put it in quotes"),
+            "\(commented.stdout)")
         #expect(!commented.stdout.contains("legacy-secret") && !commented.stdout.contains("app 1.x"))
-        let started = ChildProcessOutput.runData("/bin/bash", ["-c", "\(binDirectory)/weather-fcgi 2>&1 >/dev/null"], environment: env.merging(
-            ["WEATHER_CONFIG": confFile, "GATEWAY_INTERFACE": "CGI/1.1", "REQUEST_METHOD": "GET", "REQUEST_URI": "/v1/health", "WEATHER_HASH_KEY": String(repeating: "k", count: 32)]) { $1 })
+        let started = ChildProcessOutput.runData(
+            "/bin/bash", ["-c", "\(binDirectory)/weather-fcgi 2>&1 >/dev/null"],
+            environment: env.merging(
+                [
+                    "WEATHER_CONFIG": confFile, "GATEWAY_INTERFACE": "CGI/1.1", "REQUEST_METHOD": "GET", "REQUEST_URI": "/v1/health",
+                    "WEATHER_HASH_KEY": String(repeating: "k", count: 32),
+                ]) { $1 })
         let log = String(decoding: started.stdout, as: UTF8.self)
         #expect(started.status == 0 && log.contains("CLOSET_WEATHER_PROXY_TOKEN holds \" #\"") && !log.contains("legacy-secret"), "\(log)")
         try "WEATHER_CACHE_TTL\n".write(toFile: confFile, atomically: true, encoding: .utf8)
@@ -184,8 +195,11 @@ import Glibc
         #expect(!both.stdout.contains("secret") && !both.stderr.contains("secret"))
         // Whether old app builds' token is accepted: said, never a failure, never the token.
         #expect(fresh.stdout.contains("legacy token") && fresh.stdout.contains("off (CLOSET_WEATHER_PROXY_TOKEN unset)"))
-        let legacy = try ctl(["check"], env.merging(["CLOSET_WEATHER_PROXY_TOKEN": "legacy-secret-0123456789", "WEATHER_LEGACY_REQUESTS_PER_IP_PER_HOUR": "50"]) { $1 })
-        #expect(legacy.status == 0 && legacy.stdout.contains("on: X-Weather-Token accepted on the weather routes, 50 requests per client address per hour"), "\(legacy.stdout)")
+        let legacy = try ctl(
+            ["check"], env.merging(["CLOSET_WEATHER_PROXY_TOKEN": "legacy-secret-0123456789", "WEATHER_LEGACY_REQUESTS_PER_IP_PER_HOUR": "50"]) { $1 })
+        #expect(
+            legacy.status == 0 && legacy.stdout.contains("on: X-Weather-Token accepted on the weather routes, 50 requests per client address per hour"),
+            "\(legacy.stdout)")
         #expect(!legacy.stdout.contains("legacy-secret"))
         #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent("hash.key").path))  // check creates nothing
 
@@ -195,7 +209,8 @@ import Glibc
         try requirePrivilege(isRoot, "root, to run as nobody")
         _ = ChildProcessOutput.run("/bin/chown", ["-R", "nobody", dir.path])
         chmod(dir.path, 0o500)
-        let out = ChildProcessOutput.runData("/usr/sbin/runuser", ["-u", "nobody", "--", "/usr/bin/env", "WEATHER_DB_PATH=\(env["WEATHER_DB_PATH"]!)", "\(binDirectory)/weatherctl", "check"])
+        let out = ChildProcessOutput.runData(
+            "/usr/sbin/runuser", ["-u", "nobody", "--", "/usr/bin/env", "WEATHER_DB_PATH=\(env["WEATHER_DB_PATH"]!)", "\(binDirectory)/weatherctl", "check"])
         let text = String(decoding: out.stdout, as: UTF8.self)
         #expect(out.status == 1, "\(text)")
         #expect(text.split(separator: "\n").contains { $0.hasPrefix("FAIL") && $0.contains("hash key") && $0.contains("cannot create") }, "\(text)")
@@ -216,7 +231,8 @@ import Glibc
         #expect(try ctl(["migrate"], env).status == 0)  // gives the files to nobody
         func storageLine(_ output: String) -> String { output.split(separator: "\n").first { $0.contains(" storage ") }.map(String.init) ?? "" }
         func asNobody() -> (status: Int32, output: String) {
-            let out = ChildProcessOutput.runData("/usr/sbin/runuser", ["-u", "nobody", "--", "/usr/bin/env", "WEATHER_DB_PATH=\(db)", "\(binDirectory)/weatherctl", "check"])
+            let out = ChildProcessOutput.runData(
+                "/usr/sbin/runuser", ["-u", "nobody", "--", "/usr/bin/env", "WEATHER_DB_PATH=\(db)", "\(binDirectory)/weatherctl", "check"])
             return (out.status, String(decoding: out.stdout, as: UTF8.self))
         }
         let fine = try ctl(["check"], env)
@@ -228,14 +244,18 @@ import Glibc
         #expect(asRoot.status == 1)
         #expect(storageLine(asRoot.stdout).hasPrefix("FAIL") && storageLine(asRoot.stdout).contains("not writable by the folder's owner"), "\(asRoot.stdout)")
         let nobody = asNobody()
-        #expect(nobody.status == 1 && storageLine(nobody.output).hasPrefix("FAIL") && storageLine(nobody.output).contains("may not write \(db)"), "\(nobody.output)")
+        #expect(
+            nobody.status == 1 && storageLine(nobody.output).hasPrefix("FAIL") && storageLine(nobody.output).contains("may not write \(db)"), "\(nobody.output)"
+        )
 
         let small = try ScratchMount(size: "8m", bind: false)
         defer { small.remove() }
         let smallEnv = ["PATH": "/usr/bin:/bin", "WEATHER_DB_PATH": small.base + "/weather.sqlite3"]
         #expect(try ctl(["migrate"], smallEnv).status == 0)
         let full = try ctl(["check"], smallEnv)
-        #expect(full.status == 1 && storageLine(full.stdout).hasPrefix("FAIL") && storageLine(full.stdout).contains("MiB free, less than the 64 MiB"), "\(full.stdout)")
+        #expect(
+            full.status == 1 && storageLine(full.stdout).hasPrefix("FAIL") && storageLine(full.stdout).contains("MiB free, less than the 64 MiB"),
+            "\(full.stdout)")
     }
 
     /// Root running weatherctl on the service user's database: the reading commands leave no
@@ -293,7 +313,8 @@ import Glibc
         guard ChildProcessOutput.runData("/usr/bin/chattr", ["+i", db + "-writer"]).status == 0 else { return }  // no chattr here
         defer { _ = ChildProcessOutput.runData("/usr/bin/chattr", ["-i", db + "-writer"]) }
         let stuck = try ctl(["migrate"], env)
-        #expect(stuck.status == 1 && stuck.stderr.contains("could not give \(db)-writer to the folder's owner (uid \(nobody))"), "\(stuck.status) \(stuck.stderr)")
+        #expect(
+            stuck.status == 1 && stuck.stderr.contains("could not give \(db)-writer to the folder's owner (uid \(nobody))"), "\(stuck.status) \(stuck.stderr)")
         #expect(stuck.stdout == "no pending migrations\n", "the migrations themselves are applied: \(stuck.stdout)")
     }
 
@@ -321,8 +342,12 @@ import Glibc
         chmod(dir.path, 0o755)  // root's folder and files: nobody reads, never writes
         /// weatherctl as nobody: exit status and output (stdout and stderr together).
         func asNobody(_ path: String, _ args: [String]) -> (status: Int32, output: String) {
-            let out = ChildProcessOutput.runData("/usr/sbin/runuser", ["-u", "nobody", "--", "/usr/bin/env", "WEATHER_DB_PATH=\(path)",
-                                                                      "/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1", "\(binDirectory)/weatherctl"] + args)
+            let out = ChildProcessOutput.runData(
+                "/usr/sbin/runuser",
+                [
+                    "-u", "nobody", "--", "/usr/bin/env", "WEATHER_DB_PATH=\(path)",
+                    "/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1", "\(binDirectory)/weatherctl",
+                ] + args)
             return (out.status, String(decoding: out.stdout, as: UTF8.self))
         }
         for copy in [walCopy, rollbackCopy] {
@@ -403,15 +428,21 @@ import Glibc
 
         // A newer release applied a migration this one does not know: check fails and migrate
         // refuses, naming it, where both said all was applied.
-        _ = ChildProcessOutput.run("/usr/bin/sqlite3", [env["WEATHER_DB_PATH"]!, "INSERT INTO d1_migrations(name, applied_at) VALUES ('9999_from_the_future.sql', '2027-01-01 00:00:00')"])
+        _ = ChildProcessOutput.run(
+            "/usr/bin/sqlite3",
+            [env["WEATHER_DB_PATH"]!, "INSERT INTO d1_migrations(name, applied_at) VALUES ('9999_from_the_future.sql', '2027-01-01 00:00:00')"])
         let check = try ctl(["check"], env)
         #expect(check.status == 1 && check.stdout.contains("9999_from_the_future.sql") && check.stdout.contains("newer release"), "\(check.stdout)")
         let refused = try ctl(["migrate"], env)
         #expect(refused.status == 1 && refused.stderr.contains("9999_from_the_future.sql"), "\(refused.stderr)")
         // The gateway still serves such a database (a rolled-back build) but says so at start.
         let log = dir.appendingPathComponent("cgi.log").path
-        let cgi = try ChildProcess("\(binDirectory)/weather-fcgi", [], environment: env.merging(
-            ["GATEWAY_INTERFACE": "CGI/1.1", "REQUEST_METHOD": "GET", "REQUEST_URI": "/v1/health", "WEATHER_HASH_KEY": String(repeating: "k", count: 32)]) { $1 },
+        let cgi = try ChildProcess(
+            "\(binDirectory)/weather-fcgi", [],
+            environment: env.merging(
+                ["GATEWAY_INTERFACE": "CGI/1.1", "REQUEST_METHOD": "GET", "REQUEST_URI": "/v1/health", "WEATHER_HASH_KEY": String(repeating: "k", count: 32)]) {
+                    $1
+                },
             stderr: log)
         #expect(waitUntil { !cgi.isRunning })
         cgi.stop()
@@ -646,7 +677,8 @@ import Glibc
         var totals: [String: Any] = [:]
         let settled = waitUntil {
             guard let run = try? ctl(["stats", "--json"], h), run.status == 0, let doc = try? run.json(),
-                  let t = doc["totals"] as? [String: Any], let requests = t["requests"] as? [String: Int] else { return false }
+                let t = doc["totals"] as? [String: Any], let requests = t["requests"] as? [String: Int]
+            else { return false }
             totals = t
             return requests["weather_session"] == 2 && requests["weather_token"] == 3 && t["status401"] as? Int == 1
         }
@@ -683,10 +715,14 @@ import Glibc
         #expect(human.stdout.contains("CACHE HITS") && human.stdout.contains("MISSES"))
         let cache = try #require(totals["cache"] as? [String: Any])
         let fields = totalLine.split(separator: " ").map(String.init)
-        #expect(fields.count == 15 && fields[7] == "5" && fields[8] == "\(cache["hit"] as? Int ?? -1)" && fields[9] == "\(cache["miss"] as? Int ?? -1)", "\(fields) \(cache)")
+        #expect(
+            fields.count == 15 && fields[7] == "5" && fields[8] == "\(cache["hit"] as? Int ?? -1)" && fields[9] == "\(cache["miss"] as? Int ?? -1)",
+            "\(fields) \(cache)")
         #expect(fields[10] == "\(cache["stale"] as? Int ?? -1)" && fields[11] == "\(cache["staleWhileRefreshing"] as? Int ?? -1)", "\(fields) \(cache)")
         #expect(human.stdout.split(separator: "\n").count == 1 + 24 + 1 + 2)
-        #expect(human.stdout.hasSuffix("\n\nunauthorized (weather 401s by reason): legacy_token 1\n5xx by error code: provider_not_configured 5\n"), "\(human.stdout)")
+        #expect(
+            human.stdout.hasSuffix("\n\nunauthorized (weather 401s by reason): legacy_token 1\n5xx by error code: provider_not_configured 5\n"),
+            "\(human.stdout)")
 
         let both = try ctl(["stats", "--hours", "1", "--days", "1"], h)
         #expect(both.status == 64)
@@ -701,14 +737,18 @@ import Glibc
         let h = try GatewayHarness(workers: 2)
         let live = try h.createSession()
         let access = try #require(live["weatherAccessToken"] as? String)
-        let refreshed = try h.request("POST", "/v1/weather/session/refresh", json: [
-            "anonymousSessionId": try #require(live["anonymousSessionId"] as? String),
-            "refreshToken": try #require(live["refreshToken"] as? String),
-        ])
+        let refreshed = try h.request(
+            "POST", "/v1/weather/session/refresh",
+            json: [
+                "anonymousSessionId": try #require(live["anonymousSessionId"] as? String),
+                "refreshToken": try #require(live["refreshToken"] as? String),
+            ])
         #expect(refreshed.status == 200)
         _ = try h.createSession()
         // An expired token of a live session, a long-revoked session, and stale limiter/cache rows.
-        sqlWrite(h, """
+        sqlWrite(
+            h,
+            """
             INSERT INTO weather_session_tokens(id, session_id, token_hash, token_type, expires_at, created_at)
               SELECT 'wst_expired', id, 'deadbeef', 'access', '2020-01-01T00:00:00Z', '2019-12-31T12:00:00Z'
               FROM anonymous_weather_sessions LIMIT 1;
@@ -718,7 +758,8 @@ import Glibc
             INSERT INTO weather_cache VALUES ('old', x'7b7d', 0, 0, 1);
             INSERT INTO weather_counters VALUES ('2020-01-01T00', 'auth.weather_session', 7);
             """)
-        let liveTokens = "SELECT count(*) FROM weather_session_tokens t JOIN anonymous_weather_sessions s ON s.id = t.session_id WHERE s.status = 'active' AND t.revoked_at IS NULL AND t.expires_at > strftime('%Y-%m-%dT%H:%M:%SZ', 'now')"
+        let liveTokens =
+            "SELECT count(*) FROM weather_session_tokens t JOIN anonymous_weather_sessions s ON s.id = t.session_id WHERE s.status = 'active' AND t.revoked_at IS NULL AND t.expires_at > strftime('%Y-%m-%dT%H:%M:%SZ', 'now')"
         let allTokens = "SELECT count(*) FROM weather_session_tokens"
         let liveBefore = h.sql(liveTokens)
         // Two sessions, the first refreshed: its old access token lives on, its old refresh token is retired.
@@ -818,8 +859,9 @@ import Glibc
         for args in [["revoke", "aws_x", token], ["sessions", "show", "wta_" + token.dropFirst(4)], ["revoke", key], ["check", key], [key]] {
             let run = try ctl(args, nowhere)
             #expect(run.status == 64, "\(args.count) arguments: \(run.status)")
-            #expect(!run.stderr.contains("tokenTAIL") && !run.stderr.contains("KEYtail") && run.stderr.contains("not shown"),
-                    "\(run.stderr.count) bytes")
+            #expect(
+                !run.stderr.contains("tokenTAIL") && !run.stderr.contains("KEYtail") && run.stderr.contains("not shown"),
+                "\(run.stderr.count) bytes")
         }
         // A database that cannot be reached is a failure (1), not a usage error.
         for args in [["sessions", "list"], ["stats"], ["prune"], ["revoke", "aws_x"], ["sessions", "show", "aws_x"]] {

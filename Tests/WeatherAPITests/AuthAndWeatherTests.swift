@@ -53,7 +53,9 @@ import WeatherProviders
     /// said a valid one would do), and each weather 401 says why in its log line and counters,
     /// so an operator tells old app builds from guesses and from ended sessions.
     @Test func a401SaysWhyAndAnOldAppIsToldTheLegacyPathIsOff() throws {
-        let off = try TestGateway { $0.legacyToken = nil; $0.flushInterval = 0 }
+        let off = try TestGateway {
+            $0.legacyToken = nil; $0.flushInterval = 0
+        }
         let old = off.weather(token: nil, legacy: "legacy-token-0123456789")
         #expect(old.status == 401 && old.errorCode == "unauthorized")
         let message = try #require((old.json["error"] as? [String: Any])?["message"] as? String)
@@ -85,7 +87,9 @@ import WeatherProviders
 
         on.gateway.afterResponse(force: true)
         off.gateway.afterResponse(force: true)
-        let counted = try on.store.db.statement("SELECT name, value FROM weather_counters WHERE name LIKE 'unauthorized.%' ORDER BY name").rows { "\($0.text(0)!)=\($0.int(1))" }
+        let counted = try on.store.db.statement("SELECT name, value FROM weather_counters WHERE name LIKE 'unauthorized.%' ORDER BY name").rows {
+            "\($0.text(0)!)=\($0.int(1))"
+        }
         #expect(counted == ["unauthorized.legacy_token=1", "unauthorized.no_token=1", "unauthorized.session_token=2"])
         #expect(try off.store.db.scalarInt("SELECT value FROM weather_counters WHERE name = 'unauthorized.legacy_off'") == 2)
         #expect(try off.store.db.scalarInt("SELECT value FROM weather_counters WHERE name = 'unauthorized.session_token'") == 1)
@@ -99,7 +103,9 @@ import WeatherProviders
         #expect(try t.store.db.scalarInt("SELECT count(*) FROM weather_counters") == 0)
         t.clock.advance(10)
         _ = t.weather(token: nil, legacy: "legacy-token-0123456789")
-        let rows = try t.store.db.statement("SELECT name, value FROM weather_counters WHERE name LIKE 'auth.%' ORDER BY name").rows { "\($0.text(0)!)=\($0.int(1))" }
+        let rows = try t.store.db.statement("SELECT name, value FROM weather_counters WHERE name LIKE 'auth.%' ORDER BY name").rows {
+            "\($0.text(0)!)=\($0.int(1))"
+        }
         #expect(rows == ["auth.weather_session=1", "auth.weather_token=2"])
     }
 
@@ -129,19 +135,23 @@ import WeatherProviders
         #expect(echoed.headers["x-request-id"] == "abc123")
         #expect(t.log.lines.last?.contains("request_id=abc123") == true)
         // nginx's ids (32 hex digits), Apache-like ones and dots between letters are echoed.
-        for kept in ["0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c", "Z2xhc3Nlcy1hYmM_DEF-x", "ios.app-1.x", "0b6f1c4e-6f5a-4c0e-9d2b",
-                     "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"] {
+        for kept in [
+            "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c", "Z2xhc3Nlcy1hYmM_DEF-x", "ios.app-1.x", "0b6f1c4e-6f5a-4c0e-9d2b",
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        ] {
             #expect(t.send("GET", "/v1/health", headers: ["X-Request-Id": kept]).headers["x-request-id"] == kept)
         }
         // Refused, not cleaned: the gateway's own id instead (`t-<n>`), in the header and the log.
         // Nor is a token echoed or logged (a client behind an `.htaccess` sends the header as it likes).
         let token = try #require(t.createSession()["weatherAccessToken"] as? String)
-        for value in ["a b\r\nSet-Cookie: x", "a\r\nSet-Cookie:x", "abc\u{0}", String(repeating: "a", count: 129), "id;drop",
-                      token, "wtr_abcdefghijklmnop", "req-\(token)", "x-wta_abc", "legacy-token-0123456789", "req.legacy-token-0123456789.1",
-                      // A token's body without its prefix (43 base64url characters).
-                      String(token.dropFirst(4)), "id." + String(token.dropFirst(4)),
-                      // An installation id or a coordinate is not logged either.
-                      "0b6f1c4e-6f5a-4c0e-9d2b-2c1e8f3a7d11", "req-0B6F1C4E-6F5A-4C0E-9D2B-2C1E8F3A7D11-2", "31.230416-121.473701", "lat31.2"] {
+        for value in [
+            "a b\r\nSet-Cookie: x", "a\r\nSet-Cookie:x", "abc\u{0}", String(repeating: "a", count: 129), "id;drop",
+            token, "wtr_abcdefghijklmnop", "req-\(token)", "x-wta_abc", "legacy-token-0123456789", "req.legacy-token-0123456789.1",
+            // A token's body without its prefix (43 base64url characters).
+            String(token.dropFirst(4)), "id." + String(token.dropFirst(4)),
+            // An installation id or a coordinate is not logged either.
+            "0b6f1c4e-6f5a-4c0e-9d2b-2c1e8f3a7d11", "req-0B6F1C4E-6F5A-4C0E-9D2B-2C1E8F3A7D11-2", "31.230416-121.473701", "lat31.2",
+        ] {
             let hostile = t.send("GET", "/v1/health", headers: ["X-Request-Id": value])
             let id = try #require(hostile.headers["x-request-id"])
             #expect(id.hasPrefix("t-") && UInt64(id.dropFirst(2)) != nil, "\(value.debugDescription) gave \(id.debugDescription)")
@@ -159,8 +169,10 @@ import WeatherProviders
     @Test func theLegacyTokensSearchInARequestIdAgreesWithThePlainOne() {
         var generator = SystemRandomNumberGenerator()
         let secret = Array("legacy-token-0123456789".utf8)
-        var cases: [[UInt8]] = [secret, Array("req.".utf8) + secret, secret + Array(".1".utf8), Array(secret.dropLast()),
-                                Array("legacy-legacy-token-0123456789x".utf8), [], Array(secret.prefix(5))]
+        var cases: [[UInt8]] = [
+            secret, Array("req.".utf8) + secret, secret + Array(".1".utf8), Array(secret.dropLast()),
+            Array("legacy-legacy-token-0123456789x".utf8), [], Array(secret.prefix(5)),
+        ]
         for _ in 0..<2_000 {
             var id = (0..<Int.random(in: 0...128, using: &generator)).map { _ in UInt8.random(in: 0x61...0x64, using: &generator) }
             if id.count >= secret.count, Bool.random(using: &generator) {
@@ -285,23 +297,27 @@ import WeatherProviders
     @Test func aBadlyEncodedValueNamesItsParameter() throws {
         let t = try TestGateway()
         let token = t.createSession()["weatherAccessToken"] as? String
-        for (query, message) in [("lat=%ZZ&lon=1", "parameter lat is not valid percent-encoded UTF-8 without NUL"),
-                                 ("lat=1&lon=%FF", "parameter lon is not valid percent-encoded UTF-8 without NUL"),
-                                 ("lat=1&lon=2&days=%00", "parameter days is not valid percent-encoded UTF-8 without NUL"),
-                                 ("lat=1&lon=2&start=%FF&end=2026-12-02", "parameter start is not valid percent-encoded UTF-8 without NUL"),
-                                 ("lat=1&lon=2&start=2026-12-01&end=%ZZ", "parameter end is not valid percent-encoded UTF-8 without NUL"),
-                                 ("lat=1&lon=2&x%3Cy%3E=%ZZ", "the query string is not valid percent-encoded UTF-8 without NUL"),
-                                 // A name no route reads might be a secret: not repeated.
-                                 ("lat=1&lon=2&legacytoken0123456789=%FF", "the query string is not valid percent-encoded UTF-8 without NUL"),
-                                 ("lat=1&%ZZ=2", "the query string is not valid percent-encoded UTF-8 without NUL")] {
+        for (query, message) in [
+            ("lat=%ZZ&lon=1", "parameter lat is not valid percent-encoded UTF-8 without NUL"),
+            ("lat=1&lon=%FF", "parameter lon is not valid percent-encoded UTF-8 without NUL"),
+            ("lat=1&lon=2&days=%00", "parameter days is not valid percent-encoded UTF-8 without NUL"),
+            ("lat=1&lon=2&start=%FF&end=2026-12-02", "parameter start is not valid percent-encoded UTF-8 without NUL"),
+            ("lat=1&lon=2&start=2026-12-01&end=%ZZ", "parameter end is not valid percent-encoded UTF-8 without NUL"),
+            ("lat=1&lon=2&x%3Cy%3E=%ZZ", "the query string is not valid percent-encoded UTF-8 without NUL"),
+            // A name no route reads might be a secret: not repeated.
+            ("lat=1&lon=2&legacytoken0123456789=%FF", "the query string is not valid percent-encoded UTF-8 without NUL"),
+            ("lat=1&%ZZ=2", "the query string is not valid percent-encoded UTF-8 without NUL"),
+        ] {
             let a = t.weather(token: token, query: query)
             #expect(a.status == 400 && (a.json["error"] as? [String: Any])?["message"] as? String == message, "\(query)")
         }
     }
 
     /// Text that rounds to a bound but is within it, or is the bound, stays accepted.
-    @Test(arguments: ["lat=89.99999999999999999999&lon=1", "lat=-90.00000000000000000000&lon=1", "lat=090&lon=-180.0",
-                      "lat=1&lon=179.999999999999999999", "lat=%2B90&lon=-000180.000"])
+    @Test(arguments: [
+        "lat=89.99999999999999999999&lon=1", "lat=-90.00000000000000000000&lon=1", "lat=090&lon=-180.0",
+        "lat=1&lon=179.999999999999999999", "lat=%2B90&lon=-000180.000",
+    ])
     func coordinatesAtTheBoundsAreAccepted(query: String) throws {
         let t = try TestGateway()
         let token = t.createSession()["weatherAccessToken"] as? String
@@ -422,7 +438,9 @@ import WeatherProviders
         t.source.covering = false
         let token = t.createSession()["weatherAccessToken"] as? String
         let trip = t.weather(token: token, query: "lat=31.2304&lon=121.4737&start=2026-12-13&end=2026-12-14", path: "/v1/weather/trip")
-        #expect(trip.status == 502 && (trip.json["error"] as? [String: Any])?["message"] as? String == HTTPError.providerError.message, "\(String(decoding: trip.body, as: UTF8.self))")
+        #expect(
+            trip.status == 502 && (trip.json["error"] as? [String: Any])?["message"] as? String == HTTPError.providerError.message,
+            "\(String(decoding: trip.body, as: UTF8.self))")
         t.source.outlookDays = 15
         t.clock.advance(700)
         let held = t.weather(token: token, query: "lat=31.2304&lon=121.4737&start=2026-12-13&end=2026-12-14", path: "/v1/weather/trip")
@@ -568,10 +586,12 @@ import WeatherProviders
         #expect(t.source.calls == 3, "asked the failing providers twice in one request")
 
         let point = GridPoint.snapping(lat: 40, lon: 116, degrees: t.config.gridDegrees)
-        let old = WeatherReport(provider: "caiyun", location: point, timezone: "Asia/Shanghai", current: .unknown,
-                                daily: FakeWeatherSource.days(for: .forecast(days: 7), now: t.clock.now()), fetchedAt: t.clock.now().iso8601)
-        try t.store.storeWeather(key: "\(point.key)|forecast:7", body: old.json, fetchedAt: t.clock.now(),
-                                 freshUntil: t.clock.now(), staleUntil: t.clock.now().adding(seconds: 3600))
+        let old = WeatherReport(
+            provider: "caiyun", location: point, timezone: "Asia/Shanghai", current: .unknown,
+            daily: FakeWeatherSource.days(for: .forecast(days: 7), now: t.clock.now()), fetchedAt: t.clock.now().iso8601)
+        try t.store.storeWeather(
+            key: "\(point.key)|forecast:7", body: old.json, fetchedAt: t.clock.now(),
+            freshUntil: t.clock.now(), staleUntil: t.clock.now().adding(seconds: 3600))
         let upgraded = t.weather(token: token, query: "lat=40&lon=116")
         #expect(upgraded.status == 200 && upgraded.json["cache"] as? String == "stale" && dates(upgraded)?.count == 7)
     }
@@ -619,15 +639,17 @@ import WeatherProviders
     @Test func cacheAndProviderCountersArePerHourAndBatched() throws {
         let t = try TestGateway { $0.flushInterval = 60 }
         let token = t.createSession()["weatherAccessToken"] as? String
-        _ = t.weather(token: token)                      // miss: one provider call
-        _ = t.weather(token: token)                      // hit
+        _ = t.weather(token: token)  // miss: one provider call
+        _ = t.weather(token: token)  // hit
         #expect(try t.store.db.scalarInt("SELECT count(*) FROM weather_counters WHERE name LIKE 'cache.%'") == 0, "nothing written before the flush interval")
         t.clock.advance(601)
         t.source.failure = .providerError
-        _ = t.weather(token: token)                      // stale: one failed call
+        _ = t.weather(token: token)  // stale: one failed call
         t.clock.advance(60)
         t.gateway.afterResponse()
-        let rows = try t.store.db.statement("SELECT name, sum(value) FROM weather_counters WHERE name LIKE 'cache.%' OR name LIKE 'provider.%' GROUP BY name ORDER BY name").rows { "\($0.text(0)!)=\($0.int(1))" }
+        let rows = try t.store.db.statement(
+            "SELECT name, sum(value) FROM weather_counters WHERE name LIKE 'cache.%' OR name LIKE 'provider.%' GROUP BY name ORDER BY name"
+        ).rows { "\($0.text(0)!)=\($0.int(1))" }
         #expect(rows == ["cache.hit=1", "cache.miss=1", "cache.stale=1", "provider.caiyun.calls=2", "provider.caiyun.errors=1"])
         let hours = try t.store.db.statement("SELECT DISTINCT hour FROM weather_counters ORDER BY hour").rows { $0.text(0)! }
         #expect(hours == ["2026-11-30T02"])
@@ -651,7 +673,9 @@ import WeatherProviders
         t.source.failure = .providerError
         #expect(t.weather(token: token).json["cache"] as? String == "stale")  // the provider failed
         t.gateway.afterResponse(force: true)
-        let rows = try t.store.db.statement("SELECT name, sum(value) FROM weather_counters WHERE name LIKE 'cache.%' GROUP BY name ORDER BY name").rows { "\($0.text(0)!)=\($0.int(1))" }
+        let rows = try t.store.db.statement("SELECT name, sum(value) FROM weather_counters WHERE name LIKE 'cache.%' GROUP BY name ORDER BY name").rows {
+            "\($0.text(0)!)=\($0.int(1))"
+        }
         #expect(rows == ["cache.miss=1", "cache.stale=1", "cache.stale_refreshing=1"])
     }
 
@@ -741,7 +765,9 @@ extension WeatherCounterTests {
         let b = try TestGateway(workerBeside: a)
         let s = a.createSession()
         #expect(b.weather(token: access(s)).status == 200, "b now holds the grant")
-        #expect(a.send("POST", "/v1/weather/session/revoke", body: ["anonymousSessionId": s["anonymousSessionId"]!, "refreshToken": s["refreshToken"]!]).status == 204)
+        #expect(
+            a.send("POST", "/v1/weather/session/revoke", body: ["anonymousSessionId": s["anonymousSessionId"]!, "refreshToken": s["refreshToken"]!]).status
+                == 204)
         #expect(b.weather(token: access(s)).status == 401)
     }
 
@@ -755,7 +781,8 @@ extension WeatherCounterTests {
         #expect(a.weather(token: access(s)).status == 401)
         let other = a.createSession(installationId: "0b6f1c4e-6f5a-4c0e-9d2b-2c1e8f3a7d11")
         #expect(a.weather(token: access(other)).status == 200)
-        let hash = try a.store.db.scalarText("SELECT installation_id_hash FROM anonymous_weather_sessions WHERE id = ?1", [.text(other["anonymousSessionId"] as! String)])
+        let hash = try a.store.db.scalarText(
+            "SELECT installation_id_hash FROM anonymous_weather_sessions WHERE id = ?1", [.text(other["anonymousSessionId"] as! String)])
         #expect(try ctl.revokeInstallation(hash: hash!, now: a.clock.now()).count == 1)
         #expect(a.weather(token: access(other)).status == 401)
     }
@@ -828,7 +855,9 @@ extension WeatherCounterTests {
         var stored: [UInt8]?
         var polls = 0
         let body = try WeatherHandler.awaitFetch(
-            pollAgain: { polls += 1; return polls < 100 },
+            pollAgain: {
+                polls += 1; return polls < 100
+            },
             freshBody: { () throws(StoreError) -> [UInt8]? in stored },
             fetchState: { () throws(StoreError) -> FetchLockState in
                 stored = Array("{\"ok\":1}".utf8)  // the fetch ended just now, its answer stored
@@ -843,22 +872,28 @@ extension WeatherCounterTests {
     /// waiter's own time is up.
     @Test func aFetchThatEndsWithNothingStoredIs502AndTimeIsUpIs504() {
         #expect(throws: HTTPError(status: 502, code: "provider_error", message: "the weather provider failed; try again later")) {
-            try WeatherHandler.awaitFetch(pollAgain: { true }, freshBody: { () throws(StoreError) -> [UInt8]? in nil },
-                                          fetchState: { () throws(StoreError) -> FetchLockState in .released })
+            try WeatherHandler.awaitFetch(
+                pollAgain: { true }, freshBody: { () throws(StoreError) -> [UInt8]? in nil },
+                fetchState: { () throws(StoreError) -> FetchLockState in .released })
         }
         #expect(throws: HTTPError.providerTimeout) {
-            try WeatherHandler.awaitFetch(pollAgain: { true }, freshBody: { () throws(StoreError) -> [UInt8]? in nil },
-                                          fetchState: { () throws(StoreError) -> FetchLockState in .expired })
+            try WeatherHandler.awaitFetch(
+                pollAgain: { true }, freshBody: { () throws(StoreError) -> [UInt8]? in nil },
+                fetchState: { () throws(StoreError) -> FetchLockState in .expired })
         }
         var polls = 0
         #expect(throws: HTTPError(status: 504, code: "provider_timeout", message: "the weather provider did not answer in time")) {
-            try WeatherHandler.awaitFetch(pollAgain: { polls += 1; return polls <= 3 }, freshBody: { () throws(StoreError) -> [UInt8]? in nil },
-                                          fetchState: { () throws(StoreError) -> FetchLockState in .held })
+            try WeatherHandler.awaitFetch(
+                pollAgain: {
+                    polls += 1; return polls <= 3
+                }, freshBody: { () throws(StoreError) -> [UInt8]? in nil },
+                fetchState: { () throws(StoreError) -> FetchLockState in .held })
         }
         #expect(polls == 4)
         #expect(throws: HTTPError.storageUnavailable) {
-            try WeatherHandler.awaitFetch(pollAgain: { true }, freshBody: { () throws(StoreError) -> [UInt8]? in throw StoreError(code: 10, message: "io") },
-                                          fetchState: { () throws(StoreError) -> FetchLockState in .held })
+            try WeatherHandler.awaitFetch(
+                pollAgain: { true }, freshBody: { () throws(StoreError) -> [UInt8]? in throw StoreError(code: 10, message: "io") },
+                fetchState: { () throws(StoreError) -> FetchLockState in .held })
         }
     }
 
@@ -870,15 +905,21 @@ extension WeatherCounterTests {
         paused.headers["Retry-After"] = "4"
         var polls = 0, probes = 0
         #expect(throws: paused) {
-            try WeatherHandler.awaitFetch(pollAgain: { polls += 1; return polls < 100 },
-                                          freshBody: { () throws(StoreError) -> [UInt8]? in nil },
-                                          fetchState: { () throws(StoreError) -> FetchLockState in probes += 1; return probes == 5 ? .released : .held },
-                                          paused: { paused })
+            try WeatherHandler.awaitFetch(
+                pollAgain: {
+                    polls += 1; return polls < 100
+                },
+                freshBody: { () throws(StoreError) -> [UInt8]? in nil },
+                fetchState: { () throws(StoreError) -> FetchLockState in
+                    probes += 1; return probes == 5 ? .released : .held
+                },
+                paused: { paused })
         }
         #expect(polls == 5 && probes == 5, "the waiter answered before the fetch it waited for ended")
         #expect(throws: HTTPError.providerError) {
-            try WeatherHandler.awaitFetch(pollAgain: { true }, freshBody: { () throws(StoreError) -> [UInt8]? in nil },
-                                          fetchState: { () throws(StoreError) -> FetchLockState in .released }, paused: { nil })
+            try WeatherHandler.awaitFetch(
+                pollAgain: { true }, freshBody: { () throws(StoreError) -> [UInt8]? in nil },
+                fetchState: { () throws(StoreError) -> FetchLockState in .released }, paused: { nil })
         }
     }
 
@@ -888,16 +929,22 @@ extension WeatherCounterTests {
     @Test func aFetcherThatHasEndedIsNotWaitedFor() throws {
         var polls = 0, probes = 0
         let none = try WeatherHandler.awaitFetch(
-            pollAgain: { polls += 1; return polls < 100 },
+            pollAgain: {
+                polls += 1; return polls < 100
+            },
             freshBody: { () throws(StoreError) -> [UInt8]? in nil },
-            fetchState: { () throws(StoreError) -> FetchLockState in probes += 1; return probes == 3 ? .abandoned : .held })
+            fetchState: { () throws(StoreError) -> FetchLockState in
+                probes += 1; return probes == 3 ? .abandoned : .held
+            })
         #expect(none == nil)
         #expect(polls == 3)
         var stored: [UInt8]?
         let body = try WeatherHandler.awaitFetch(
             pollAgain: { true },
             freshBody: { () throws(StoreError) -> [UInt8]? in stored },
-            fetchState: { () throws(StoreError) -> FetchLockState in stored = [1]; return .abandoned })
+            fetchState: { () throws(StoreError) -> FetchLockState in
+                stored = [1]; return .abandoned
+            })
         #expect(body == [1], "it had stored its answer before it died")
     }
 }
@@ -965,8 +1012,9 @@ extension WeatherCounterTests {
             calls += 1
             during?()
             if let failure { throw failure }
-            return WeatherReport(provider: name, location: point, timezone: "UTC", current: nil,
-                                 daily: FakeWeatherSource.days(for: query, now: now), fetchedAt: now.iso8601)
+            return WeatherReport(
+                provider: name, location: point, timezone: "UTC", current: nil,
+                daily: FakeWeatherSource.days(for: query, now: now), fetchedAt: now.iso8601)
         }
     }
 

@@ -21,8 +21,10 @@ import WeatherCore
 
         // Under the program's umask (027 at least), still readable by a web server of another user.
         let umaskBefore = umask(0o077)
-        Bootstrap.denyWebAccess(toFoldersOf: [data + "/weather.conf", data + "/weather.sqlite3", own + "/w.sqlite3",
-                                              "w.sqlite3", program + "/w.sqlite3"])
+        Bootstrap.denyWebAccess(toFoldersOf: [
+            data + "/weather.conf", data + "/weather.sqlite3", own + "/w.sqlite3",
+            "w.sqlite3", program + "/w.sqlite3",
+        ])
         umask(umaskBefore)
 
         let written = try String(contentsOfFile: data + "/.htaccess", encoding: .utf8)

@@ -21,7 +21,8 @@ import Testing
     }
 
     @Test func wantedStringsAreReadAndTheRestSkipped() throws {
-        let body = #" { "extra": {"a": [1, -2.5e+3, true, false, null, "x", {}, []]}, "platform" : "ios","#
+        let body =
+            #" { "extra": {"a": [1, -2.5e+3, true, false, null, "x", {}, []]}, "platform" : "ios","#
             + #" "installationId": "8F1A\u00e9\/\"\\\n\uD83D\uDE00", "appVersion": null, "n": 0 } "#
         #expect(try read(body) == ["ios", nil, "8F1Aé/\"\\\n😀"])
         #expect(try read("{}") == [nil, nil, nil])

@@ -242,8 +242,9 @@ import WeatherCore
         a.clock.advance(800)
         for lat in [40, 50, 60] { expectLimited(b.weather(token: token, query: "lat=\(lat)&lon=1"), retryAfter: 82_000) }
         try holder.db.run("ROLLBACK")
-        #expect(try a.store.db.scalarInt("SELECT tat_ms FROM weather_rate_limits WHERE bucket_key LIKE 'weather_session:%'") == tat,
-                "refusals took nothing from the session's hourly quota")
+        #expect(
+            try a.store.db.scalarInt("SELECT tat_ms FROM weather_rate_limits WHERE bucket_key LIKE 'weather_session:%'") == tat,
+            "refusals took nothing from the session's hourly quota")
 
         // A cell worker a counted passes on b, though b has not seen it.
         #expect(b.weather(token: token, query: "lat=10&lon=10").status == 200)
@@ -327,7 +328,9 @@ import WeatherCore
         let t = try TestGateway { $0.limits.legacyRequestsPerIPPerHour = 1 }
         _ = t.weather(token: nil, legacy: "legacy-token-0123456789")
         _ = t.weather(token: nil, legacy: "legacy-token-0123456789")
-        let rows = try t.store.db.statement("SELECT name, value FROM weather_counters WHERE name IN ('status.429', 'limited.legacy_ip') ORDER BY name").rows { "\($0.text(0)!)=\($0.int(1))" }
+        let rows = try t.store.db.statement("SELECT name, value FROM weather_counters WHERE name IN ('status.429', 'limited.legacy_ip') ORDER BY name").rows {
+            "\($0.text(0)!)=\($0.int(1))"
+        }
         #expect(rows == ["limited.legacy_ip=1", "status.429=1"])
     }
 

@@ -8,7 +8,11 @@ import Testing
     }
 
     @Test func nginxStylePathAndQueryFromRequestURI() throws {
-        let r = try parse(["REQUEST_METHOD": "GET", "REQUEST_URI": "/api/v1/weather?lat=1&lon=2&x=a%20b+c", "QUERY_STRING": "lat=1&lon=2&x=a%20b+c", "HTTP_X_WEATHER_TOKEN": "t", "REMOTE_ADDR": "::1"], prefix: "/api")
+        let r = try parse(
+            [
+                "REQUEST_METHOD": "GET", "REQUEST_URI": "/api/v1/weather?lat=1&lon=2&x=a%20b+c", "QUERY_STRING": "lat=1&lon=2&x=a%20b+c",
+                "HTTP_X_WEATHER_TOKEN": "t", "REMOTE_ADDR": "::1",
+            ], prefix: "/api")
         #expect(r.method == "GET")
         #expect(r.path == "/v1/weather")
         #expect(r.query.map(\.name) == ["lat", "lon", "x"])
@@ -29,9 +33,11 @@ import Testing
     /// Every `HTTP_` parameter becomes a lower-case header with dashes; `CONTENT_TYPE` is the
     /// content type even when an `HTTP_CONTENT_TYPE` came too; other parameters are not headers.
     @Test func headersComeFromHTTPParametersAndContentType() throws {
-        let r = try parse(["REQUEST_METHOD": "POST", "REQUEST_URI": "/x", "HTTP_X_WEATHER_SESSION_TOKEN": "wta_a",
-                           "HTTP_X_REQUEST_ID": "id-1", "HTTP_CONTENT_TYPE": "text/plain", "CONTENT_TYPE": "application/json",
-                           "HTTPS": "on", "REMOTE_ADDR": "10.0.0.1"])
+        let r = try parse([
+            "REQUEST_METHOD": "POST", "REQUEST_URI": "/x", "HTTP_X_WEATHER_SESSION_TOKEN": "wta_a",
+            "HTTP_X_REQUEST_ID": "id-1", "HTTP_CONTENT_TYPE": "text/plain", "CONTENT_TYPE": "application/json",
+            "HTTPS": "on", "REMOTE_ADDR": "10.0.0.1",
+        ])
         #expect(r.headers["x-weather-session-token"] == "wta_a")
         #expect(r.headers["x-request-id"] == "id-1")
         #expect(r.headers["content-type"] == "application/json")
@@ -55,7 +61,8 @@ import Testing
     }
 
     @Test func bodyIsReadByContentLength() throws {
-        let r = try parse(["REQUEST_METHOD": "POST", "REQUEST_URI": "/x", "CONTENT_LENGTH": "3", "CONTENT_TYPE": "application/json"], body: Array("{}xyz".utf8))
+        let r = try parse(
+            ["REQUEST_METHOD": "POST", "REQUEST_URI": "/x", "CONTENT_LENGTH": "3", "CONTENT_TYPE": "application/json"], body: Array("{}xyz".utf8))
         #expect(r.body == Array("{}x".utf8))
         #expect(r.headers["content-type"] == "application/json")
     }
@@ -84,7 +91,9 @@ import Testing
     @Test func oversizedBodyIs413WithoutReading() throws {
         var read = false
         #expect(throws: HTTPError.payloadTooLarge) {
-            try Request.parse(params: ["REQUEST_METHOD": "POST", "REQUEST_URI": "/x", "CONTENT_LENGTH": "4097"], mountPrefix: "") { _ in read = true; return [] }
+            try Request.parse(params: ["REQUEST_METHOD": "POST", "REQUEST_URI": "/x", "CONTENT_LENGTH": "4097"], mountPrefix: "") { _ in
+                read = true; return []
+            }
         }
         #expect(!read)
     }
@@ -115,24 +124,30 @@ import Testing
         let u = Array(text.utf8)
         let digits = u.drop { $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "+") }
         guard u.count <= 24, u.count - digits.count <= 1, !digits.isEmpty,
-              digits.allSatisfy({ (48...57).contains($0) || $0 == UInt8(ascii: ".") }),
-              digits.filter({ $0 == UInt8(ascii: ".") }).count <= 1,
-              digits.first != UInt8(ascii: "."), digits.last != UInt8(ascii: "."),
-              let v = Double(text), v.isFinite else { return nil }
+            digits.allSatisfy({ (48...57).contains($0) || $0 == UInt8(ascii: ".") }),
+            digits.filter({ $0 == UInt8(ascii: ".") }).count <= 1,
+            digits.first != UInt8(ascii: "."), digits.last != UInt8(ascii: "."),
+            let v = Double(text), v.isFinite
+        else { return nil }
         return v
     }
 
     @Test func acceptsWhatTheOldRuleAcceptedWithTheSameValue() {
-        var cases = ["", "-", "+", ".", "0", "-0", "+0", "00", "1.5", "-1.5", "+31.2304", ".5", "5.", "1..2", "1.2.3", "--1", "+-1",
-                     "1e5", "0x1p3", "nan", "inf", " 1", "1 ", "31.230400000000000000001", "123456789012345.6", "0.1234567890123456",
-                     "9999999999999999", "121.4737", "-180", "90.000000", String(repeating: "9", count: 24), String(repeating: "9", count: 25)]
+        var cases = [
+            "", "-", "+", ".", "0", "-0", "+0", "00", "1.5", "-1.5", "+31.2304", ".5", "5.", "1..2", "1.2.3", "--1", "+-1",
+            "1e5", "0x1p3", "nan", "inf", " 1", "1 ", "31.230400000000000000001", "123456789012345.6", "0.1234567890123456",
+            "9999999999999999", "121.4737", "-180", "90.000000", String(repeating: "9", count: 24), String(repeating: "9", count: 25),
+        ]
         let alphabet = Array("0123456789.-+e".utf8)
         var random = SystemRandomNumberGenerator()
         for _ in 0..<50_000 {
             let n = Int.random(in: 1...26, using: &random)
-            cases.append(String(decoding: (0..<n).map { i in
-                i == 0 || Int.random(in: 0..<8, using: &random) == 0 ? alphabet.randomElement(using: &random)! : UInt8.random(in: 48...57, using: &random)
-            }, as: UTF8.self))
+            cases.append(
+                String(
+                    decoding: (0..<n).map { i in
+                        i == 0 || Int.random(in: 0..<8, using: &random) == 0
+                            ? alphabet.randomElement(using: &random)! : UInt8.random(in: 48...57, using: &random)
+                    }, as: UTF8.self))
         }
         for text in cases {
             let mine = WeatherParameters.plainDecimal(text), theirs = Self.before(text)
@@ -171,7 +186,9 @@ import Testing
         let done = DispatchGroup()
         for w in 0..<8 {
             done.enter()
-            Thread { for i in 0..<200 { log.write(line(w, i)) }; done.leave() }.start()
+            Thread {
+                for i in 0..<200 { log.write(line(w, i)) }; done.leave()
+            }.start()
         }
         done.wait()
         log.write("")

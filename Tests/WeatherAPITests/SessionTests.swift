@@ -97,7 +97,9 @@ import WeatherStore
         let other = t.createSession()
         #expect(t.refresh(s, token: "wtr_" + String(repeating: "A", count: 43)).errorCode == "invalid_refresh_token")
         #expect(t.refresh(s, token: other["refreshToken"] as? String).errorCode == "invalid_refresh_token")
-        #expect(t.send("POST", "/v1/weather/session/refresh", body: ["anonymousSessionId": s["anonymousSessionId"]!, "refreshToken": s["weatherAccessToken"]!]).errorCode == "invalid_request")
+        #expect(
+            t.send("POST", "/v1/weather/session/refresh", body: ["anonymousSessionId": s["anonymousSessionId"]!, "refreshToken": s["weatherAccessToken"]!])
+                .errorCode == "invalid_request")
         t.clock.advance(30 * 86400 + 1)
         #expect(t.refresh(s).errorCode == "invalid_refresh_token")
     }
@@ -125,7 +127,9 @@ import WeatherStore
         t.gateway.metrics.flushIfDue(to: t.store, now: t.clock.now())
         #expect(try touchedRows() == Int64(Metrics.touchesPerFlush), "one short transaction, not 150 updates at once")
         // In session-id order (ids start with their creation time: neighbours share pages).
-        let first = try t.store.db.statement("SELECT id FROM anonymous_weather_sessions WHERE last_seen_at = '2026-11-30T02:01:00Z' ORDER BY id").rows([]) { $0.text(0) ?? "" }
+        let first = try t.store.db.statement("SELECT id FROM anonymous_weather_sessions WHERE last_seen_at = '2026-11-30T02:01:00Z' ORDER BY id").rows([]) {
+            $0.text(0) ?? ""
+        }
         #expect(first == Array(ids.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }.prefix(Metrics.touchesPerFlush)))
         // Noted meanwhile: waits for the next round, after the 86 still being written.
         t.gateway.metrics.touched(ids[0], at: t.clock.now())
@@ -146,7 +150,8 @@ import WeatherStore
         #expect(t.weather(token: s["weatherAccessToken"] as? String).status == 401)
         #expect(t.refresh(s).errorCode == "invalid_refresh_token")
         let other = t.createSession()
-        let wrong = t.send("POST", "/v1/weather/session/revoke", body: ["anonymousSessionId": other["anonymousSessionId"]!, "refreshToken": s["refreshToken"]!])
+        let wrong = t.send(
+            "POST", "/v1/weather/session/revoke", body: ["anonymousSessionId": other["anonymousSessionId"]!, "refreshToken": s["refreshToken"]!])
         #expect(wrong.errorCode == "invalid_refresh_token")
     }
 
@@ -164,8 +169,9 @@ import WeatherStore
         try holder.db.run("BEGIN IMMEDIATE")
         let repeated = t.send("POST", "/v1/weather/session/revoke", body: pair)
         #expect(repeated.status == 204, "\(repeated.errorCode ?? "")")
-        let wrong = t.send("POST", "/v1/weather/session/revoke",
-                           body: ["anonymousSessionId": other["anonymousSessionId"]!, "refreshToken": s["refreshToken"]!])
+        let wrong = t.send(
+            "POST", "/v1/weather/session/revoke",
+            body: ["anonymousSessionId": other["anonymousSessionId"]!, "refreshToken": s["refreshToken"]!])
         #expect(wrong.errorCode == "invalid_refresh_token")
         try holder.db.run("ROLLBACK")
         #expect(t.store.db.revocationGeneration == generation)
@@ -227,7 +233,8 @@ import WeatherStore
         holder.start()
         _ = t.createSession()
         let line = try #require(t.log.lines.last)
-        let waited = try #require(line.split(separator: " ").first { $0.hasPrefix("db_wait_ms=") }.flatMap { Int($0.dropFirst("db_wait_ms=".count)) }, "\(line)")
+        let waited = try #require(
+            line.split(separator: " ").first { $0.hasPrefix("db_wait_ms=") }.flatMap { Int($0.dropFirst("db_wait_ms=".count)) }, "\(line)")
         #expect(waited >= 300 && waited < 5000, "\(line)")
     }
 }

@@ -44,10 +44,14 @@ final class FakeWeatherSource: WeatherSource {
         let local = now.adding(seconds: utcOffset ?? 0)
         let days = Self.days(for: query, now: local, outlookDays: outlookDays)
         let todayEndsAt = utcOffset.map { _ in now.seconds + 86_400 - ((local.seconds % 86_400) + 86_400) % 86_400 }
-        let current: CurrentWeather? = if query.includesCurrent {
-            CurrentWeather(observedAt: now.iso8601, temperatureC: 12.5, apparentTemperatureC: nil, humidity: 0.5, windSpeedKph: 3, precipitationMmPerHour: 0, condition: .cloudy)
-        } else { nil }
-        var report = WeatherReport(provider: "caiyun", location: point, timezone: "Asia/Shanghai", current: current, daily: days, fetchedAt: now.iso8601, todayEndsAt: todayEndsAt)
+        let current: CurrentWeather? =
+            if query.includesCurrent {
+                CurrentWeather(
+                    observedAt: now.iso8601, temperatureC: 12.5, apparentTemperatureC: nil, humidity: 0.5, windSpeedKph: 3, precipitationMmPerHour: 0,
+                    condition: .cloudy)
+            } else { nil }
+        var report = WeatherReport(
+            provider: "caiyun", location: point, timezone: "Asia/Shanghai", current: current, daily: days, fetchedAt: now.iso8601, todayEndsAt: todayEndsAt)
         report.dayNotTurned = dayNotTurned
         return WeatherFetch(result: .success(report), attempts: [("caiyun", false)], trail: "caiyun:ok")
     }
@@ -57,11 +61,12 @@ extension FakeWeatherSource {
     /// The days a provider answers `query` with: `outlookDays` from today for an outlook (real
     /// providers send 15), the days asked for a forecast, a trip's own days.
     static func days(for query: WeatherQuery, now: Timestamp, outlookDays: Int = 15) -> [DailyWeather] {
-        let dates: [LocalDate] = switch query {
-        case .outlook: (0..<outlookDays).map { now.utcDate.adding(days: $0) }
-        case .forecast(let days): (0..<days).map { now.utcDate.adding(days: $0) }
-        case .trip(let start, let end): Array(sequence(first: start) { $0 < end ? $0.adding(days: 1) : nil })
-        }
+        let dates: [LocalDate] =
+            switch query {
+            case .outlook: (0..<outlookDays).map { now.utcDate.adding(days: $0) }
+            case .forecast(let days): (0..<days).map { now.utcDate.adding(days: $0) }
+            case .trip(let start, let end): Array(sequence(first: start) { $0 < end ? $0.adding(days: 1) : nil })
+            }
         return dates.map {
             DailyWeather(date: $0.description, temperatureMinC: 1, temperatureMaxC: nil, condition: .clear, precipitationProbability: 0.1)
         }
@@ -90,13 +95,16 @@ final class TestGateway {
         config = first.config
         ownsDirectory = false
         store = try SQLiteGatewayStore(path: config.databasePath)
-        gateway = Gateway(config: config, store: store, hashKey: Self.hashKey, clock: clock, log: log, weather: weatherOn?(store) ?? source, requestIdPrefix: "t2")
+        gateway = Gateway(
+            config: config, store: store, hashKey: Self.hashKey, clock: clock, log: log, weather: weatherOn?(store) ?? source, requestIdPrefix: "t2")
     }
 
     /// `weather`: the weather routes' source instead of `source` (the fake); `weatherOn`: one
     /// made for this worker's store.
-    init(weather: (any WeatherSource)? = nil, configure: (inout GatewayConfig) -> Void = { _ in },
-         weatherOn: ((SQLiteGatewayStore) -> any WeatherSource)? = nil) throws {
+    init(
+        weather: (any WeatherSource)? = nil, configure: (inout GatewayConfig) -> Void = { _ in },
+        weatherOn: ((SQLiteGatewayStore) -> any WeatherSource)? = nil
+    ) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("cw-api-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         var config = GatewayConfig(databasePath: directory.appendingPathComponent("w.sqlite3").path)
@@ -108,7 +116,8 @@ final class TestGateway {
         clock = ManualClock()
         ownsDirectory = true
         store = try SQLiteGatewayStore(path: config.databasePath)
-        gateway = Gateway(config: config, store: store, hashKey: Self.hashKey, clock: clock, log: log, weather: weather ?? weatherOn?(store) ?? source, requestIdPrefix: "t")
+        gateway = Gateway(
+            config: config, store: store, hashKey: Self.hashKey, clock: clock, log: log, weather: weather ?? weatherOn?(store) ?? source, requestIdPrefix: "t")
     }
 
     deinit { if ownsDirectory { try? FileManager.default.removeItem(at: directory) } }
@@ -121,7 +130,10 @@ final class TestGateway {
         var errorCode: String? { (json["error"] as? [String: Any])?["code"] as? String }
     }
 
-    func send(_ method: String, _ uri: String, headers: [String: String] = [:], body: Any? = nil, ip: String = "198.51.100.7", contentType: String = "application/json") -> Answer {
+    func send(
+        _ method: String, _ uri: String, headers: [String: String] = [:], body: Any? = nil, ip: String = "198.51.100.7",
+        contentType: String = "application/json"
+    ) -> Answer {
         var params = ["REQUEST_METHOD": method, "REQUEST_URI": uri, "REMOTE_ADDR": ip]
         var bytes: [UInt8] = []
         if let body {
@@ -145,7 +157,9 @@ final class TestGateway {
         send("POST", "/v1/weather/session/refresh", body: ["anonymousSessionId": s["anonymousSessionId"]!, "refreshToken": token ?? s["refreshToken"]!])
     }
 
-    func weather(token: String?, legacy: String? = nil, query: String = "lat=31.2304&lon=121.4737", path: String = "/v1/weather", ip: String = "198.51.100.7") -> Answer {
+    func weather(token: String?, legacy: String? = nil, query: String = "lat=31.2304&lon=121.4737", path: String = "/v1/weather", ip: String = "198.51.100.7")
+        -> Answer
+    {
         var h: [String: String] = [:]
         if let token { h["X-Weather-Session-Token"] = token }
         if let legacy { h["X-Weather-Token"] = legacy }

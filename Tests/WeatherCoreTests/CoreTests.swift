@@ -7,7 +7,9 @@ import Testing
         #expect(c.providers == ["caiyun", "visualcrossing"])
         #expect(c.providerTimeout == 4)
         #expect(c.tokenPolicy == TokenPolicy())
-        #expect(c.tokenPolicy.accessTTL == 43200 && c.tokenPolicy.refreshAfter == 21600 && c.tokenPolicy.refreshTTL == 2_592_000 && c.tokenPolicy.refreshRetryWindow == 30)
+        #expect(
+            c.tokenPolicy.accessTTL == 43200 && c.tokenPolicy.refreshAfter == 21600 && c.tokenPolicy.refreshTTL == 2_592_000
+                && c.tokenPolicy.refreshRetryWindow == 30)
         #expect(c.cacheTTL == 600 && c.cacheStaleTTL == 21600 && c.gridDegrees == 0.05)
         #expect(c.limits.sessionCreatePerIPPerHour == 30 && c.limits.refreshPerSessionPerHour == 60)
         #expect(c.limits.requestsPerSessionPerHour == 120 && c.limits.requestsPerIPPerHour == 1200)
@@ -29,7 +31,8 @@ import Testing
     }
 
     @Test func environmentWinsOverFile() throws {
-        let file = try ConfigLoader.parseFile("""
+        let file = try ConfigLoader.parseFile(
+            """
             # comment
             export WEATHER_CACHE_TTL=120
             WEATHER_DB_PATH = "/srv/w.sqlite3"
@@ -59,7 +62,9 @@ import Testing
     /// same settings: it was one line to Swift, whose first value took in all the others, so
     /// the legacy token became "token\r\nWEATHER_CACHE_TTL=120\r\n" and every legacy call was 401.
     @Test func aFileWithCRLFLineEndsReadsAsTheSameSettings() throws {
-        let lines = ["# settings", "CLOSET_WEATHER_PROXY_TOKEN=legacy-token-0123456789abcdef", "WEATHER_CACHE_TTL=120", "", "export WEATHER_DB_PATH='/srv/w.sqlite3'"]
+        let lines = [
+            "# settings", "CLOSET_WEATHER_PROXY_TOKEN=legacy-token-0123456789abcdef", "WEATHER_CACHE_TTL=120", "", "export WEATHER_DB_PATH='/srv/w.sqlite3'",
+        ]
         let lf = try ConfigLoader.parseFile(lines.joined(separator: "\n") + "\n")
         #expect(lf.count == 3)
         #expect(try ConfigLoader.parseFile(lines.joined(separator: "\r\n") + "\r\n") == lf)
@@ -169,8 +174,10 @@ import Testing
     /// Printing, dumping or interpolating a configuration shows no secret.
     @Test func aPrintedConfigurationHidesItsSecrets() throws {
         let secrets = ["hash-key-SECRET-0123456789abcdefghijklmn", "legacy-SECRET-0123456789", "caiyun-SECRET-0123", "vc-SECRET-0123"]
-        let c = try ConfigLoader.load(environment: ["WEATHER_HASH_KEY": secrets[0], "CLOSET_WEATHER_PROXY_TOKEN": secrets[1],
-                                                    "CAIYUN_API_TOKEN": secrets[2], "VISUAL_CROSSING_API_KEY": secrets[3], "WEATHER_CACHE_TTL": "321"])
+        let c = try ConfigLoader.load(environment: [
+            "WEATHER_HASH_KEY": secrets[0], "CLOSET_WEATHER_PROXY_TOKEN": secrets[1],
+            "CAIYUN_API_TOKEN": secrets[2], "VISUAL_CROSSING_API_KEY": secrets[3], "WEATHER_CACHE_TTL": "321",
+        ])
         var dumped = ""
         dump(c, to: &dumped)
         for text in [String(describing: c), String(reflecting: c), "\(c)", dumped] {
@@ -303,7 +310,9 @@ import Testing
     /// (cache rows and limiter keys of a running gateway keep their names across an upgrade).
     @Test func keysAreTheTextDoublePrintingGave() {
         func before(_ v: Double) -> String { v == v.rounded() && abs(v) < 1e15 ? String(Int(v)) : "\(v)" }
-        var values: [Double] = [0, 90, -90, 180, -180, 31.25, -0.05, 0.05, 121.45, 0.0001, -0.0001, 0.00005, 0.000001, 1e-7, 31.2304, 1e9, 1e15, 1e16, 0.1 + 0.2]
+        var values: [Double] = [
+            0, 90, -90, 180, -180, 31.25, -0.05, 0.05, 121.45, 0.0001, -0.0001, 0.00005, 0.000001, 1e-7, 31.2304, 1e9, 1e15, 1e16, 0.1 + 0.2,
+        ]
         for degrees in [0.05, 0.01, 0.1, 0.25, 0.003, 0.0001] {
             for i in stride(from: -90.0, through: 90.0, by: 0.37) {
                 let p = GridPoint.snapping(lat: i, lon: i * 1.99, degrees: degrees)
@@ -351,8 +360,10 @@ import Testing
     /// The ASCII fast path gives exactly what `String(validating:)` gives, valid or not.
     @Test func validUTF8StringMatchesStringValidating() {
         var rng = SystemRandomNumberGenerator()
-        let pieces: [[UInt8]] = [[0x61], [0x7A], [0x00], [0x25], [0x7F], [0xC3, 0xA9], [0xE4, 0xB8, 0xAD],
-                                 [0xF0, 0x9F, 0x98, 0x80], [0x80], [0xC3], [0xFF], [0xED, 0xA0, 0x80], [0xEF, 0xBF, 0xBD]]
+        let pieces: [[UInt8]] = [
+            [0x61], [0x7A], [0x00], [0x25], [0x7F], [0xC3, 0xA9], [0xE4, 0xB8, 0xAD],
+            [0xF0, 0x9F, 0x98, 0x80], [0x80], [0xC3], [0xFF], [0xED, 0xA0, 0x80], [0xEF, 0xBF, 0xBD],
+        ]
         for _ in 0..<3_000 {
             let bytes = (0..<Int.random(in: 0...8, using: &rng)).flatMap { _ in pieces.randomElement(using: &rng)! }
             let fast = bytes.withUnsafeBufferPointer(validUTF8String)
@@ -377,7 +388,9 @@ import Testing
         for _ in 0..<2_000 {
             let s = String(String.UnicodeScalarView((0..<Int.random(in: 0...12, using: &rng)).map { _ in alphabet.randomElement(using: &rng)! }))
             let from = Int.random(in: 0...3, using: &rng)
-            for dot in [false, true] { #expect(TokenSyntax.isBase64URL(s, from: from, dot: dot) == expected(s, from: from, dot: dot), "\(s.debugDescription) from \(from)") }
+            for dot in [false, true] {
+                #expect(TokenSyntax.isBase64URL(s, from: from, dot: dot) == expected(s, from: from, dot: dot), "\(s.debugDescription) from \(from)")
+            }
         }
     }
 }

@@ -8,10 +8,12 @@ import Testing
     }
 
     @Test func documentsBecomeTrees() throws {
-        #expect(try parse(#" {"a": [1, -2.5e3, true, false, null, "x\u00e9\ud83d\ude00\n"], "b": {}} "#) == .object([
-            .init("a", .array([.number(1), .number(-2500), .bool(true), .bool(false), .null, .string("xé😀\n")])),
-            .init("b", .object([])),
-        ]))
+        #expect(
+            try parse(#" {"a": [1, -2.5e3, true, false, null, "x\u00e9\ud83d\ude00\n"], "b": {}} "#)
+                == .object([
+                    .init("a", .array([.number(1), .number(-2500), .bool(true), .bool(false), .null, .string("xé😀\n")])),
+                    .init("b", .object([])),
+                ]))
         #expect(try parse("[]") == .array([]))
         #expect(try parse("\"\"") == .string(""))
         #expect(try parse("-0") == .number(-0.0))
@@ -86,17 +88,21 @@ import Testing
     func report(current: CurrentWeather?, values: [Double?]) -> WeatherReport {
         let conditions = WeatherCondition.allCases
         let daily = (0..<values.count).map { i in
-            DailyWeather(date: "2026-12-\(10 + i)", temperatureMinC: values[i], temperatureMaxC: values[(i + 1) % values.count],
-                         condition: conditions[i % conditions.count], precipitationProbability: values[(i + 2) % values.count])
+            DailyWeather(
+                date: "2026-12-\(10 + i)", temperatureMinC: values[i], temperatureMaxC: values[(i + 1) % values.count],
+                condition: conditions[i % conditions.count], precipitationProbability: values[(i + 2) % values.count])
         }
-        return WeatherReport(provider: "caiyun", location: GridPoint(lat: 31.25, lon: -121.45), timezone: "Asia/Shanghai",
-                             current: current, daily: daily, fetchedAt: "2026-11-30T02:03:11Z")
+        return WeatherReport(
+            provider: "caiyun", location: GridPoint(lat: 31.25, lon: -121.45), timezone: "Asia/Shanghai",
+            current: current, daily: daily, fetchedAt: "2026-11-30T02:03:11Z")
     }
 
     struct One: Codable { var v: Double? }
 
     /// Numbers are written as `JSONEncoder` wrote them (old cached bodies and new ones read alike).
-    @Test(arguments: [12.3, -0.0, 0, 5, -1.5, 0.1, 0.62, 100, 1e-7, 2.5e-5, 1e15, 1e16, 1e21, 123456789.125, 0.30000000000000004, -273.15, 5e-324, 1.7976931348623157e308])
+    @Test(arguments: [
+        12.3, -0.0, 0, 5, -1.5, 0.1, 0.62, 100, 1e-7, 2.5e-5, 1e15, 1e16, 1e21, 123456789.125, 0.30000000000000004, -273.15, 5e-324, 1.7976931348623157e308,
+    ])
     func numbersAreWrittenAsJSONEncoderWroteThem(_ v: Double) throws {
         var w = JSONWriter()
         w.object { w in w.field("v", v) }
@@ -107,14 +113,18 @@ import Testing
     /// and the body decodes back to the same report.
     @Test func theBodyHasTheDeclaredFieldOrderAndDecodesBack() throws {
         let values: [Double?] = [12.3, nil, -0.0, 5, 0.62, 1e-7, 1e21]
-        let current = CurrentWeather(observedAt: "2026-11-30T02:00:00Z", temperatureC: 12.3, apparentTemperatureC: nil, humidity: 0.62,
-                                     windSpeedKph: 9.4, precipitationMmPerHour: 0, condition: .partlyCloudy)
+        let current = CurrentWeather(
+            observedAt: "2026-11-30T02:00:00Z", temperatureC: 12.3, apparentTemperatureC: nil, humidity: 0.62,
+            windSpeedKph: 9.4, precipitationMmPerHour: 0, condition: .partlyCloudy)
         let forecast = report(current: current, values: values)
-        #expect(String(decoding: forecast.json, as: UTF8.self).hasPrefix(
-            #"{"provider":"caiyun","location":{"lat":31.25,"lon":-121.45},"timezone":"Asia/Shanghai","current":{"observedAt":"2026-11-30T02:00:00Z","temperatureC":12.3,"apparentTemperatureC":null,"humidity":0.62,"windSpeedKph":9.4,"precipitationMmPerHour":0,"condition":"partly_cloudy"},"daily":[{"date":"2026-12-10","temperatureMinC":12.3,"temperatureMaxC":null,"condition":"clear","precipitationProbability":-0},"#))
+        #expect(
+            String(decoding: forecast.json, as: UTF8.self).hasPrefix(
+                #"{"provider":"caiyun","location":{"lat":31.25,"lon":-121.45},"timezone":"Asia/Shanghai","current":{"observedAt":"2026-11-30T02:00:00Z","temperatureC":12.3,"apparentTemperatureC":null,"humidity":0.62,"windSpeedKph":9.4,"precipitationMmPerHour":0,"condition":"partly_cloudy"},"daily":[{"date":"2026-12-10","temperatureMinC":12.3,"temperatureMaxC":null,"condition":"clear","precipitationProbability":-0},"#
+            ))
         let trip = report(current: nil, values: [])
-        #expect(String(decoding: trip.json, as: UTF8.self)
-            == #"{"provider":"caiyun","location":{"lat":31.25,"lon":-121.45},"timezone":"Asia/Shanghai","daily":[],"fetchedAt":"2026-11-30T02:03:11Z"}"#)
+        #expect(
+            String(decoding: trip.json, as: UTF8.self)
+                == #"{"provider":"caiyun","location":{"lat":31.25,"lon":-121.45},"timezone":"Asia/Shanghai","daily":[],"fetchedAt":"2026-11-30T02:03:11Z"}"#)
         for r in [forecast, trip, report(current: nil, values: values)] {
             #expect(try JSONDecoder().decode(WeatherReport.self, from: Data(r.json)) == r)
         }
@@ -145,13 +155,16 @@ import Testing
     func outlook(days: Int, timezone: String = "Asia/Shanghai") -> WeatherReport {
         let start = LocalDate("2026-11-30")!
         let daily = (0..<days).map { i in
-            DailyWeather(date: start.adding(days: i).description, temperatureMinC: Double(i) - 0.5, temperatureMaxC: i % 3 == 0 ? nil : 1e-7,
-                         condition: WeatherCondition.allCases[i % WeatherCondition.allCases.count], precipitationProbability: 0.1)
+            DailyWeather(
+                date: start.adding(days: i).description, temperatureMinC: Double(i) - 0.5, temperatureMaxC: i % 3 == 0 ? nil : 1e-7,
+                condition: WeatherCondition.allCases[i % WeatherCondition.allCases.count], precipitationProbability: 0.1)
         }
-        let current = CurrentWeather(observedAt: nil, temperatureC: 12.3, apparentTemperatureC: nil, humidity: 0.62,
-                                     windSpeedKph: 9.4, precipitationMmPerHour: 0, condition: .cloudy)
-        return WeatherReport(provider: "caiyun", location: GridPoint(lat: 31.25, lon: -121.45), timezone: timezone,
-                             current: current, daily: daily, fetchedAt: "2026-11-30T02:03:11Z")
+        let current = CurrentWeather(
+            observedAt: nil, temperatureC: 12.3, apparentTemperatureC: nil, humidity: 0.62,
+            windSpeedKph: 9.4, precipitationMmPerHour: 0, condition: .cloudy)
+        return WeatherReport(
+            provider: "caiyun", location: GridPoint(lat: 31.25, lon: -121.45), timezone: timezone,
+            current: current, daily: daily, fetchedAt: "2026-11-30T02:03:11Z")
     }
 
     @Test(arguments: ["Asia/Shanghai", #"x","daily":[{"date":"2026-11-30"}],"y":"\"#, "雨 ☂︎"])

@@ -25,7 +25,8 @@ let shanghai = GridPoint(lat: 31.3, lon: 121.5)
         let r = try report(Fixture.bytes(Fixture.caiyunWeather))
         #expect(r.todayEndsAt == Timestamp(iso8601: "2026-11-30T16:00:00Z")!.seconds)  // 00:00 in Shanghai, UTC+8
         #expect(!String(decoding: r.json, as: UTF8.self).contains("todayEndsAt"))
-        let vc = try VisualCrossingProvider.report(from: HTTPResult(status: 200, body: Fixture.bytes(Fixture.vcForecast)), for: .forecast(days: 7), at: newYork, now: fixtureNow)
+        let vc = try VisualCrossingProvider.report(
+            from: HTTPResult(status: 200, body: Fixture.bytes(Fixture.vcForecast)), for: .forecast(days: 7), at: newYork, now: fixtureNow)
         #expect(vc.todayEndsAt == Timestamp(iso8601: "2026-11-30T05:00:00Z")!.seconds)  // 00:00 in New York, UTC-5
         let noShift = try report(modified { $0["tzshift"] = nil })
         #expect(noShift.todayEndsAt == nil)
@@ -47,8 +48,9 @@ let shanghai = GridPoint(lat: 31.3, lon: 121.5)
         #expect(try !at(.forecast(days: 3)).dayNotTurned, "three days from today are all there")
         #expect(try !at(.trip(start: LocalDate("2026-12-01")!, end: LocalDate("2026-12-02")!)).dayNotTurned)
         // At noon the same series is a provider quirk, not a day about to turn: the usual TTL.
-        let noon = try CaiyunProvider.report(from: HTTPResult(status: 200, body: Fixture.bytes(Fixture.caiyunWeather)), for: .forecast(days: 7),
-                                             at: shanghai, now: Timestamp(iso8601: "2026-12-01T04:00:00Z")!)
+        let noon = try CaiyunProvider.report(
+            from: HTTPResult(status: 200, body: Fixture.bytes(Fixture.caiyunWeather)), for: .forecast(days: 7),
+            at: shanghai, now: Timestamp(iso8601: "2026-12-01T04:00:00Z")!)
         #expect(noon.daily.first?.date == "2026-11-30" && !noon.dayNotTurned)
     }
 
@@ -57,29 +59,30 @@ let shanghai = GridPoint(lat: 31.3, lon: 121.5)
     /// day's minimum above its maximum makes both null; an observation time of 1970 or a year
     /// ahead is null (found by a black-box run of odd provider payloads, session 17).
     @Test func implausibleValuesAreNull() throws {
-        let r = try report(modified { o in
-            var result = o["result"] as! [String: Any]
-            var realtime = result["realtime"] as! [String: Any]
-            realtime["temperature"] = 1000.0
-            realtime["apparent_temperature"] = -300.0  // a felt 75 °C is kept: below
-            realtime["humidity"] = 62.0
-            realtime["wind"] = ["speed": -5.0, "direction": 76.0]
-            realtime["precipitation"] = ["local": ["status": "ok", "intensity": -1.0]]
-            result["realtime"] = realtime
-            var daily = result["daily"] as! [String: Any]
-            var temperature = daily["temperature"] as! [[String: Any]]
-            temperature[0]["min"] = 20.0
-            temperature[0]["max"] = 5.0
-            temperature[1]["max"] = 200.0
-            daily["temperature"] = temperature
-            var precipitation = daily["precipitation"] as! [[String: Any]]
-            precipitation[0]["probability"] = 150.0
-            precipitation[1]["probability"] = 100.4  // provider rounding: still 1
-            daily["precipitation"] = precipitation
-            result["daily"] = daily
-            o["result"] = result
-            o["server_time"] = 0.0
-        })
+        let r = try report(
+            modified { o in
+                var result = o["result"] as! [String: Any]
+                var realtime = result["realtime"] as! [String: Any]
+                realtime["temperature"] = 1000.0
+                realtime["apparent_temperature"] = -300.0  // a felt 75 °C is kept: below
+                realtime["humidity"] = 62.0
+                realtime["wind"] = ["speed": -5.0, "direction": 76.0]
+                realtime["precipitation"] = ["local": ["status": "ok", "intensity": -1.0]]
+                result["realtime"] = realtime
+                var daily = result["daily"] as! [String: Any]
+                var temperature = daily["temperature"] as! [[String: Any]]
+                temperature[0]["min"] = 20.0
+                temperature[0]["max"] = 5.0
+                temperature[1]["max"] = 200.0
+                daily["temperature"] = temperature
+                var precipitation = daily["precipitation"] as! [[String: Any]]
+                precipitation[0]["probability"] = 150.0
+                precipitation[1]["probability"] = 100.4  // provider rounding: still 1
+                daily["precipitation"] = precipitation
+                result["daily"] = daily
+                o["result"] = result
+                o["server_time"] = 0.0
+            })
         let c = try #require(r.current)
         #expect(c.temperatureC == nil && c.apparentTemperatureC == nil && c.humidity == nil)
         #expect(c.windSpeedKph == nil && c.precipitationMmPerHour == nil && c.observedAt == nil)
@@ -88,14 +91,15 @@ let shanghai = GridPoint(lat: 31.3, lon: 121.5)
         #expect(r.daily[0].precipitationProbability == nil && r.daily[1].precipitationProbability == 1)
         let ahead = try report(modified { $0["server_time"] = Double(fixtureNow.seconds + 365 * 86_400) })
         #expect(ahead.current?.observedAt == nil)
-        let hot = try report(modified { o in
-            var result = o["result"] as! [String: Any]
-            var realtime = result["realtime"] as! [String: Any]
-            realtime["temperature"] = 49.0
-            realtime["apparent_temperature"] = 75.0  // a heat index of that order has been recorded
-            result["realtime"] = realtime
-            o["result"] = result
-        })
+        let hot = try report(
+            modified { o in
+                var result = o["result"] as! [String: Any]
+                var realtime = result["realtime"] as! [String: Any]
+                realtime["temperature"] = 49.0
+                realtime["apparent_temperature"] = 75.0  // a heat index of that order has been recorded
+                result["realtime"] = realtime
+                o["result"] = result
+            })
         #expect(hot.current?.temperatureC == 49 && hot.current?.apparentTemperatureC == 75)
     }
 
@@ -191,9 +195,10 @@ let shanghai = GridPoint(lat: 31.3, lon: 121.5)
         #expect(c.precipitationMmPerHour == 0.0)
         #expect(c.condition == .cloudy)
 
-        #expect(r.daily.map(\.date) == [
-            "2026-11-30", "2026-12-01", "2026-12-02", "2026-12-03", "2026-12-04", "2026-12-05", "2026-12-06",
-        ])
+        #expect(
+            r.daily.map(\.date) == [
+                "2026-11-30", "2026-12-01", "2026-12-02", "2026-12-03", "2026-12-04", "2026-12-05", "2026-12-06",
+            ])
         #expect(r.daily.map(\.temperatureMinC) == [8.0, 7.4, 5.0, 2.6, 1.9, 4.4, -1.5])
         #expect(r.daily.map(\.temperatureMaxC) == [14.5, 12.0, 9.8, 7.1, 11.3, 12.9, 3.2])
         #expect(r.daily.map(\.condition) == [.partlyCloudy, .cloudy, .rain, .rain, .clear, .haze, .snow])
@@ -295,18 +300,20 @@ let shanghai = GridPoint(lat: 31.3, lon: 121.5)
 
     @Test func missingRequiredStructuresAreUnparseable() throws {
         #expect(throws: ProviderFailure.unparseable) {
-            try report(modified { o in
-                var result = o["result"] as! [String: Any]
-                result["daily"] = nil
-                o["result"] = result
-            })
+            try report(
+                modified { o in
+                    var result = o["result"] as! [String: Any]
+                    result["daily"] = nil
+                    o["result"] = result
+                })
         }
         #expect(throws: ProviderFailure.unparseable) {
-            try report(modified { o in
-                var result = o["result"] as! [String: Any]
-                result["daily"] = ["status": "ok"]
-                o["result"] = result
-            })
+            try report(
+                modified { o in
+                    var result = o["result"] as! [String: Any]
+                    result["daily"] = ["status": "ok"]
+                    o["result"] = result
+                })
         }
         #expect(throws: ProviderFailure.unparseable) { try report(modified { $0["timezone"] = nil }) }
         #expect(throws: ProviderFailure.unparseable) { try report(modified { $0["result"] = nil }) }
@@ -322,13 +329,14 @@ let shanghai = GridPoint(lat: 31.3, lon: 121.5)
         let trip = WeatherQuery.trip(start: LocalDate("2026-12-01")!, end: LocalDate("2026-12-01")!)
         #expect(try report(noRealtime, trip).daily.count == 1)
         #expect(throws: ProviderFailure.unparseable) {
-            try report(modified { o in
-                var result = o["result"] as! [String: Any]
-                var daily = result["daily"] as! [String: Any]
-                daily["skycon"] = [["date": "tomorrow", "value": "CLOUDY"]]
-                result["daily"] = daily
-                o["result"] = result
-            })
+            try report(
+                modified { o in
+                    var result = o["result"] as! [String: Any]
+                    var daily = result["daily"] as! [String: Any]
+                    daily["skycon"] = [["date": "tomorrow", "value": "CLOUDY"]]
+                    result["daily"] = daily
+                    o["result"] = result
+                })
         }
     }
 
@@ -339,13 +347,14 @@ let shanghai = GridPoint(lat: 31.3, lon: 121.5)
         #expect(throws: ProviderFailure.providerError) { try report(error) }
         #expect(throws: ProviderFailure.providerError) { try report(modified { $0["status"] = nil }) }
         #expect(throws: ProviderFailure.providerError) {
-            try report(modified { o in
-                var result = o["result"] as! [String: Any]
-                var daily = result["daily"] as! [String: Any]
-                daily["status"] = "failed"
-                result["daily"] = daily
-                o["result"] = result
-            })
+            try report(
+                modified { o in
+                    var result = o["result"] as! [String: Any]
+                    var daily = result["daily"] as! [String: Any]
+                    daily["status"] = "failed"
+                    result["daily"] = daily
+                    o["result"] = result
+                })
         }
         #expect(throws: ProviderFailure.httpStatus(429, retryAfter: 30)) {
             try CaiyunProvider.report(
@@ -374,11 +383,12 @@ let shanghai = GridPoint(lat: 31.3, lon: 121.5)
         #expect(throws: ProviderFailure.unparseable) { try report(daily { $0["temperature"] = ["date": "2026-11-30"] }) }
         #expect(throws: ProviderFailure.unparseable) { try report(daily { $0["skycon"] = [NSNull()] }) }
         #expect(throws: ProviderFailure.unparseable) {
-            try report(daily { d in
-                var t = d["temperature"] as! [[String: Any]]
-                t[0]["date"] = nil
-                d["temperature"] = t
-            })
+            try report(
+                daily { d in
+                    var t = d["temperature"] as! [[String: Any]]
+                    t[0]["date"] = nil
+                    d["temperature"] = t
+                })
         }
         #expect(throws: ProviderFailure.unparseable) { try report(modified { $0["server_time"] = "now" }) }
         // A null is an absent value, not a wrong type.

@@ -59,10 +59,11 @@ import WeatherProviders
             #expect(trip.daily.map(\.date) == (0..<5).map { start.adding(days: $0).description })
             #expect(trip.daily.last?.precipitationProbability == nil)
             let calls = try server.calls()
-            #expect(calls.map { $0["path"] as? String } == [
-                "/VisualCrossingWebServices/rest/services/timeline/40.7,-74",
-                "/VisualCrossingWebServices/rest/services/timeline/40.7,-74/\(start)/\(start.adding(days: 4))",
-            ])
+            #expect(
+                calls.map { $0["path"] as? String } == [
+                    "/VisualCrossingWebServices/rest/services/timeline/40.7,-74",
+                    "/VisualCrossingWebServices/rest/services/timeline/40.7,-74/\(start)/\(start.adding(days: 4))",
+                ])
             #expect((calls[0]["query"] as? [String: String])?["key"] == "<key>")
             #expect((calls[0]["query"] as? [String: String])?["unitGroup"] == "metric")
         }

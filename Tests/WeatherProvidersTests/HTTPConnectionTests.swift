@@ -78,12 +78,15 @@ import WeatherCore
         return (fd, storage, length)
     }
 
-    static func address(_ l: (fd: Int32, address: sockaddr_storage, length: socklen_t), _ keep: inout [UnsafeMutablePointer<sockaddr_storage>]) -> HTTPConnection.Address {
+    static func address(_ l: (fd: Int32, address: sockaddr_storage, length: socklen_t), _ keep: inout [UnsafeMutablePointer<sockaddr_storage>])
+        -> HTTPConnection.Address
+    {
         let p = UnsafeMutablePointer<sockaddr_storage>.allocate(capacity: 1)
         p.initialize(to: l.address)
         keep.append(p)
-        return HTTPConnection.Address(family: Int32(l.address.ss_family), type: Int32(SOCK_STREAM.rawValue), proto: 0,
-                                      address: UnsafeRawPointer(p).assumingMemoryBound(to: sockaddr.self), length: l.length)
+        return HTTPConnection.Address(
+            family: Int32(l.address.ss_family), type: Int32(SOCK_STREAM.rawValue), proto: 0,
+            address: UnsafeRawPointer(p).assumingMemoryBound(to: sockaddr.self), length: l.length)
     }
 
     /// A first address whose packets vanish (here: a listener on 127.0.0.2 whose queue is full,

@@ -29,7 +29,9 @@ final class StubProvider: WeatherProvider, @unchecked Sendable {
     func canCover(_ query: WeatherQuery, now: Timestamp) -> Bool { covers }
 
     func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) throws(ProviderFailure) -> WeatherReport {
-        let answer = lock.withLock { count += 1; return scripted }
+        let answer = lock.withLock {
+            count += 1; return scripted
+        }
         duringCall?()
         try answer.get()
         return WeatherReport(provider: name, location: point, timezone: "UTC", current: nil, daily: [], fetchedAt: now.iso8601)
@@ -132,10 +134,11 @@ final class StubProvider: WeatherProvider, @unchecked Sendable {
         #expect(report.daily.count == 5)
         #expect(caiyunTransport.urls.isEmpty)
         #expect(vcTransport.urls.count == 1)
-        #expect(outcome.attempts == [
-            ProviderAttempt(provider: "caiyun", failure: .notCovered, calledProvider: false),
-            ProviderAttempt(provider: "visualcrossing", failure: nil, calledProvider: true),
-        ])
+        #expect(
+            outcome.attempts == [
+                ProviderAttempt(provider: "caiyun", failure: .notCovered, calledProvider: false),
+                ProviderAttempt(provider: "visualcrossing", failure: nil, calledProvider: true),
+            ])
         #expect(outcome.providerCalls == 1)
     }
 
@@ -448,8 +451,9 @@ final class StubProvider: WeatherProvider, @unchecked Sendable {
             var worker = ProviderCooldowns(longest: 30, board: eight)
             worker.failed("p", .timeout, now: fixtureNow)
         }
-        #expect(eight.records["p"]?.failures == 1 && eight.records["p"]?.until == fixtureNow.adding(seconds: 1),
-                "eight workers failing at once started the first pause at more than 1 s")
+        #expect(
+            eight.records["p"]?.failures == 1 && eight.records["p"]?.until == fixtureNow.adding(seconds: 1),
+            "eight workers failing at once started the first pause at more than 1 s")
 
         var alone = ProviderCooldowns(longest: 30)
         for second: Int64 in [0, 1, 3, 7, 15] { alone.failed("p", .timeout, now: fixtureNow.adding(seconds: second)) }
@@ -541,7 +545,7 @@ final class StubProvider: WeatherProvider, @unchecked Sendable {
         chain.cooldowns.failed("b", .httpStatus(503, retryAfter: 5), now: now)
         let paused = chain.chain.pausedOutcome(.forecast(days: 7), now: now, cooldowns: chain.cooldowns)
         #expect(paused?.result == .failure(.providerError))  // b, the last that could serve, failed with a 503
-        #expect(paused?.retryAfter == 1)                     // a's pause ends first
+        #expect(paused?.retryAfter == 1)  // a's pause ends first
         #expect(paused?.attempts.map(\.failure) == [.coolingDown, .notCovered, .coolingDown])
         #expect(paused?.providerCalls == 0)
         #expect(chain.chain.pausedOutcome(.forecast(days: 7), now: now.adding(seconds: 1), cooldowns: chain.cooldowns) == nil, "a's pause is over")
@@ -550,11 +554,15 @@ final class StubProvider: WeatherProvider, @unchecked Sendable {
     }
 
     @Test func onlyFailuresNoQueryCouldAvoidStartAPause() {
-        let everyQuery: [ProviderFailure] = [.timeout, .transport, .httpStatus(401, retryAfter: nil), .httpStatus(403, retryAfter: nil),
-                                             .httpStatus(429, retryAfter: 5), .httpStatus(500, retryAfter: nil), .httpStatus(503, retryAfter: nil),
-                                             .httpStatus(301, retryAfter: nil), .httpStatus(308, retryAfter: nil), .notJSON]
-        let thisQuery: [ProviderFailure] = [.httpStatus(400, retryAfter: nil), .httpStatus(404, retryAfter: nil), .httpStatus(422, retryAfter: nil),
-                                            .unparseable, .providerError, .notCovered]
+        let everyQuery: [ProviderFailure] = [
+            .timeout, .transport, .httpStatus(401, retryAfter: nil), .httpStatus(403, retryAfter: nil),
+            .httpStatus(429, retryAfter: 5), .httpStatus(500, retryAfter: nil), .httpStatus(503, retryAfter: nil),
+            .httpStatus(301, retryAfter: nil), .httpStatus(308, retryAfter: nil), .notJSON,
+        ]
+        let thisQuery: [ProviderFailure] = [
+            .httpStatus(400, retryAfter: nil), .httpStatus(404, retryAfter: nil), .httpStatus(422, retryAfter: nil),
+            .unparseable, .providerError, .notCovered,
+        ]
         #expect(everyQuery.filter { !$0.failsEveryQuery }.isEmpty)
         #expect(thisQuery.filter { $0.failsEveryQuery }.isEmpty)
         for failure in thisQuery {
@@ -600,4 +608,3 @@ final class StubProvider: WeatherProvider, @unchecked Sendable {
         #expect(second.retryAfter == 1)
     }
 }
-

@@ -17,9 +17,10 @@ import WeatherProviders
         let transport = try RecordingTransport(body: Fixture.bytes(Fixture.caiyunWeather))
         let point = GridPoint.snapping(lat: 31.2304, lon: 121.4737, degrees: 0.05)
         let report = try Self.caiyun(transport, base: "https://api.caiyunapp.com/").fetch(.forecast(days: 7), at: point, now: fixtureNow)
-        #expect(transport.urls == [
-            "https://api.caiyunapp.com/v2.6/secret-token/121.45,31.25/weather?unit=metric:v2&dailysteps=7&hourlysteps=1",
-        ])
+        #expect(
+            transport.urls == [
+                "https://api.caiyunapp.com/v2.6/secret-token/121.45,31.25/weather?unit=metric:v2&dailysteps=7&hourlysteps=1"
+            ])
         #expect(!transport.urls[0].contains("31.2304") && !transport.urls[0].contains("121.4737"))
         #expect(report.location == point)
         #expect(report.provider == "caiyun")
@@ -42,9 +43,9 @@ import WeatherProviders
     }
 
     @Test(arguments: [
-        (14, 16), // ends after UTC today + 13
+        (14, 16),  // ends after UTC today + 13
         (0, 14),
-        (-2, 0), // starts before UTC today - 1
+        (-2, 0),  // starts before UTC today - 1
         (200, 205),
     ])
     func caiyunTripBeyondItsHorizonIsNotCoveredWithoutACall(offsets: (Int, Int)) throws {
@@ -70,10 +71,11 @@ import WeatherProviders
     @Test func visualCrossingForecastURLHasNoDatesAndMetricUnits() throws {
         let transport = try RecordingTransport(body: Fixture.bytes(Fixture.vcForecast))
         let report = try Self.visualCrossing(transport).fetch(.forecast(days: 7), at: newYork, now: fixtureNow)
-        #expect(transport.urls == [
-            "https://weather.visualcrossing.com/VisualCrossingWebServices/rest/services/timeline/40.7,-74"
-                + "?unitGroup=metric&include=current,days&key=secret-key&contentType=json&iconSet=icons2",
-        ])
+        #expect(
+            transport.urls == [
+                "https://weather.visualcrossing.com/VisualCrossingWebServices/rest/services/timeline/40.7,-74"
+                    + "?unitGroup=metric&include=current,days&key=secret-key&contentType=json&iconSet=icons2"
+            ])
         #expect(report.location == newYork)
         #expect(report.provider == "visualcrossing")
     }
@@ -82,13 +84,15 @@ import WeatherProviders
         let transport = try RecordingTransport(body: Fixture.bytes(Fixture.vcTrip))
         let trip = WeatherQuery.trip(start: LocalDate("2026-12-20")!, end: LocalDate("2026-12-24")!)
         let report = try Self.visualCrossing(transport, key: "a b&c=d/e?#é").fetch(trip, at: newYork, now: fixtureNow)
-        #expect(transport.urls == [
-            "https://weather.visualcrossing.com/VisualCrossingWebServices/rest/services/timeline/40.7,-74/2026-12-20/2026-12-24"
-                + "?unitGroup=metric&include=current,days&key=a%20b%26c%3Dd%2Fe%3F%23%C3%A9&contentType=json&iconSet=icons2",
-        ])
+        #expect(
+            transport.urls == [
+                "https://weather.visualcrossing.com/VisualCrossingWebServices/rest/services/timeline/40.7,-74/2026-12-20/2026-12-24"
+                    + "?unitGroup=metric&include=current,days&key=a%20b%26c%3Dd%2Fe%3F%23%C3%A9&contentType=json&iconSet=icons2"
+            ])
         #expect(report.daily.count == 5)
-        #expect(VisualCrossingProvider(baseURL: "x", apiKey: "k", transport: transport, timeoutSeconds: 1)
-            .canCover(trip, now: fixtureNow))
+        #expect(
+            VisualCrossingProvider(baseURL: "x", apiKey: "k", transport: transport, timeoutSeconds: 1)
+                .canCover(trip, now: fixtureNow))
     }
 
     @Test func transportFailuresPassThroughUnchanged() throws {
@@ -114,8 +118,10 @@ import WeatherProviders
     }
 
     @Test func failureSummariesAreShortAndSafe() {
-        let all: [ProviderFailure] = [.timeout, .httpStatus(429, retryAfter: 30), .httpStatus(500, retryAfter: nil),
-                                      .providerError, .unparseable, .transport, .notCovered]
+        let all: [ProviderFailure] = [
+            .timeout, .httpStatus(429, retryAfter: 30), .httpStatus(500, retryAfter: nil),
+            .providerError, .unparseable, .transport, .notCovered,
+        ]
         #expect(Set(all.map(\.code)).count == 6)
         #expect(ProviderFailure.httpStatus(429, retryAfter: 30).summary == "provider answered HTTP 429, retry after 30 s")
         for failure in all {

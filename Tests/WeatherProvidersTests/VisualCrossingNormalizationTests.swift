@@ -22,19 +22,20 @@ let newYork = GridPoint(lat: 40.7, lon: -74)
     /// clamped to 1; a day's minimum above its maximum makes both null; impossible current values
     /// are null; a gap in `days` is not skipped over (session 17).
     @Test func implausibleValuesAreNullAndAGapIsNotCovered() throws {
-        let r = try report(modified { o in
-            var current = o["currentConditions"] as! [String: Any]
-            current["humidity"] = 150.0
-            current["temp"] = 1e300
-            current["windspeed"] = 9999.0
-            current["precip"] = -2.0
-            o["currentConditions"] = current
-            var days = o["days"] as! [[String: Any]]
-            days[0]["tempmin"] = 30.0
-            days[0]["tempmax"] = -5.0
-            days[1]["precipprob"] = 250.0
-            o["days"] = days
-        })
+        let r = try report(
+            modified { o in
+                var current = o["currentConditions"] as! [String: Any]
+                current["humidity"] = 150.0
+                current["temp"] = 1e300
+                current["windspeed"] = 9999.0
+                current["precip"] = -2.0
+                o["currentConditions"] = current
+                var days = o["days"] as! [[String: Any]]
+                days[0]["tempmin"] = 30.0
+                days[0]["tempmax"] = -5.0
+                days[1]["precipprob"] = 250.0
+                o["days"] = days
+            })
         let c = try #require(r.current)
         #expect(c.humidity == nil && c.temperatureC == nil && c.windSpeedKph == nil && c.precipitationMmPerHour == nil)
         #expect(r.daily[0].temperatureMinC == nil && r.daily[0].temperatureMaxC == nil)
@@ -64,9 +65,10 @@ let newYork = GridPoint(lat: 40.7, lon: -74)
         #expect(c.precipitationMmPerHour == 0.0)
         #expect(c.condition == .partlyCloudy)
 
-        #expect(r.daily.map(\.date) == [
-            "2026-11-30", "2026-12-01", "2026-12-02", "2026-12-03", "2026-12-04", "2026-12-05", "2026-12-06",
-        ])
+        #expect(
+            r.daily.map(\.date) == [
+                "2026-11-30", "2026-12-01", "2026-12-02", "2026-12-03", "2026-12-04", "2026-12-05", "2026-12-06",
+            ])
         #expect(r.daily.map(\.temperatureMinC) == [3.9, 4.2, 2.5, 1.1, 0.4, 2.0, -3.4])
         #expect(r.daily.map(\.temperatureMaxC) == [11.4, 9.0, 7.7, 6.2, 10.1, 8.8, 1.2])
         #expect(r.daily.map(\.condition) == [.partlyCloudy, .cloudy, .rain, .rain, .clear, .fog, .snow])
@@ -77,8 +79,10 @@ let newYork = GridPoint(lat: 40.7, lon: -74)
     /// offset (+2 in Paris on 31 October) put 23:30 local (+1) into 1 November and left today
     /// out; the days' own midnights (`datetimeEpoch`) say which day holds now and when it ends.
     @Test func todayIsTheDayWhoseMidnightsHoldNow() throws {
-        let midnights = ["2027-10-30": "2027-10-29T22:00:00Z", "2027-10-31": "2027-10-30T22:00:00Z",
-                         "2027-11-01": "2027-10-31T23:00:00Z", "2027-11-02": "2027-11-01T23:00:00Z"]
+        let midnights = [
+            "2027-10-30": "2027-10-29T22:00:00Z", "2027-10-31": "2027-10-30T22:00:00Z",
+            "2027-11-01": "2027-10-31T23:00:00Z", "2027-11-02": "2027-11-01T23:00:00Z",
+        ]
         let body = try modified { o in
             o["timezone"] = "Europe/Paris"
             o["tzoffset"] = 2.0
@@ -97,9 +101,12 @@ let newYork = GridPoint(lat: 40.7, lon: -74)
         // Without the days' midnights, the top-level offset as before.
         let bare = try modified { o in
             o["tzoffset"] = 2.0
-            o["days"] = (o["days"] as! [[String: Any]]).map { var d = $0; d["datetimeEpoch"] = nil; return d }
+            o["days"] = (o["days"] as! [[String: Any]]).map {
+                var d = $0; d["datetimeEpoch"] = nil; return d
+            }
         }
-        #expect(try VisualCrossingProvider.report(from: HTTPResult(status: 200, body: bare), for: .forecast(days: 2), at: newYork, now: fixtureNow).todayEndsAt
+        #expect(
+            try VisualCrossingProvider.report(from: HTTPResult(status: 200, body: bare), for: .forecast(days: 2), at: newYork, now: fixtureNow).todayEndsAt
                 == Timestamp(iso8601: "2026-11-30T22:00:00Z")!.seconds)
     }
 
@@ -145,11 +152,12 @@ let newYork = GridPoint(lat: 40.7, lon: -74)
     /// `datetimeEpoch` out of the wire format's range (see the Caiyun test of `server_time`).
     @Test(arguments: [1e300, -1e300, 9.3e18, 1e16, -1e18, -1, 253_402_300_800])
     func observationTimeOutsideTheWireFormatIsNull(value: Double) throws {
-        let r = try report(modified { o in
-            var current = o["currentConditions"] as! [String: Any]
-            current["datetimeEpoch"] = value
-            o["currentConditions"] = current
-        })
+        let r = try report(
+            modified { o in
+                var current = o["currentConditions"] as! [String: Any]
+                current["datetimeEpoch"] = value
+                o["currentConditions"] = current
+            })
         let c = try #require(r.current)
         #expect(c.observedAt == nil)
     }
@@ -220,11 +228,12 @@ let newYork = GridPoint(lat: 40.7, lon: -74)
         #expect(throws: ProviderFailure.notJSON) { try report(Array("<html>oops</html>".utf8)) }
         #expect(throws: ProviderFailure.unparseable) { try report(modified { $0["timezone"] = nil }) }
         #expect(throws: ProviderFailure.unparseable) {
-            try report(modified { o in
-                var days = o["days"] as! [[String: Any]]
-                days[0]["datetime"] = "30/11/2026"
-                o["days"] = days
-            })
+            try report(
+                modified { o in
+                    var days = o["days"] as! [[String: Any]]
+                    days[0]["datetime"] = "30/11/2026"
+                    o["days"] = days
+                })
         }
     }
 }

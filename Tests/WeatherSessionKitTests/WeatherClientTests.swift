@@ -13,8 +13,9 @@ struct WeatherClientTests {
         try #require(requests.count == 2)
         #expect(h.gateway.route(of: requests[0]) == .createSession)
         #expect(requests[1].method == "GET")
-        #expect(requests[1].url.absoluteString
-            == "https://weather.example/api/v1/weather?lat=31.23&lon=121.47&days=3")
+        #expect(
+            requests[1].url.absoluteString
+                == "https://weather.example/api/v1/weather?lat=31.23&lon=121.47&days=3")
         let token = try #require(try h.store.loadSession()?.accessToken)
         #expect(requests[1].header("X-Weather-Session-Token") == token)
         for request in requests {
@@ -28,7 +29,7 @@ struct WeatherClientTests {
         let h = Harness()
         _ = try await h.client.weather(lat: 31.23, lon: 121.47)
         let before = try #require(try h.store.loadSession())
-        h.gateway.invalidateAccessTokens()   // e.g. an operator action; refresh token still alive
+        h.gateway.invalidateAccessTokens()  // e.g. an operator action; refresh token still alive
 
         let report = try await h.client.weather(lat: 31.23, lon: 121.47)
 
@@ -103,8 +104,9 @@ struct WeatherClientTests {
         let trip = try await h.client.trip(lat: 35.6812, lon: 139.7671, start: start, end: end)
 
         let request = try #require(h.gateway.requests(to: .trip).first)
-        #expect(request.url.absoluteString
-            == "https://weather.example/api/v1/weather/trip?lat=35.68&lon=139.77&start=2026-12-20&end=2026-12-21")
+        #expect(
+            request.url.absoluteString
+                == "https://weather.example/api/v1/weather/trip?lat=35.68&lon=139.77&start=2026-12-20&end=2026-12-21")
         #expect(trip.current == nil)
         #expect(trip.daily.map(\.date) == [start, end])
         #expect(trip.daily[1].temperatureMaxC == nil)
@@ -179,8 +181,9 @@ struct WeatherClientTests {
         _ = try await h.client.weather(lat: -33.86785, lon: 151.20732)
         _ = try await WeatherClient(service: h.service, coordinateDecimals: 4).weather(lat: -33.86785, lon: 151.20732)
         _ = try await WeatherClient(service: h.service, coordinateDecimals: 0).weather(lat: -0.4, lon: 151.5)
-        #expect(h.gateway.requests(to: .weather).map { $0.url.query ?? "" }
-            == ["lat=-33.87&lon=151.21", "lat=-33.8679&lon=151.2073", "lat=0&lon=152"])
+        #expect(
+            h.gateway.requests(to: .weather).map { $0.url.query ?? "" }
+                == ["lat=-33.87&lon=151.21", "lat=-33.8679&lon=151.2073", "lat=0&lon=152"])
     }
 
     /// A caller cancelled while it waited for a renewal sends no weather request of its own; the

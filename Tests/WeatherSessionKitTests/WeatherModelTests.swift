@@ -84,8 +84,9 @@ struct WeatherModelTests {
             headers: ["retry-after": "30"],
             body: Data(#"{"error": {"code": "rate_limited", "message": "slow down"}}"#.utf8))
 
-        #expect(WeatherAPIError(response: response)
-            == WeatherAPIError(status: 429, code: "rate_limited", message: "slow down", retryAfter: 30))
+        #expect(
+            WeatherAPIError(response: response)
+                == WeatherAPIError(status: 429, code: "rate_limited", message: "slow down", retryAfter: 30))
     }
 
     @Test(arguments: ["2026-02-29", "2026-13-01", "2026-04-31", "26-01-01", "2026-1-01", "2026-01-01T00:00:00Z", ""])
@@ -105,7 +106,7 @@ struct WeatherModelTests {
     /// type holds; it stopped the app before.
     @Test func calendarDateOfADateOutsideYearsOneToNineThousandIsClamped() throws {
         let utc = try #require(TimeZone(identifier: "UTC"))
-        #expect(CalendarDate(Date(timeIntervalSince1970: 1e12), in: utc).description == "9999-12-31")   // year ~33,600
+        #expect(CalendarDate(Date(timeIntervalSince1970: 1e12), in: utc).description == "9999-12-31")  // year ~33,600
         #expect(CalendarDate(Date(timeIntervalSince1970: -1e12), in: utc).description == "0001-01-01")  // year ~29,700 BC
         #expect(CalendarDate(Date(timeIntervalSince1970: 253_402_300_799), in: utc).description == "9999-12-31")
         #expect(CalendarDate(Date(timeIntervalSince1970: .nan), in: utc).description == "0001-01-01")

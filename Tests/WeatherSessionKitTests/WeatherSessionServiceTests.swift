@@ -34,11 +34,12 @@ struct WeatherSessionServiceTests {
         #expect(creates[0].header("content-type") == "application/json; charset=utf-8")
         let body = FakeGateway.json(creates[0])
         let storedID = try #require(try h.store.loadInstallationID())
-        #expect(body == [
-            "platform": "ios",
-            "appVersion": "1.0",
-            "installationId": storedID.uuidString.lowercased(),
-        ])
+        #expect(
+            body == [
+                "platform": "ios",
+                "appVersion": "1.0",
+                "installationId": storedID.uuidString.lowercased(),
+            ])
         #expect(try h.store.loadSession()?.accessToken == token)
     }
 
@@ -63,10 +64,11 @@ struct WeatherSessionServiceTests {
         let refreshes = h.gateway.requests(to: .refresh)
         try #require(refreshes.count == 1)
         #expect(refreshes[0].url.absoluteString == "https://weather.example/api/v1/weather/session/refresh")
-        #expect(FakeGateway.json(refreshes[0]) == [
-            "anonymousSessionId": created.anonymousSessionId,
-            "refreshToken": created.refreshToken,
-        ])
+        #expect(
+            FakeGateway.json(refreshes[0]) == [
+                "anonymousSessionId": created.anonymousSessionId,
+                "refreshToken": created.refreshToken,
+            ])
         let stored = try #require(try h.store.loadSession())
         #expect(stored.accessToken == token)
         #expect(stored.anonymousSessionId == created.anonymousSessionId)
@@ -152,13 +154,13 @@ struct WeatherSessionServiceTests {
         _ = try await app.service.accessToken()
         _ = try await widget.accessToken()
         clock.advance(by: .hours(7))
-        let widgetToken = try await widget.accessToken()   // rotates; the store holds the new pair
+        let widgetToken = try await widget.accessToken()  // rotates; the store holds the new pair
         clock.advance(by: 120)
 
-        #expect(try await app.service.accessToken() == widgetToken)   // taken from the store, no network
+        #expect(try await app.service.accessToken() == widgetToken)  // taken from the store, no network
         #expect(app.gateway.outcomes == ["rotated"])
         clock.advance(by: .hours(7))
-        _ = try await app.service.accessToken()   // the app's turn: it presents the live token
+        _ = try await app.service.accessToken()  // the app's turn: it presents the live token
         #expect(app.gateway.outcomes == ["rotated", "rotated"])
         #expect(app.gateway.count(.createSession) == 1)
     }
@@ -454,10 +456,11 @@ struct WeatherSessionServiceTests {
         let revokes = h.gateway.requests(to: .revoke)
         try #require(revokes.count == 1)
         #expect(revokes[0].url.absoluteString == "https://weather.example/api/v1/weather/session/revoke")
-        #expect(FakeGateway.json(revokes[0]) == [
-            "anonymousSessionId": session.anonymousSessionId,
-            "refreshToken": session.refreshToken,
-        ])
+        #expect(
+            FakeGateway.json(revokes[0]) == [
+                "anonymousSessionId": session.anonymousSessionId,
+                "refreshToken": session.refreshToken,
+            ])
         #expect(try h.store.loadSession() == nil)
         #expect(try h.store.loadInstallationID() == installationID)
 
@@ -750,7 +753,11 @@ final class Counter: @unchecked Sendable {
     private let lock = NSLock()
     private var count = 0
     /// The count before this call, which adds one.
-    func next() -> Int { lock.withLock { defer { count += 1 }; return count } }
+    func next() -> Int {
+        lock.withLock {
+            defer { count += 1 }; return count
+        }
+    }
     var value: Int { lock.withLock { count } }
 }
 
@@ -766,7 +773,9 @@ final class RecordingActivity: WeatherRenewalActivity, @unchecked Sendable {
     var spans: [[Int]] { lock.withLock { recorded } }
 
     func run<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) async throws -> T {
-        let index = lock.withLock { recorded.append([mark()]); return recorded.count - 1 }
+        let index = lock.withLock {
+            recorded.append([mark()]); return recorded.count - 1
+        }
         defer { lock.withLock { recorded[index].append(mark()) } }
         return try await work()
     }

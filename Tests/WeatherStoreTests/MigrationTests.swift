@@ -56,16 +56,20 @@ import WeatherCore
         let db = try tempDB()
         try Migrator.apply(to: db)
         func columns(_ table: String) throws -> [String] {
-            try db.statement("SELECT name || ' ' || type || ' ' || \"notnull\" || ' ' || pk FROM pragma_table_info('\(table)') ORDER BY cid").rows { $0.text(0)! }
+            try db.statement("SELECT name || ' ' || type || ' ' || \"notnull\" || ' ' || pk FROM pragma_table_info('\(table)') ORDER BY cid").rows {
+                $0.text(0)!
+            }
         }
-        #expect(try columns("anonymous_weather_sessions") == [
-            "id TEXT 0 1", "installation_id_hash TEXT 1 0", "platform TEXT 1 0", "app_version TEXT 0 0",
-            "status TEXT 1 0", "created_at TEXT 1 0", "last_seen_at TEXT 1 0", "revoked_at TEXT 0 0",
-        ])
-        #expect(try columns("weather_session_tokens") == [
-            "id TEXT 0 1", "session_id TEXT 1 0", "token_hash TEXT 1 0", "token_type TEXT 1 0",
-            "expires_at TEXT 1 0", "created_at TEXT 1 0", "revoked_at TEXT 0 0",
-        ])
+        #expect(
+            try columns("anonymous_weather_sessions") == [
+                "id TEXT 0 1", "installation_id_hash TEXT 1 0", "platform TEXT 1 0", "app_version TEXT 0 0",
+                "status TEXT 1 0", "created_at TEXT 1 0", "last_seen_at TEXT 1 0", "revoked_at TEXT 0 0",
+            ])
+        #expect(
+            try columns("weather_session_tokens") == [
+                "id TEXT 0 1", "session_id TEXT 1 0", "token_hash TEXT 1 0", "token_type TEXT 1 0",
+                "expires_at TEXT 1 0", "created_at TEXT 1 0", "revoked_at TEXT 0 0",
+            ])
         #expect(try columns("d1_migrations") == ["id INTEGER 0 1", "name TEXT 0 0", "applied_at TIMESTAMP 1 0"])
     }
 
@@ -95,7 +99,8 @@ import WeatherCore
         #expect(!writerBefore && !FileManager.default.fileExists(atPath: path + "-writer"))
         // Another D1 project's export has a migrations' record of its own: told by its names.
         let d1 = try tempDB()
-        try d1.execute("""
+        try d1.execute(
+            """
             CREATE TABLE d1_migrations(id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT UNIQUE, applied_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP NOT NULL);
             INSERT INTO d1_migrations(name) VALUES ('0001_users.sql');
             CREATE TABLE users(id TEXT, secret TEXT)
@@ -104,7 +109,8 @@ import WeatherCore
         // Or none (a project whose schema was made by hand), or only ours over another's tables.
         for names in ["", "INSERT INTO d1_migrations(name) VALUES ('0001_anonymous_weather_sessions.sql');"] {
             let other = try tempDB()
-            try other.execute("""
+            try other.execute(
+                """
                 CREATE TABLE d1_migrations(id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT UNIQUE, applied_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP NOT NULL);
                 \(names)
                 CREATE TABLE users(id TEXT, secret TEXT)

@@ -15,10 +15,12 @@ import WeatherCore
         let store = try SQLiteGatewayStore(path: dir.appendingPathComponent("w.sqlite3").path)
         for i in 0..<9 {
             let created = now.adding(seconds: [-70 * 86_400, -2 * 86_400, 0][i % 3])
-            let pair = IssuedPair(accessRowId: "wst_a\(i)", accessHash: "access-\(i)", refreshRowId: "wst_r\(i)", refreshHash: "refresh-\(i)",
-                                  lifetimes: TokenLifetimes(now: created, policy: TokenPolicy()))
-            try store.createSession(NewSession(id: "aws_\(i)", installationIdHash: "inst-\(i)", platform: "ios", appVersion: nil, createdAt: created),
-                                    tokens: pair)
+            let pair = IssuedPair(
+                accessRowId: "wst_a\(i)", accessHash: "access-\(i)", refreshRowId: "wst_r\(i)", refreshHash: "refresh-\(i)",
+                lifetimes: TokenLifetimes(now: created, policy: TokenPolicy()))
+            try store.createSession(
+                NewSession(id: "aws_\(i)", installationIdHash: "inst-\(i)", platform: "ios", appVersion: nil, createdAt: created),
+                tokens: pair)
         }
         return store
     }
@@ -39,9 +41,11 @@ import WeatherCore
         let path = dir.appendingPathComponent("w.sqlite3").path
         let store = try SQLiteGatewayStore(path: path)
         let created = now.adding(seconds: -70 * 86_400)
-        try store.createSession(NewSession(id: "aws_0", installationIdHash: "inst-0", platform: "ios", appVersion: nil, createdAt: created),
-                                tokens: IssuedPair(accessRowId: "wst_a0", accessHash: "access-0", refreshRowId: "wst_r0", refreshHash: "refresh-0",
-                                                   lifetimes: TokenLifetimes(now: created, policy: TokenPolicy())))
+        try store.createSession(
+            NewSession(id: "aws_0", installationIdHash: "inst-0", platform: "ios", appVersion: nil, createdAt: created),
+            tokens: IssuedPair(
+                accessRowId: "wst_a0", accessHash: "access-0", refreshRowId: "wst_r0", refreshHash: "refresh-0",
+                lifetimes: TokenLifetimes(now: created, policy: TokenPolicy())))
         let readOnly = SQLiteGatewayStore(database: try Database(path: path, readOnly: true))
         do throws(StoreError) {
             _ = try readOnly.prune(now: now, policy: PrunePolicy(), dryRun: false)
@@ -69,8 +73,9 @@ import WeatherCore
         #expect(run.rows("anonymous_weather_sessions") == 3)
         #expect(run.rows("weather_session_tokens") == 9)
         #expect(try ids(store, "SELECT id FROM anonymous_weather_sessions ORDER BY id") == ["aws_1", "aws_2", "aws_4", "aws_5", "aws_7", "aws_8"])
-        #expect(try ids(store, "SELECT id FROM weather_session_tokens ORDER BY id")
-            == ["wst_a2", "wst_a5", "wst_a8", "wst_r1", "wst_r2", "wst_r4", "wst_r5", "wst_r7", "wst_r8"])
+        #expect(
+            try ids(store, "SELECT id FROM weather_session_tokens ORDER BY id")
+                == ["wst_a2", "wst_a5", "wst_a8", "wst_r1", "wst_r2", "wst_r4", "wst_r5", "wst_r7", "wst_r8"])
 
         // Nothing is left to prune, though the rowids now start past 1.
         let again = try store.prune(now: now, policy: policy, dryRun: false)
@@ -87,10 +92,12 @@ import WeatherCore
         let store = try SQLiteGatewayStore(path: dir.appendingPathComponent("w.sqlite3").path)
         let created = now.adding(seconds: -33 * 86_400)  // the refresh tokens expired 3 days ago
         for i in 0..<2 {
-            let pair = IssuedPair(accessRowId: "wst_a\(i)", accessHash: "access-\(i)", refreshRowId: "wst_r\(i)", refreshHash: "refresh-\(i)",
-                                  lifetimes: TokenLifetimes(now: created, policy: TokenPolicy()))
-            try store.createSession(NewSession(id: "aws_\(i)", installationIdHash: "inst-\(i)", platform: "ios", appVersion: nil, createdAt: created),
-                                    tokens: pair)
+            let pair = IssuedPair(
+                accessRowId: "wst_a\(i)", accessHash: "access-\(i)", refreshRowId: "wst_r\(i)", refreshHash: "refresh-\(i)",
+                lifetimes: TokenLifetimes(now: created, policy: TokenPolicy()))
+            try store.createSession(
+                NewSession(id: "aws_\(i)", installationIdHash: "inst-\(i)", platform: "ios", appVersion: nil, createdAt: created),
+                tokens: pair)
         }
         #expect(try store.revokeSession(id: "aws_1", now: now.adding(seconds: -86_400)))
         for _ in 0..<2 { _ = try store.prune(now: now, policy: PrunePolicy(), dryRun: false) }

@@ -10,8 +10,9 @@ import WeatherCore
     let session = "aws_0000000000000000000001"
 
     func pair(_ n: Int) -> IssuedPair {
-        IssuedPair(accessRowId: "wst_a\(n)", accessHash: "access-hash-\(n)", refreshRowId: "wst_r\(n)", refreshHash: "refresh-hash-\(n)",
-                   lifetimes: TokenLifetimes(now: now, policy: TokenPolicy()))
+        IssuedPair(
+            accessRowId: "wst_a\(n)", accessHash: "access-hash-\(n)", refreshRowId: "wst_r\(n)", refreshHash: "refresh-hash-\(n)",
+            lifetimes: TokenLifetimes(now: now, policy: TokenPolicy()))
     }
 
     /// Two workers' stores on one new database, the session created with pair 0.

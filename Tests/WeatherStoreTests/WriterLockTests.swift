@@ -198,7 +198,10 @@ import WeatherCore
         #expect(b.pause(of: "caiyun") == nil)
         let pause = ProviderPause(failures: 3, until: Timestamp(seconds: 1_796_000_000), failure: 3 | 503 << 8)
         var seen: ProviderPause? = pause
-        #expect(a.update("caiyun") { seen = $0; return pause })
+        #expect(
+            a.update("caiyun") {
+                seen = $0; return pause
+            })
         #expect(seen == nil)
         #expect(b.pause(of: "caiyun") == pause)
         #expect(b.pause(of: "visualcrossing") == nil)

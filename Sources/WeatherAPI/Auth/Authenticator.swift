@@ -28,9 +28,12 @@ public struct Authenticator {
         }
         // A session token names the session first: an app sending both headers whose session
         // ended is no old build, whether or not the legacy path is on (a review).
-        let refusal: AuthRefusal = request.headers["x-weather-session-token"].map({ !$0.isEmpty }) == true ? .sessionToken
-            : presented == nil ? .noToken
-            : legacyToken == nil ? .legacyOff : .legacyToken
+        let refusal: AuthRefusal =
+            request.headers["x-weather-session-token"].map({ !$0.isEmpty }) == true
+            ? .sessionToken
+            : presented == nil
+                ? .noToken
+                : legacyToken == nil ? .legacyOff : .legacyToken
         throw .unauthorized(refusal, legacyPathOn: legacyToken != nil)
     }
 }

@@ -27,9 +27,10 @@ public struct TokenMinter: Sendable {
     public func newSession(lifetimes: TokenLifetimes) throws -> (sessionId: String, pair: Pair) {
         let random = try SecureRandom.bytes(9 + 32 + 32 + 16)
         let sessionId = Self.sessionId(random[0..<9])
-        let pair = pair(access: TokenKind.access.prefix + Base64URL.encode(Array(random[9..<41])),
-                        refresh: TokenKind.refresh.prefix + Base64URL.encode(Array(random[41..<73])),
-                        rowIdBits: random[73...], lifetimes: lifetimes)
+        let pair = pair(
+            access: TokenKind.access.prefix + Base64URL.encode(Array(random[9..<41])),
+            refresh: TokenKind.refresh.prefix + Base64URL.encode(Array(random[41..<73])),
+            rowIdBits: random[73...], lifetimes: lifetimes)
         return (sessionId, pair)
     }
 
@@ -39,19 +40,22 @@ public struct TokenMinter: Sendable {
     public func successorPair(of refreshToken: String, lifetimes: TokenLifetimes) throws -> Pair {
         let access = hashKey.authenticationCode(for: ("successor-access:" + refreshToken).utf8)
         let refresh = hashKey.authenticationCode(for: ("successor-refresh:" + refreshToken).utf8)
-        return pair(access: TokenKind.access.prefix + Base64URL.encode(access),
-                    refresh: TokenKind.refresh.prefix + Base64URL.encode(refresh),
-                    rowIdBits: try SecureRandom.bytes(16)[...], lifetimes: lifetimes)
+        return pair(
+            access: TokenKind.access.prefix + Base64URL.encode(access),
+            refresh: TokenKind.refresh.prefix + Base64URL.encode(refresh),
+            rowIdBits: try SecureRandom.bytes(16)[...], lifetimes: lifetimes)
     }
 
     /// `rowIdBits`: 16 random bytes, 8 for each row id.
     private func pair(access: String, refresh: String, rowIdBits: ArraySlice<UInt8>, lifetimes: TokenLifetimes) -> Pair {
         precondition(rowIdBits.count == 16, "two row ids need 16 random bytes")
         let start = rowIdBits.startIndex
-        return Pair(accessToken: access, refreshToken: refresh, stored: IssuedPair(
-            accessRowId: Self.rowId(rowIdBits[start..<(start + 8)]), accessHash: SHA256.hex(access),
-            refreshRowId: Self.rowId(rowIdBits[(start + 8)...]), refreshHash: SHA256.hex(refresh),
-            lifetimes: lifetimes))
+        return Pair(
+            accessToken: access, refreshToken: refresh,
+            stored: IssuedPair(
+                accessRowId: Self.rowId(rowIdBits[start..<(start + 8)]), accessHash: SHA256.hex(access),
+                refreshRowId: Self.rowId(rowIdBits[(start + 8)...]), refreshHash: SHA256.hex(refresh),
+                lifetimes: lifetimes))
     }
 
     /// `aws_` + 22 base64url characters: the time in milliseconds (11 hex digits, good until the

@@ -31,8 +31,10 @@ public enum Bootstrap {
 
     /// What start-up errors call each configuration file: its role, never its path (API.md: no
     /// file path in any log line; `weatherctl check` prints the path).
-    static let configFileRoles = ["the file WEATHER_CONFIG names", "the default configuration file",
-                                  "the configuration file in closet-weather-data beside the program's folder"]
+    static let configFileRoles = [
+        "the file WEATHER_CONFIG names", "the default configuration file",
+        "the configuration file in closet-weather-data beside the program's folder",
+    ]
 
     /// `loadConfig`, the file it read (nil: the environment alone), and whether that file was the
     /// one beside the program (the shared hosting layout, see `denyWebAccess(toFoldersOf:)`).
@@ -40,7 +42,8 @@ public enum Bootstrap {
     /// which a monitoring user may run on a backup copy without the service's settings, passes
     /// over it, and gets its path in `unreadable`.
     public static func loadConfigAndSource(environment: [String: String] = processEnvironment(), strict: Bool = true) throws
-        -> (config: GatewayConfig, file: String?, besideProgram: String?, unreadable: [String]) {
+        -> (config: GatewayConfig, file: String?, besideProgram: String?, unreadable: [String])
+    {
         let relevant = environment.filter { ConfigLoader.knownVariables.contains($0.key) || $0.key.hasPrefix("WEATHER_") }
         var settings: [String: String] = [:]
         var read: String?, besideProgram: String?
@@ -76,7 +79,8 @@ public enum Bootstrap {
                         unreadable.append(path)
                         continue
                     }
-                    throw StartupError("\(configFileRoles[index + 1]) cannot be read by this user: \(String(cString: strerror(errno))) (weatherctl check prints its path)")
+                    throw StartupError(
+                        "\(configFileRoles[index + 1]) cannot be read by this user: \(String(cString: strerror(errno))) (weatherctl check prints its path)")
                 }
                 settings = try parse(text, role: configFileRoles[index + 1])
                 read = path
@@ -89,7 +93,9 @@ public enum Bootstrap {
         // which loses nothing. A token that starts with # is still taken from the environment
         // or in quotes (one fixed in shipped app builds may).
         if commented.contains("CLOSET_WEATHER_PROXY_TOKEN"), settings["CLOSET_WEATHER_PROXY_TOKEN"]?.hasPrefix("#") == true {
-            throw ConfigError(variable: "CLOSET_WEATHER_PROXY_TOKEN", problem: "is a comment in the settings file (to turn the legacy path off, leave it empty; a token that starts with # goes in quotes)")
+            throw ConfigError(
+                variable: "CLOSET_WEATHER_PROXY_TOKEN",
+                problem: "is a comment in the settings file (to turn the legacy path off, leave it empty; a token that starts with # goes in quotes)")
         }
         var config = try ConfigLoader.load(environment: relevant, file: settings)
         config.commentedSettings = commented
@@ -190,9 +196,10 @@ public enum Bootstrap {
         if stat(path, &st) != 0 {
             let missing = errno == ENOENT, why = String(cString: strerror(errno))  // before SQLite runs
             guard missing, !sessionsStored() else {
-                throw StartupError(missing
-                    ? "the hash key file (\(Self.hashKeyFileName)) is missing, but the database holds sessions hashed with it: restore it from a backup and restart every worker (INSTALL.md, \"A lost hash key\")"
-                    : "cannot read the hash key file (\(Self.hashKeyFileName)): \(why)")
+                throw StartupError(
+                    missing
+                        ? "the hash key file (\(Self.hashKeyFileName)) is missing, but the database holds sessions hashed with it: restore it from a backup and restart every worker (INSTALL.md, \"A lost hash key\")"
+                        : "cannot read the hash key file (\(Self.hashKeyFileName)): \(why)")
             }
             let fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
             if fd >= 0 {
@@ -234,12 +241,15 @@ public enum Bootstrap {
         let dir = config.databaseFolder
         var st = stat()
         if !dir.isEmpty, stat(dir, &st) != 0 || (st.st_mode & S_IFMT) != S_IFDIR {
-            throw StartupError("the database directory (the folder of WEATHER_DB_PATH) does not exist; create it and make it writable for the service user (`weatherctl check` shows the paths)")
+            throw StartupError(
+                "the database directory (the folder of WEATHER_DB_PATH) does not exist; create it and make it writable for the service user (`weatherctl check` shows the paths)"
+            )
         }
         do {
             return try SQLiteGatewayStore(path: config.databasePath)
         } catch {
-            throw StartupError("cannot open the database (WEATHER_DB_PATH): \((error as? DatabaseError)?.summary ?? "\(type(of: error))") (`weatherctl check` shows the path)")
+            throw StartupError(
+                "cannot open the database (WEATHER_DB_PATH): \((error as? DatabaseError)?.summary ?? "\(type(of: error))") (`weatherctl check` shows the path)")
         }
     }
 

@@ -17,7 +17,9 @@ public enum ProviderWiring {
                 }
             case "visualcrossing":
                 if let key = config.visualCrossingKey {
-                    providers.append(VisualCrossingProvider(baseURL: config.visualCrossingBaseURL, apiKey: key, transport: transport, timeoutSeconds: config.providerTimeout))
+                    providers.append(
+                        VisualCrossingProvider(baseURL: config.visualCrossingBaseURL, apiKey: key, transport: transport, timeoutSeconds: config.providerTimeout)
+                    )
                 }
             default:
                 break  // refused by the config loader already
@@ -40,8 +42,9 @@ final class ChainWeatherSource: WeatherSource {
         self.timeout = timeout
         // A worker testing a provider after its pause holds it for the others for as long as its
         // fetch may take (its failures are recorded when the fetch ends), and a second.
-        self.cooldowns = ProviderCooldowns(longest: cooldown, board: pauses,
-                                           probeSeconds: Int64((timeout * Double(max(1, chain.providers.count))).rounded(.up)) + 1)
+        self.cooldowns = ProviderCooldowns(
+            longest: cooldown, board: pauses,
+            probeSeconds: Int64((timeout * Double(max(1, chain.providers.count))).rounded(.up)) + 1)
         self.clock = clock
     }
 
@@ -54,8 +57,9 @@ final class ChainWeatherSource: WeatherSource {
 
     func uncoveredFetch(_ query: WeatherQuery, now: Timestamp) -> WeatherFetch? {
         guard !chain.providers.contains(where: { $0.canCover(query, now: now) }) else { return nil }
-        return WeatherFetch(result: .failure(.notCovered), attempts: [],
-                            trail: chain.providers.map { "\($0.name):\(ProviderFailure.notCovered.code)" }.joined(separator: ","))
+        return WeatherFetch(
+            result: .failure(.notCovered), attempts: [],
+            trail: chain.providers.map { "\($0.name):\(ProviderFailure.notCovered.code)" }.joined(separator: ","))
     }
 
     func pausedFetch(_ query: WeatherQuery, now: Timestamp) -> WeatherFetch? {

@@ -143,10 +143,12 @@ struct RefreshSessionHandler: Responder {
             services.limiter.charge(quota, context: context)
             services.metrics.count(Counters.Name.refreshes, at: now)
             services.metrics.touched(sessionId, at: now)  // last_seen_at, in the next batch
-            return services.tokenResponse(status: 200, sessionId: sessionId, access: pair.accessToken, refresh: pair.refreshToken, lifetimes: pair.stored.lifetimes, now: now)
+            return services.tokenResponse(
+                status: 200, sessionId: sessionId, access: pair.accessToken, refresh: pair.refreshToken, lifetimes: pair.stored.lifetimes, now: now)
         case .retried(let lifetimes):
             services.metrics.count(Counters.Name.refreshRetries, at: now)
-            return services.tokenResponse(status: 200, sessionId: sessionId, access: pair.accessToken, refresh: pair.refreshToken, lifetimes: lifetimes, now: now)
+            return services.tokenResponse(
+                status: 200, sessionId: sessionId, access: pair.accessToken, refresh: pair.refreshToken, lifetimes: lifetimes, now: now)
         case .invalid:
             throw .invalidRefreshToken
         case .reused:
@@ -166,7 +168,8 @@ struct RevokeSessionHandler: Responder {
         guard TokenSyntax.isWellFormed(refreshToken, kind: .refresh) else { throw .invalidRefreshToken }
         let outcome: SessionRevocation
         do {
-            outcome = try services.store.revokeSession(sessionId: sessionId, presentingRefreshTokenHash: services.minter.tokenHash(refreshToken), now: context.now)
+            outcome = try services.store.revokeSession(
+                sessionId: sessionId, presentingRefreshTokenHash: services.minter.tokenHash(refreshToken), now: context.now)
         } catch {
             throw .storageUnavailable
         }

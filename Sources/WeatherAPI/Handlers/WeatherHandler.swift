@@ -60,8 +60,9 @@ final class WeatherHandler {
             // session's distinct-cell quota: one session asking far trips of ever new dates made
             // a call each time, up to its 120 requests an hour (a black-box security audit).
             let counted = use == .none ? "\(point.key)|\(query.cacheKind)" : point.key
-            try limiter.check([limiter.weather(sessionId: grant.sessionId), limiter.weather(ip: context.clientIP)],
-                              cell: counted, sessionId: grant.sessionId, context: context)
+            try limiter.check(
+                [limiter.weather(sessionId: grant.sessionId), limiter.weather(ip: context.clientIP)],
+                cell: counted, sessionId: grant.sessionId, context: context)
         } else {
             try limiter.check([limiter.legacy(ip: context.clientIP), limiter.weather(ip: context.clientIP)], context: context)
         }
@@ -104,7 +105,8 @@ final class WeatherHandler {
             break
         case .ifCached:
             if let outlook = try storedCopy(key: outlookKey, now: now), outlook.state == "hit",
-               let cut = keptCut(of: outlook, for: query, key: key, now: now) {
+                let cut = keptCut(of: outlook, for: query, key: key, now: now)
+            {
                 return (cut, "hit")
             }
             do throws(HTTPError) {
@@ -112,7 +114,8 @@ final class WeatherHandler {
                 return (answer.body, answer.state)
             } catch {
                 guard error.code != HTTPError.storageUnavailable.code, let outlook = try storedCopy(key: outlookKey, now: now),
-                      let cut = Self.cut(outlook.body, for: query) else { throw error }
+                    let cut = Self.cut(outlook.body, for: query)
+                else { throw error }
                 return (cut, outlook.state)
             }
         case .fetch:
@@ -309,8 +312,9 @@ final class WeatherHandler {
                 until = Timestamp(seconds: min(until.seconds, keep))
             }
             do {
-                try store.storeWeather(key: key, body: body, fetchedAt: now, freshUntil: until,
-                                       staleUntil: now.adding(seconds: config.cacheTTL + config.cacheStaleTTL))
+                try store.storeWeather(
+                    key: key, body: body, fetchedAt: now, freshUntil: until,
+                    staleUntil: now.adding(seconds: config.cacheTTL + config.cacheStaleTTL))
                 fresh.keep(body, for: key, until: until, now: now)
             } catch {
                 // The answer is good even if it could not be cached.
@@ -325,11 +329,12 @@ final class WeatherHandler {
     /// 504 `provider_timeout` or 502 `provider_error` for a failed fetch, with `Retry-After` while
     /// a provider is in a pause; 502 `provider_error` saying so when no provider covers the days.
     static func failure(of fetched: WeatherFetch) -> HTTPError {
-        var error: HTTPError = switch fetched.result {
-        case .failure(.timeout): .providerTimeout
-        case .failure(.notCovered): .daysNotCovered
-        default: .providerError
-        }
+        var error: HTTPError =
+            switch fetched.result {
+            case .failure(.timeout): .providerTimeout
+            case .failure(.notCovered): .daysNotCovered
+            default: .providerError
+            }
         if let retryAfter = fetched.retryAfter { error.headers["Retry-After"] = "\(retryAfter)" }
         return error
     }
@@ -349,21 +354,25 @@ final class WeatherHandler {
         defer { if let trail { context.addProviders(trail) } }
         // The request's clock (the gateway's injected one), moved on by the wait.
         func now() -> Timestamp { requestTime.adding(seconds: Int64((MonotonicTime.now() - started) / 1_000_000_000)) }
-        guard let body = try Self.awaitFetch(
-            pollAgain: { usleep(20_000); return MonotonicTime.now() < deadline },
-            freshBody: { () throws(StoreError) -> [UInt8]? in
-                let now = now()
-                return try store.cachedWeather(key: key, now: now).flatMap { isFresh($0, now: now) ? $0.body : nil }
-            },
-            fetchState: { () throws(StoreError) -> FetchLockState in
-                let now = now()
-                return try store.fetchLockState(key: key, now: now, until: now.adding(seconds: claimSeconds))
-            },
-            paused: {
-                guard let paused = source.pausedFetch(query, now: now()) else { return nil }
-                trail = paused.trail
-                return Self.failure(of: paused)
-            }) else { return nil }
+        guard
+            let body = try Self.awaitFetch(
+                pollAgain: {
+                    usleep(20_000); return MonotonicTime.now() < deadline
+                },
+                freshBody: { () throws(StoreError) -> [UInt8]? in
+                    let now = now()
+                    return try store.cachedWeather(key: key, now: now).flatMap { isFresh($0, now: now) ? $0.body : nil }
+                },
+                fetchState: { () throws(StoreError) -> FetchLockState in
+                    let now = now()
+                    return try store.fetchLockState(key: key, now: now, until: now.adding(seconds: claimSeconds))
+                },
+                paused: {
+                    guard let paused = source.pausedFetch(query, now: now()) else { return nil }
+                    trail = paused.trail
+                    return Self.failure(of: paused)
+                })
+        else { return nil }
         // Fresh, but until when is the fetching worker's: this one keeps no copy or cut of it.
         return CellBody(body: body, state: "hit")
     }
@@ -417,7 +426,6 @@ final class WeatherHandler {
         return out
     }
 }
-
 
 /// A worker's own copies of cache rows while they are fresh, and of the answers cut from an
 /// outlook row under each answer's own key, so a hit costs no SQLite read.

@@ -39,7 +39,8 @@ public struct LogLine {
         // Fast path: plain values (ids, routes, numbers) go in as they are.
         let plain = value.utf8
         if !plain.isEmpty, plain.count <= 120,
-           plain.allSatisfy({ $0 > 32 && $0 < 127 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "=") && $0 != UInt8(ascii: "\\") }) {
+            plain.allSatisfy({ $0 > 32 && $0 < 127 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "=") && $0 != UInt8(ascii: "\\") })
+        {
             bytes.appendUTF8(value)
             return
         }

@@ -14,7 +14,10 @@ public struct Request: Sendable {
     public var remoteAddr: String
     public var body: [UInt8]
 
-    public init(method: String, path: String, query: [(name: String, value: String)] = [], headers: HeaderFields = [:], remoteAddr: String = "127.0.0.1", body: [UInt8] = []) {
+    public init(
+        method: String, path: String, query: [(name: String, value: String)] = [], headers: HeaderFields = [:], remoteAddr: String = "127.0.0.1",
+        body: [UInt8] = []
+    ) {
         self.method = method
         self.path = path
         self.query = query
@@ -45,7 +48,8 @@ public struct Request: Sendable {
         params: CGIParameters, mountPrefix: String, readBody: (Int) -> [UInt8]
     ) throws(HTTPError) -> Request {
         guard let method = params["REQUEST_METHOD"], !method.isEmpty, method.utf8.count <= 16,
-              method.utf8.allSatisfy({ (65...90).contains($0) }) else {
+            method.utf8.allSatisfy({ (65...90).contains($0) })
+        else {
             throw HTTPError(status: 400, code: "invalid_request", message: "the request has no valid method")
         }
         var candidates: [String] = []
@@ -97,8 +101,9 @@ public struct Request: Sendable {
                 }
             }
         }
-        var request = Request(method: method, path: paths[0], query: query, headers: headers,
-                              remoteAddr: params["REMOTE_ADDR"] ?? "", body: body)
+        var request = Request(
+            method: method, path: paths[0], query: query, headers: headers,
+            remoteAddr: params["REMOTE_ADDR"] ?? "", body: body)
         request.alternatePaths = Array(paths.dropFirst())
         return request
     }

@@ -20,8 +20,10 @@ public final class StandardErrorLog: LogSink, Sendable {
         var newline = UInt8(ascii: "\n")
         text.withUTF8 { bytes in
             withUnsafeMutablePointer(to: &newline) { nl in
-                var parts = (iovec(iov_base: UnsafeMutableRawPointer(mutating: bytes.baseAddress), iov_len: bytes.count),
-                             iovec(iov_base: UnsafeMutableRawPointer(nl), iov_len: 1))
+                var parts = (
+                    iovec(iov_base: UnsafeMutableRawPointer(mutating: bytes.baseAddress), iov_len: bytes.count),
+                    iovec(iov_base: UnsafeMutableRawPointer(nl), iov_len: 1)
+                )
                 withUnsafeMutableBytes(of: &parts) { raw in
                     _ = writev(fd, raw.baseAddress!.assumingMemoryBound(to: iovec.self), 2)
                 }

@@ -65,7 +65,8 @@ public enum ConfigLoader {
     static let settingPrefixes = ["WEATHER_", "CAIYUN_", "VISUAL_CROSSING_", "CLOSET_WEATHER_"]
 
     static func isSettingName(_ key: String) -> Bool {
-        !key.isEmpty && key.utf8.count <= 64 && key.utf8.allSatisfy { $0 == UInt8(ascii: "_") || (48...57).contains($0) || (65...90).contains($0) || (97...122).contains($0) }
+        !key.isEmpty && key.utf8.count <= 64
+            && key.utf8.allSatisfy { $0 == UInt8(ascii: "_") || (48...57).contains($0) || (65...90).contains($0) || (97...122).contains($0) }
     }
 
     /// A value that was refused, for the error message: repeated only when it is short and looks
@@ -90,8 +91,11 @@ public enum ConfigLoader {
     /// longer than the longest setting is repeated.
     static func unknownSetting(_ key: String, in source: String) -> ConfigError {
         guard settingPrefixes.contains(where: key.hasPrefix), key.utf8.count <= longestSettingName,
-              key.utf8.allSatisfy({ $0 == UInt8(ascii: "_") || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) }) else {
-            return ConfigError(variable: "a name in \(source)", problem: "is not a known setting (\(key.count) characters, not shown; settings begin with \(settingPrefixes.joined(separator: ", ")))")
+            key.utf8.allSatisfy({ $0 == UInt8(ascii: "_") || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) })
+        else {
+            return ConfigError(
+                variable: "a name in \(source)",
+                problem: "is not a known setting (\(key.count) characters, not shown; settings begin with \(settingPrefixes.joined(separator: ", ")))")
         }
         return ConfigError(variable: key, problem: "is not a known setting")
     }

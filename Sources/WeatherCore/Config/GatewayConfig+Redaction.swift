@@ -4,16 +4,18 @@ extension GatewayConfig: CustomStringConvertible, CustomDebugStringConvertible, 
     /// on a configuration are safe. A setting added later is left out until it is listed here.
     public var customMirror: Mirror {
         func secret(_ value: String?) -> String { value == nil ? "nil" : "<redacted>" }
-        return Mirror(self, children: [
-            "databasePath": databasePath, "hashKey": secret(hashKey), "legacyToken": secret(legacyToken),
-            "caiyunToken": secret(caiyunToken), "caiyunBaseURL": caiyunBaseURL,
-            "visualCrossingKey": secret(visualCrossingKey), "visualCrossingBaseURL": visualCrossingBaseURL,
-            "providers": providers, "providerTimeout": providerTimeout, "providerCooldown": providerCooldown,
-            "tokenPolicy": tokenPolicy, "cacheTTL": cacheTTL, "cacheStaleTTL": cacheStaleTTL, "gridDegrees": gridDegrees,
-            "limits": limits, "trustedProxies": trustedProxies, "mountPrefix": mountPrefix, "platforms": platforms,
-            "maxRequestsPerWorker": maxRequestsPerWorker, "flushInterval": flushInterval, "bodyTimeout": bodyTimeout,
-            "pruneInterval": pruneInterval,
-        ], displayStyle: .struct)
+        return Mirror(
+            self,
+            children: [
+                "databasePath": databasePath, "hashKey": secret(hashKey), "legacyToken": secret(legacyToken),
+                "caiyunToken": secret(caiyunToken), "caiyunBaseURL": caiyunBaseURL,
+                "visualCrossingKey": secret(visualCrossingKey), "visualCrossingBaseURL": visualCrossingBaseURL,
+                "providers": providers, "providerTimeout": providerTimeout, "providerCooldown": providerCooldown,
+                "tokenPolicy": tokenPolicy, "cacheTTL": cacheTTL, "cacheStaleTTL": cacheStaleTTL, "gridDegrees": gridDegrees,
+                "limits": limits, "trustedProxies": trustedProxies, "mountPrefix": mountPrefix, "platforms": platforms,
+                "maxRequestsPerWorker": maxRequestsPerWorker, "flushInterval": flushInterval, "bodyTimeout": bodyTimeout,
+                "pruneInterval": pruneInterval,
+            ], displayStyle: .struct)
     }
 
     public var description: String {

@@ -92,8 +92,10 @@ extension JSONScanner {
             let span = try number()
             guard let v = Double(String(decoding: bytes[span], as: UTF8.self)), v.isFinite else { throw Invalid() }
             // Too small for a Double (`1e-400`) is refused like too large, not read as 0.
-            if v == 0, bytes[span].prefix(while: { $0 != UInt8(ascii: "e") && $0 != UInt8(ascii: "E") })
-                .contains(where: { $0 >= UInt8(ascii: "1") && $0 <= UInt8(ascii: "9") }) {
+            if v == 0,
+                bytes[span].prefix(while: { $0 != UInt8(ascii: "e") && $0 != UInt8(ascii: "E") })
+                    .contains(where: { $0 >= UInt8(ascii: "1") && $0 <= UInt8(ascii: "9") })
+            {
                 throw Invalid()
             }
             return .number(v)

@@ -6,7 +6,8 @@ public struct LocalDate: Sendable, Hashable, Comparable, CustomStringConvertible
 
     public init?(year: Int, month: Int, day: Int) {
         guard (1...9999).contains(year), (1...12).contains(month),
-              (1...LocalDate.daysIn(month: month, year: year)).contains(day) else { return nil }
+            (1...LocalDate.daysIn(month: month, year: year)).contains(day)
+        else { return nil }
         self.year = year
         self.month = month
         self.day = day

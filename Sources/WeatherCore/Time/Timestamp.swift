@@ -61,7 +61,8 @@ public struct Timestamp: Sendable, Hashable, Comparable {
 
     private static func parse(_ u: UnsafeBufferPointer<UInt8>) -> Int64? {
         guard u.count == 20, u[4] == UInt8(ascii: "-"), u[7] == UInt8(ascii: "-"), u[10] == UInt8(ascii: "T"),
-              u[13] == UInt8(ascii: ":"), u[16] == UInt8(ascii: ":"), u[19] == UInt8(ascii: "Z") else { return nil }
+            u[13] == UInt8(ascii: ":"), u[16] == UInt8(ascii: ":"), u[19] == UInt8(ascii: "Z")
+        else { return nil }
         func num(_ i: Int, _ width: Int) -> Int? {
             var n = 0
             for j in i..<(i + width) {
@@ -71,7 +72,8 @@ public struct Timestamp: Sendable, Hashable, Comparable {
             return n
         }
         guard let y = num(0, 4), let mo = num(5, 2), let d = num(8, 2), let date = LocalDate(year: y, month: mo, day: d),
-              let h = num(11, 2), let m = num(14, 2), let s = num(17, 2), h < 24, m < 60, s < 60 else { return nil }
+            let h = num(11, 2), let m = num(14, 2), let s = num(17, 2), h < 24, m < 60, s < 60
+        else { return nil }
         return Int64(date.daysSinceEpoch) * 86_400 + Int64(h * 3600 + m * 60 + s)
     }
 }

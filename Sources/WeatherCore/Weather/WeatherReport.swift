@@ -51,8 +51,9 @@ public struct CurrentWeather: Codable, Sendable, Equatable {
     public var condition: WeatherCondition
 
     /// Conditions a provider did not send at all: every value null, the condition `unknown`.
-    public static let unknown = CurrentWeather(observedAt: nil, temperatureC: nil, apparentTemperatureC: nil, humidity: nil,
-                                               windSpeedKph: nil, precipitationMmPerHour: nil, condition: .unknown)
+    public static let unknown = CurrentWeather(
+        observedAt: nil, temperatureC: nil, apparentTemperatureC: nil, humidity: nil,
+        windSpeedKph: nil, precipitationMmPerHour: nil, condition: .unknown)
 
     public init(
         observedAt: String?, temperatureC: Double?, apparentTemperatureC: Double?, humidity: Double?,

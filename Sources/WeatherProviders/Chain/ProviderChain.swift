@@ -86,11 +86,12 @@ public struct ProviderChain: Sendable {
         // Only when nobody was asked: a provider that answered without some of the days (its day
         // not turned yet, just after the place's midnight) may well have them when asked again,
         // and `.notCovered` tells the client that asking again will not help (a contract audit).
-        let failure: ProviderFailure = if !attempts.isEmpty && attempts.allSatisfy({ $0.failure == .notCovered && !$0.calledProvider }) {
-            .notCovered
-        } else {
-            lastFailure == .timeout ? .timeout : .providerError
-        }
+        let failure: ProviderFailure =
+            if !attempts.isEmpty && attempts.allSatisfy({ $0.failure == .notCovered && !$0.calledProvider }) {
+                .notCovered
+            } else {
+                lastFailure == .timeout ? .timeout : .providerError
+            }
         let ended = recordPauses()
         let resumes = tried.compactMap { cooldowns.pause(of: $0, now: ended)?.until.seconds }.min()
         return ChainOutcome(result: .failure(failure), attempts: attempts, retryAfter: resumes.map { max(1, $0 - ended.seconds) })
@@ -118,8 +119,9 @@ extension ProviderChain {
             resumes = min(resumes, pause.until.seconds)
         }
         guard let last else { return nil }
-        return ChainOutcome(result: .failure(last == .timeout ? .timeout : .providerError), attempts: attempts,
-                            retryAfter: max(1, resumes - now.seconds))
+        return ChainOutcome(
+            result: .failure(last == .timeout ? .timeout : .providerError), attempts: attempts,
+            retryAfter: max(1, resumes - now.seconds))
     }
 }
 

@@ -135,9 +135,15 @@ public struct ProviderCooldowns: Sendable {
                 entry.until = claim.original
                 return entry
             }
-            if entries[provider] == nil, let board, board.update(provider, { current in
-                current.flatMap { restored(Entry(shared: $0))?.shared }
-            }) { continue }
+            if entries[provider] == nil, let board,
+                board.update(
+                    provider,
+                    { current in
+                        current.flatMap { restored(Entry(shared: $0))?.shared }
+                    })
+            {
+                continue
+            }
             entries[provider] = restored(entries[provider])
         }
         probes.removeAll()
@@ -148,7 +154,8 @@ public struct ProviderCooldowns: Sendable {
     /// operator's `date`), and a pause must never outlast the setting or a kept `Retry-After`.
     public func pause(of provider: String, now: Timestamp) -> Entry? {
         guard let entry = entries[provider] ?? board?.pause(of: provider).map(Entry.init(shared:)), now < entry.until,
-              entry.until.seconds - now.seconds <= ceiling(of: entry) else { return nil }
+            entry.until.seconds - now.seconds <= ceiling(of: entry)
+        else { return nil }
         return entry
     }
 
@@ -180,9 +187,15 @@ public struct ProviderCooldowns: Sendable {
             entry.until = min(entry.until, now)
             return entry
         }
-        if entries[provider] == nil, let board, board.update(provider, {
-            record(after: previous($0.map(Entry.init(shared:))), failure: failure, retryAfter: retryAfter, now: now).shared
-        }) { return }
+        if entries[provider] == nil, let board,
+            board.update(
+                provider,
+                {
+                    record(after: previous($0.map(Entry.init(shared:))), failure: failure, retryAfter: retryAfter, now: now).shared
+                })
+        {
+            return
+        }
         entries[provider] = record(after: previous(entries[provider]), failure: failure, retryAfter: retryAfter, now: now)
     }
 
@@ -203,7 +216,8 @@ public struct ProviderCooldowns: Sendable {
             return Entry(failures: failures, until: now.adding(seconds: length), failure: failure, lengthened: length > longest)
         }
         guard let previous, now.seconds - previous.until.seconds <= longest,
-              previous.until.seconds - now.seconds <= ceiling(of: previous) else {
+            previous.until.seconds - now.seconds <= ceiling(of: previous)
+        else {
             return entry(1)
         }
         if now < previous.until {
@@ -232,17 +246,18 @@ extension ProviderCooldowns.Entry {
     /// status in the 15 above, and at the top whether a `Retry-After` lengthened the pause (the
     /// `Retry-After` itself is in `until` already).
     var shared: ProviderPause {
-        let code: UInt32 = switch failure {
-        case .timeout: 1
-        case .transport: 2
-        case .httpStatus(let status, _): 3 | UInt32(min(max(status, 0), 0x7FFF)) << 8
-        case .providerError: 4
-        case .unparseable: 5
-        case .notCovered: 6
-        case .coolingDown: 7
-        case .tls: 8
-        case .notJSON: 9
-        }
+        let code: UInt32 =
+            switch failure {
+            case .timeout: 1
+            case .transport: 2
+            case .httpStatus(let status, _): 3 | UInt32(min(max(status, 0), 0x7FFF)) << 8
+            case .providerError: 4
+            case .unparseable: 5
+            case .notCovered: 6
+            case .coolingDown: 7
+            case .tls: 8
+            case .notJSON: 9
+            }
         return ProviderPause(failures: failures, until: until, failure: code | (lengthened ? Self.lengthenedBit : 0))
     }
 
@@ -250,17 +265,18 @@ extension ProviderCooldowns.Entry {
     static let lengthenedBit: UInt32 = 1 << 23
 
     init(shared pause: ProviderPause) {
-        let failure: ProviderFailure = switch pause.failure & 0xFF {
-        case 1: .timeout
-        case 3: .httpStatus(Int(pause.failure >> 8 & 0x7FFF), retryAfter: nil)
-        case 4: .providerError
-        case 5: .unparseable
-        case 6: .notCovered
-        case 7: .coolingDown
-        case 8: .tls
-        case 9: .notJSON
-        default: .transport
-        }
+        let failure: ProviderFailure =
+            switch pause.failure & 0xFF {
+            case 1: .timeout
+            case 3: .httpStatus(Int(pause.failure >> 8 & 0x7FFF), retryAfter: nil)
+            case 4: .providerError
+            case 5: .unparseable
+            case 6: .notCovered
+            case 7: .coolingDown
+            case 8: .tls
+            case 9: .notJSON
+            default: .transport
+            }
         self.init(failures: pause.failures, until: pause.until, failure: failure, lengthened: pause.failure & Self.lengthenedBit != 0)
     }
 }

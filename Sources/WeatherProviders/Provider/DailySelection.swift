@@ -41,10 +41,13 @@ enum DailySelection {
     /// an outlook short of `WeatherQuery.maxDays` (yesterday left out). A series that only has a
     /// stray yesterday besides every day asked is not one, nor one that starts at yesterday all
     /// day long (kept a minute, it would cost a call a minute for every cell).
-    static func dayNotTurned(_ days: [LocalDate: DailyWeather], picked: [DailyWeather], for query: WeatherQuery,
-                             localToday: LocalDate?, todayEndsAt: Int64?, now: Timestamp) -> Bool {
+    static func dayNotTurned(
+        _ days: [LocalDate: DailyWeather], picked: [DailyWeather], for query: WeatherQuery,
+        localToday: LocalDate?, todayEndsAt: Int64?, now: Timestamp
+    ) -> Bool {
         guard query.includesCurrent, let today = localToday, let end = todayEndsAt, end - now.seconds > 86_400 - 7_200,
-              days.keys.min() == today.adding(days: -1) else { return false }
+            days.keys.min() == today.adding(days: -1)
+        else { return false }
         if let first = picked.first.flatMap({ LocalDate($0.date) }), first < today { return true }
         return query == .outlook && picked.count < WeatherQuery.maxDays
     }

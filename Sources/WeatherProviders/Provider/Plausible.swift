@@ -53,7 +53,8 @@ enum Plausible {
     /// 0 read as 1970, or one a year ahead, is no observation time.
     static func observedAt(_ epochSeconds: Double?, now: Timestamp) -> String? {
         guard let time = epochSeconds.flatMap(Timestamp.init(epochSeconds:)),
-              time.seconds >= now.seconds - 86_400, time.seconds <= now.seconds + 3600 else { return nil }
+            time.seconds >= now.seconds - 86_400, time.seconds <= now.seconds + 3600
+        else { return nil }
         return time.iso8601
     }
 
@@ -63,7 +64,8 @@ enum Plausible {
     /// `TimeZone(identifier:)` knows.
     static func timeZoneName(_ text: String?) -> String? {
         guard let text, (1...64).contains(text.utf8.count), let first = text.utf8.first,
-              (65...90).contains(first) || (97...122).contains(first) else { return nil }
+            (65...90).contains(first) || (97...122).contains(first)
+        else { return nil }
         let allowed = text.utf8.allSatisfy { c in
             (48...57).contains(c) || (65...90).contains(c) || (97...122).contains(c)
                 || c == UInt8(ascii: "/") || c == UInt8(ascii: "_") || c == UInt8(ascii: "-") || c == UInt8(ascii: "+")

@@ -84,15 +84,16 @@ public final class HTTP1Transport: HTTPTransport, @unchecked Sendable {
     }
 
     private func requestBytes(for target: HTTPTarget) -> [UInt8] {
-        Array("""
-        GET \(target.requestTarget) HTTP/1.1\r
-        Host: \(target.hostHeader)\r
-        User-Agent: \(userAgent)\r
-        Accept: application/json\r
-        Accept-Encoding: gzip\r
-        \r
+        Array(
+            """
+            GET \(target.requestTarget) HTTP/1.1\r
+            Host: \(target.hostHeader)\r
+            User-Agent: \(userAgent)\r
+            Accept: application/json\r
+            Accept-Encoding: gzip\r
+            \r
 
-        """.utf8)
+            """.utf8)
     }
 
     /// Sends the request and reads one whole response; keeps the connection when the response
@@ -164,7 +165,9 @@ public final class HTTP1Transport: HTTPTransport, @unchecked Sendable {
 
     /// Reads the body as the head frames it. `exact` is false when bytes followed the body,
     /// which leaves the connection unusable for the next response.
-    private func readBody(_ framing: HTTPResponseHead.Framing, leftover: ArraySlice<UInt8>, on connection: HTTPConnection, until deadline: Int64) -> Result<(body: [UInt8], exact: Bool), ProviderFailure> {
+    private func readBody(_ framing: HTTPResponseHead.Framing, leftover: ArraySlice<UInt8>, on connection: HTTPConnection, until deadline: Int64) -> Result<
+        (body: [UInt8], exact: Bool), ProviderFailure
+    > {
         switch framing {
         case .none:
             return .success(([], leftover.isEmpty))

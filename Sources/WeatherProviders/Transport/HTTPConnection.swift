@@ -33,8 +33,10 @@ final class HTTPConnection {
         var next = addresses
         while let address = next?.pointee {
             next = address.ai_next
-            candidates.append(Address(family: address.ai_family, type: address.ai_socktype, proto: address.ai_protocol,
-                                           address: address.ai_addr, length: address.ai_addrlen))
+            candidates.append(
+                Address(
+                    family: address.ai_family, type: address.ai_socktype, proto: address.ai_protocol,
+                    address: address.ai_addr, length: address.ai_addrlen))
         }
         fd = try Self.connectFirst(of: candidates, deadline: deadline)
 

@@ -34,11 +34,13 @@ struct HTTPResponseHead: Equatable, Sendable {
             line.last == 13 ? line.dropLast() : line
         }.filter { !$0.isEmpty }[...]
         guard let statusLine = lines.popFirst(), statusLine.count >= 12,
-              statusLine.starts(with: "HTTP/1.".utf8) else { return nil }
+            statusLine.starts(with: "HTTP/1.".utf8)
+        else { return nil }
         let minor = statusLine[statusLine.startIndex + 7]
         let code = statusLine[(statusLine.startIndex + 9)..<(statusLine.startIndex + 12)]
         guard statusLine[statusLine.startIndex + 8] == 32,
-              code.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }
+            code.allSatisfy({ $0 >= 48 && $0 <= 57 })
+        else { return nil }
         status = code.reduce(0) { $0 * 10 + Int($1 - 48) }
         guard status >= 100 else { return nil }
 
@@ -105,7 +107,8 @@ struct HTTPResponseHead: Equatable, Sendable {
     private static func trimmed(_ bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
         let isSpace: (UInt8) -> Bool = { $0 == 32 || $0 == 9 }
         guard let first = bytes.firstIndex(where: { !isSpace($0) }),
-              let last = bytes.lastIndex(where: { !isSpace($0) }) else { return [] }
+            let last = bytes.lastIndex(where: { !isSpace($0) })
+        else { return [] }
         return bytes[first...last]
     }
 

@@ -55,7 +55,8 @@ struct HTTPTarget: Equatable, Sendable {
 
         if let portPart {
             guard !portPart.isEmpty, portPart.count <= 5,
-                  portPart.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return nil }
+                portPart.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
+            else { return nil }
             let value = portPart.reduce(0) { $0 * 10 + Int($1 - UInt8(ascii: "0")) }
             guard (1...65535).contains(value) else { return nil }
             port = value

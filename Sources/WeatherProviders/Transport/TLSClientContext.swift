@@ -39,11 +39,11 @@ final class TLSClientContext {
     /// The first CA bundle that exists among the usual distribution paths. The release bundle
     /// ships Debian's libssl, whose built-in paths exist only on Debian and its derivatives.
     static let caBundle: String? = [
-        "/etc/ssl/certs/ca-certificates.crt",      // Debian, Ubuntu, Alpine
-        "/etc/pki/tls/certs/ca-bundle.crt",        // Fedora, RHEL, CentOS, CloudLinux
-        "/etc/ssl/ca-bundle.pem",                  // openSUSE
-        "/etc/pki/tls/cacert.pem",                 // OpenELEC
-        "/etc/ssl/cert.pem",                       // Alpine, macOS-style
+        "/etc/ssl/certs/ca-certificates.crt",  // Debian, Ubuntu, Alpine
+        "/etc/pki/tls/certs/ca-bundle.crt",  // Fedora, RHEL, CentOS, CloudLinux
+        "/etc/ssl/ca-bundle.pem",  // openSUSE
+        "/etc/pki/tls/cacert.pem",  // OpenELEC
+        "/etc/ssl/cert.pem",  // Alpine, macOS-style
     ].first { access($0, R_OK) == 0 }
 
     private static func hasHashedNames(_ path: String) -> Bool {
@@ -55,7 +55,8 @@ final class TLSClientContext {
             }
             let utf8 = Array(name.utf8)
             if utf8.count == 10, utf8[8] == UInt8(ascii: "."), utf8[9] == UInt8(ascii: "0"),
-               utf8[0..<8].allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) }) {
+                utf8[0..<8].allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) })
+            {
                 return true
             }
         }

@@ -47,7 +47,8 @@ extension VisualCrossingProvider {
     static func today(in days: [VisualCrossingPayload.Day], now: Timestamp) -> (date: LocalDate, endsAt: Int64)? {
         for (i, day) in days.enumerated() {
             guard let start = day.datetimeEpoch.flatMap(Timestamp.init(epochSeconds:)), start.seconds <= now.seconds,
-                  let date = LocalDate(day.datetime) else { continue }
+                let date = LocalDate(day.datetime)
+            else { continue }
             // A day lasts 23 to 25 hours; the next day's midnight ends it when it is sent.
             let next = i + 1 < days.count ? days[i + 1].datetimeEpoch.flatMap(Timestamp.init(epochSeconds:)) : nil
             let end = next.map(\.seconds) ?? start.seconds + 86_400

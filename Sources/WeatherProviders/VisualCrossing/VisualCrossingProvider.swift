@@ -40,7 +40,8 @@ public struct VisualCrossingProvider: WeatherProvider {
     /// (after API.md's parameters) asks for the richer icons: the default set has no thunder,
     /// sleet, showers or hail, so `thunderstorm` and `sleet` could never come from Visual Crossing.
     func requestURL(for query: WeatherQuery, at point: GridPoint) -> String {
-        var url = "\(baseURL)/VisualCrossingWebServices/rest/services/timeline/"
+        var url =
+            "\(baseURL)/VisualCrossingWebServices/rest/services/timeline/"
             + "\(ProviderURL.coordinate(point.lat)),\(ProviderURL.coordinate(point.lon))"
         if case .trip(let start, let end) = query {
             url += "/\(start)/\(end)"

@@ -46,12 +46,14 @@ public struct WeatherAPIError: Error, Sendable, Equatable, CustomStringConvertib
             .flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
             .map { max(0, $0) }
         if let envelope = try? WeatherJSON.decoder().decode(WeatherErrorEnvelope.self, from: response.body) {
-            self.init(status: response.status, code: envelope.error.code,
-                      message: envelope.error.message, retryAfter: retryAfter)
+            self.init(
+                status: response.status, code: envelope.error.code,
+                message: envelope.error.message, retryAfter: retryAfter)
         } else {
-            self.init(status: response.status, code: Code.unexpectedResponse,
-                      message: "HTTP \(response.status) without an error envelope",
-                      retryAfter: retryAfter)
+            self.init(
+                status: response.status, code: Code.unexpectedResponse,
+                message: "HTTP \(response.status) without an error envelope",
+                retryAfter: retryAfter)
         }
     }
 

@@ -45,10 +45,12 @@ extension WeatherSessionResponse: CustomStringConvertible, CustomReflectable {
 
     /// Redacted too, for `dump` and debuggers.
     public var customMirror: Mirror {
-        Mirror(self, children: [
-            "anonymousSessionId": anonymousSessionId, "weatherAccessToken": redactedToken, "refreshToken": redactedToken,
-            "expiresAt": expiresAt, "refreshAfter": refreshAfter, "expiresIn": expiresIn,
-            "refreshTokenExpiresAt": refreshTokenExpiresAt,
-        ], displayStyle: .struct)
+        Mirror(
+            self,
+            children: [
+                "anonymousSessionId": anonymousSessionId, "weatherAccessToken": redactedToken, "refreshToken": redactedToken,
+                "expiresAt": expiresAt, "refreshAfter": refreshAfter, "expiresIn": expiresIn,
+                "refreshTokenExpiresAt": refreshTokenExpiresAt,
+            ], displayStyle: .struct)
     }
 }

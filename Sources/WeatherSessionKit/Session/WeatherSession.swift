@@ -77,10 +77,12 @@ public struct WeatherSession: Sendable, Equatable, Codable, CustomStringConverti
 extension WeatherSession: CustomReflectable {
     /// Redacted too, for `dump` and debuggers: the tokens show as `<redacted>`.
     public var customMirror: Mirror {
-        Mirror(self, children: [
-            "anonymousSessionId": anonymousSessionId, "accessToken": redactedToken, "refreshToken": redactedToken,
-            "expiresAt": expiresAt, "refreshAfter": refreshAfter, "refreshTokenExpiresAt": refreshTokenExpiresAt,
-        ], displayStyle: .struct)
+        Mirror(
+            self,
+            children: [
+                "anonymousSessionId": anonymousSessionId, "accessToken": redactedToken, "refreshToken": redactedToken,
+                "expiresAt": expiresAt, "refreshAfter": refreshAfter, "refreshTokenExpiresAt": refreshTokenExpiresAt,
+            ], displayStyle: .struct)
     }
 }
 

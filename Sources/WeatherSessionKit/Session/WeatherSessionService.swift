@@ -442,8 +442,9 @@ public actor WeatherSessionService {
         while true {
             let outcome: Result<WeatherHTTPResponse, any Error>
             do {
-                outcome = .success(try await connection.post(
-                    "/v1/weather/session/refresh", json: SessionTokenRequest(current)))
+                outcome = .success(
+                    try await connection.post(
+                        "/v1/weather/session/refresh", json: SessionTokenRequest(current)))
             } catch {
                 outcome = .failure(error)
             }

@@ -91,7 +91,8 @@ public struct FileWeatherSessionStore: WeatherSessionStore {
     /// A new file beside `item`'s holding `data`, mode 0600, flushed to disk; its path.
     private func temporaryCopy(of data: Data, for item: WeatherSessionStoreItem) throws -> String {
         try createDirectoryIfMissing()
-        let temporaryPath = directory
+        let temporaryPath =
+            directory
             .appendingPathComponent(".\(item.rawValue).\(UUID().uuidString).tmp", isDirectory: false)
             .path
 

@@ -74,7 +74,7 @@ extension WeatherSessionStore {
 
     private static func installationID(from data: Data) throws -> UUID {
         guard let text = String(data: data, encoding: .utf8),
-              let id = UUID(uuidString: text.trimmingCharacters(in: .whitespacesAndNewlines))
+            let id = UUID(uuidString: text.trimmingCharacters(in: .whitespacesAndNewlines))
         else { throw WeatherSessionStoreError.unreadable(.installationID) }
         return id
     }

@@ -38,9 +38,11 @@ extension WeatherHTTPRequest: CustomStringConvertible, CustomReflectable {
 
     /// Redacted the same way, for `dump` and debuggers.
     public var customMirror: Mirror {
-        Mirror(self, children: [
-            "method": method, "path": url.path, "headerNames": headers.keys.sorted(), "bodyBytes": body?.count ?? 0,
-        ], displayStyle: .struct)
+        Mirror(
+            self,
+            children: [
+                "method": method, "path": url.path, "headerNames": headers.keys.sorted(), "bodyBytes": body?.count ?? 0,
+            ], displayStyle: .struct)
     }
 }
 

@@ -51,12 +51,19 @@ public enum Migrator {
         // not there (0 when it is; nil for a file with none at all). Litestream's own tables
         // (`_litestream_seq`, `_litestream_lock`), made when it replicates a new file, are not
         // another program's.
-        guard let foreign = try db.scalarInt("""
-            SELECT CASE WHEN sum(name = 'anonymous_weather_sessions') > 0 THEN 0 ELSE sum(name <> 'd1_migrations') END
-            FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'
-              AND name NOT LIKE '\\_litestream\\_%' ESCAPE '\\'
-            """), foreign > 0 else { return }
-        throw DatabaseError(resultCode: SQLITE_ERROR, message: "the file holds \(foreign) table(s) or view(s) and not this gateway's sessions table: another program's; is WEATHER_DB_PATH the right file?", sql: nil)
+        guard
+            let foreign = try db.scalarInt(
+                """
+                SELECT CASE WHEN sum(name = 'anonymous_weather_sessions') > 0 THEN 0 ELSE sum(name <> 'd1_migrations') END
+                FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'
+                  AND name NOT LIKE '\\_litestream\\_%' ESCAPE '\\'
+                """), foreign > 0
+        else { return }
+        throw DatabaseError(
+            resultCode: SQLITE_ERROR,
+            message:
+                "the file holds \(foreign) table(s) or view(s) and not this gateway's sessions table: another program's; is WEATHER_DB_PATH the right file?",
+            sql: nil)
     }
 
     /// Names of migrations not yet recorded in the database.

@@ -9,19 +9,22 @@ extension SQLiteGatewayStore: OperatorStore {
     // MARK: Sessions
 
     public func sessions(_ filter: SessionFilter) throws(StoreError) -> [SessionSummary] {
-        let columns = "id, platform, app_version, status, created_at, last_seen_at, revoked_at, substr(installation_id_hash, 1, \(SessionSummary.hashPrefixLength))"
+        let columns =
+            "id, platform, app_version, status, created_at, last_seen_at, revoked_at, substr(installation_id_hash, 1, \(SessionSummary.hashPrefixLength))"
         let status: SQLValue = filter.status.map { .text($0.rawValue) } ?? .null
         return try operate {
             if let hash = filter.installationIdHash {
                 // Uses the installation index: the rows of one app install are few.
-                let s = try db.statement("""
+                let s = try db.statement(
+                    """
                     SELECT \(columns) FROM anonymous_weather_sessions
                     WHERE installation_id_hash = ?2 AND (?1 IS NULL OR status = ?1)
                     ORDER BY created_at DESC, id DESC LIMIT ?3
                     """)
                 return try s.rows([status, .text(hash), .int(Int64(filter.limit))], Self.summary)
             }
-            let s = try db.statement("""
+            let s = try db.statement(
+                """
                 SELECT \(columns) FROM anonymous_weather_sessions
                 WHERE ?1 IS NULL OR status = ?1
                 ORDER BY created_at DESC, id DESC LIMIT ?2
@@ -32,7 +35,8 @@ extension SQLiteGatewayStore: OperatorStore {
 
     public func session(id: String, now: Timestamp) throws(StoreError) -> SessionDetail? {
         try operate { () throws -> SessionDetail? in
-            let s = try db.statement("""
+            let s = try db.statement(
+                """
                 SELECT id, platform, app_version, status, created_at, last_seen_at, revoked_at,
                        substr(installation_id_hash, 1, \(SessionSummary.hashPrefixLength)),
                        (SELECT count(*) FROM anonymous_weather_sessions o WHERE o.installation_id_hash = s.installation_id_hash)
@@ -42,7 +46,8 @@ extension SQLiteGatewayStore: OperatorStore {
                 return nil
             }
             // Revoked first (rotation retires refresh tokens this way), then expired, else live.
-            let counts = try db.statement("""
+            let counts = try db.statement(
+                """
                 SELECT token_type,
                        sum(revoked_at IS NULL AND expires_at > ?2),
                        sum(revoked_at IS NULL AND expires_at <= ?2),
@@ -50,9 +55,12 @@ extension SQLiteGatewayStore: OperatorStore {
                 FROM weather_session_tokens WHERE session_id = ?1 GROUP BY token_type
                 """)
             var byType: [TokenKind: TokenCounts] = [:]
-            for row in try counts.rows([.text(id), .text(now.iso8601)], { r in
-                (r.text(0).flatMap(TokenKind.init(rawValue:)), Int(r.int(1)), Int(r.int(2)), Int(r.int(3)))
-            }) {
+            for row in try counts.rows(
+                [.text(id), .text(now.iso8601)],
+                { r in
+                    (r.text(0).flatMap(TokenKind.init(rawValue:)), Int(r.int(1)), Int(r.int(2)), Int(r.int(3)))
+                })
+            {
                 guard let kind = row.0 else { continue }
                 byType[kind] = TokenCounts(type: kind, live: row.1, expired: row.2, revoked: row.3)
             }
@@ -78,8 +86,10 @@ extension SQLiteGatewayStore: OperatorStore {
 
     /// `revokeInstallation` in batches of `batchSize` sessions; `afterBatch` (for tests) runs
     /// after each batch's commit with the number revoked so far.
-    func revokeInstallation(hash: String, now: Timestamp, batchSize: Int,
-                            afterBatch: (Int) throws -> Void = { _ in }) throws(StoreError) -> [String] {
+    func revokeInstallation(
+        hash: String, now: Timestamp, batchSize: Int,
+        afterBatch: (Int) throws -> Void = { _ in }
+    ) throws(StoreError) -> [String] {
         precondition(batchSize > 0, "batch size must be positive")
         // The same batch in all three statements: the oldest active sessions, in a total order
         // (?2, the time, is for the updates).
@@ -94,10 +104,12 @@ extension SQLiteGatewayStore: OperatorStore {
                 let ids = try db.transaction { () throws -> [String] in
                     let ids = try db.statement(batch).rows(bindings) { $0.text(0) ?? "" }
                     guard !ids.isEmpty else { return [] }
-                    try db.run("UPDATE weather_session_tokens SET revoked_at = ?2 WHERE revoked_at IS NULL AND session_id IN (\(batch))",
-                               bindings)
-                    try db.run("UPDATE anonymous_weather_sessions SET status = 'revoked', revoked_at = coalesce(revoked_at, ?2) WHERE id IN (\(batch))",
-                               bindings)
+                    try db.run(
+                        "UPDATE weather_session_tokens SET revoked_at = ?2 WHERE revoked_at IS NULL AND session_id IN (\(batch))",
+                        bindings)
+                    try db.run(
+                        "UPDATE anonymous_weather_sessions SET status = 'revoked', revoked_at = coalesce(revoked_at, ?2) WHERE id IN (\(batch))",
+                        bindings)
                     return ids
                 }
                 guard !ids.isEmpty else { return revoked }
@@ -196,7 +208,8 @@ extension SQLiteGatewayStore: OperatorStore {
         var tokens = try count(
             "SELECT count(*) FROM weather_session_tokens WHERE session_id IN (SELECT id FROM anonymous_weather_sessions WHERE \(Self.doomedSession))",
             b.doomed)
-        tokens += try count("""
+        tokens += try count(
+            """
             SELECT count(*) FROM weather_session_tokens WHERE expires_at < ?3
             AND session_id NOT IN (SELECT id FROM anonymous_weather_sessions WHERE \(Self.doomedSession))
             """, b.doomed)
@@ -255,7 +268,8 @@ extension SQLiteGatewayStore: OperatorStore {
                     try inChunks(rowids, of: policy.deleteChunk) { chunk in
                         // The expiry again: a rowid freed meanwhile may be a new token's.
                         for rowid in chunk {
-                            deleted += try db.run("DELETE FROM weather_session_tokens WHERE rowid = ?1 AND expires_at < ?2", [.int(rowid), b.tokenExpiredBefore])
+                            deleted += try db.run(
+                                "DELETE FROM weather_session_tokens WHERE rowid = ?1 AND expires_at < ?2", [.int(rowid), b.tokenExpiredBefore])
                         }
                     }
                 }
@@ -299,10 +313,13 @@ extension SQLiteGatewayStore: OperatorStore {
     /// last one (a search on the rowid), so sparse rowids cost no empty ranges; rows added
     /// meanwhile past the last rowid are left alone.
     /// `stoppingWhen` is asked after each range: true ends the walk there.
-    private func inRowidRanges(of table: String, width: Int, stoppingWhen stop: () -> Bool = { false },
-                               _ body: (_ after: Int64, _ upTo: Int64) throws -> Int) throws -> Int {
+    private func inRowidRanges(
+        of table: String, width: Int, stoppingWhen stop: () -> Bool = { false },
+        _ body: (_ after: Int64, _ upTo: Int64) throws -> Int
+    ) throws -> Int {
         guard let first = try db.scalarInt("SELECT min(rowid) FROM \(table)"),
-              let last = try db.scalarInt("SELECT max(rowid) FROM \(table)") else { return 0 }
+            let last = try db.scalarInt("SELECT max(rowid) FROM \(table)")
+        else { return 0 }
         let rangeEnd = try db.statement("SELECT rowid FROM \(table) WHERE rowid > ?1 ORDER BY rowid LIMIT 1 OFFSET ?2")
         var total = 0
         var after = first > .min ? first - 1 : .min  // (a row at rowid -2^63 itself is left alone)

@@ -47,10 +47,14 @@ final class Checkpointer: @unchecked Sendable {
         pthread_sigmask(SIG_SETMASK, &all, &previous)
         defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
         let context = Unmanaged.passRetained(self).toOpaque()
-        guard pthread_create(&thread, nil, { context in
-            Unmanaged<Checkpointer>.fromOpaque(context!).takeRetainedValue().run()
-            return nil
-        }, context) == 0 else {
+        guard
+            pthread_create(
+                &thread, nil,
+                { context in
+                    Unmanaged<Checkpointer>.fromOpaque(context!).takeRetainedValue().run()
+                    return nil
+                }, context) == 0
+        else {
             Unmanaged<Checkpointer>.fromOpaque(context).release()
             return nil
         }

@@ -31,7 +31,11 @@ public final class Database {
             let file = sqlite3_db_filename(db, "main").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? path
             sqlite3_close_v2(db)
             guard !Self.exists(file + "-wal"), !Self.exists(file + "-shm"), let before = FileSnapshot(file) else {
-                throw DatabaseError(resultCode: refused.resultCode, message: "\(refused.message): reading a WAL database needs a -shm file beside it that this user may write; run as the service user, or copy the database with its -wal to a folder this user may write", sql: nil)
+                throw DatabaseError(
+                    resultCode: refused.resultCode,
+                    message:
+                        "\(refused.message): reading a WAL database needs a -shm file beside it that this user may write; run as the service user, or copy the database with its -wal to a folder this user may write",
+                    sql: nil)
             }
             db = try Self.open(Self.immutableURI(file), flags: flags | SQLITE_OPEN_URI, vfs: nil)
             snapshot = before
@@ -53,7 +57,7 @@ public final class Database {
                 do {
                     mode = try scalarText("PRAGMA journal_mode=WAL")
                     break
-                } catch where error.resultCode & 0xff == SQLITE_BUSY && attempts < 200 {
+                } catch  where error.resultCode & 0xff == SQLITE_BUSY && attempts < 200 {
                     attempts += 1
                     usleep(10_000)
                 }
@@ -168,7 +172,8 @@ public final class Database {
     /// (tokens valid on one and not the other). `/v1/health` reports that.
     public var isStillAtItsPath: Bool {
         guard let opened = fileIdentity, let name = sqlite3_db_filename(handle, "main"), name.pointee != 0,
-              let now = Self.identity(of: String(cString: name)) else { return fileIdentity == nil }
+            let now = Self.identity(of: String(cString: name))
+        else { return fileIdentity == nil }
         return now == opened
     }
 
@@ -196,17 +201,19 @@ public final class Database {
     /// cost a sleep. Transactions last microseconds, so yield first, then nap 100 µs at a time,
     /// and give up (SQLITE_BUSY → 503) after about five seconds (`naps` of 100 µs).
     static func installBusyHandler(_ db: OpaquePointer, naps: Int = 40_000) {
-        sqlite3_busy_handler(db, { context, attempts in
-            if attempts < 200 {
-                sched_yield()
-                return 1
-            }
-            if Int(attempts) < 200 + Int(bitPattern: context) {
-                usleep(100)
-                return 1
-            }
-            return 0
-        }, UnsafeMutableRawPointer(bitPattern: naps))
+        sqlite3_busy_handler(
+            db,
+            { context, attempts in
+                if attempts < 200 {
+                    sched_yield()
+                    return 1
+                }
+                if Int(attempts) < 200 + Int(bitPattern: context) {
+                    usleep(100)
+                    return 1
+                }
+                return 0
+            }, UnsafeMutableRawPointer(bitPattern: naps))
     }
 
     private var isClosed = false
@@ -354,13 +361,15 @@ public final class Database {
         // cache rows) no longer reach SQLite, writes touch random index pages that no cache of
         // this size would keep, and the kernel's page cache is shared by every worker anyway.
         applyCheckpointingPragmas(cacheKiB: Self.workerCacheKiB)
-        sqlite3_wal_hook(handle, { context, _, _, pages in
-            guard let context else { return SQLITE_OK }
-            let db = Unmanaged<Database>.fromOpaque(context).takeUnretainedValue()
-            db.walPages = pages
-            db.committedSinceCheck = true
-            return SQLITE_OK
-        }, Unmanaged.passUnretained(self).toOpaque())
+        sqlite3_wal_hook(
+            handle,
+            { context, _, _, pages in
+                guard let context else { return SQLITE_OK }
+                let db = Unmanaged<Database>.fromOpaque(context).takeUnretainedValue()
+                db.walPages = pages
+                db.committedSinceCheck = true
+                return SQLITE_OK
+            }, Unmanaged.passUnretained(self).toOpaque())
     }
 
     /// Opens the database's `-writer` page (`WriterLock`) if it is not open yet: its writers'
@@ -510,7 +519,8 @@ public final class Database {
     static func syncDatabaseFile(_ handle: OpaquePointer) {
         var file: UnsafeMutablePointer<sqlite3_file>?
         guard sqlite3_file_control(handle, "main", SQLITE_FCNTL_FILE_POINTER, &file) == SQLITE_OK,
-              let file, let methods = file.pointee.pMethods else { return }
+            let file, let methods = file.pointee.pMethods
+        else { return }
         _ = methods.pointee.xSync(file, SQLITE_SYNC_NORMAL)
     }
 

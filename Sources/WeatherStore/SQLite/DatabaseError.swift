@@ -16,8 +16,10 @@ public struct DatabaseError: Error, CustomStringConvertible {
     /// Busy, locked, read-only, full or I/O: the database is there but not usable right now (503).
     public var isUnavailable: Bool {
         let primary = resultCode & 0xff
-        return [SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY, SQLITE_FULL, SQLITE_IOERR, SQLITE_CANTOPEN,
-                SQLITE_CORRUPT, SQLITE_NOTADB, SQLITE_PROTOCOL].contains(primary)
+        return [
+            SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY, SQLITE_FULL, SQLITE_IOERR, SQLITE_CANTOPEN,
+            SQLITE_CORRUPT, SQLITE_NOTADB, SQLITE_PROTOCOL,
+        ].contains(primary)
     }
 
     /// `summary`, not `description`: weatherctl prints the message, and under the prune timer it

@@ -33,8 +33,9 @@ final class SharedProviderPauses: ProviderPauseBoard, @unchecked Sendable {
 
     static func unpacked(_ word: UInt64) -> ProviderPause? {
         guard word != 0 else { return nil }
-        return ProviderPause(failures: Int(word >> 32 & 0xFF), until: Timestamp(seconds: Int64(word & 0xFFFF_FFFF)),
-                             failure: UInt32(word >> 40))
+        return ProviderPause(
+            failures: Int(word >> 32 & 0xFF), until: Timestamp(seconds: Int64(word & 0xFFFF_FFFF)),
+            failure: UInt32(word >> 40))
     }
 
     /// A provider's slot name: FNV-1a of its name, never zero (zero marks a free slot).

@@ -79,8 +79,9 @@ final class WriterLock {
     convenience init?(databasePath: String, timeout: Int = 5, create: Bool = true) {
         var st = stat()
         let found = stat(databasePath, &st) == 0
-        self.init(path: databasePath + "-writer", timeout: timeout, mode: found ? st.st_mode & 0o666 | 0o600 : 0o600,
-                  owner: found && geteuid() == 0 ? (st.st_uid, st.st_gid) : nil, create: create)
+        self.init(
+            path: databasePath + "-writer", timeout: timeout, mode: found ? st.st_mode & 0o666 | 0o600 : 0o600,
+            owner: found && geteuid() == 0 ? (st.st_uid, st.st_gid) : nil, create: create)
     }
 
     /// Opens or creates the lock file at `path`; nil when it cannot. Only a regular file with one
@@ -120,7 +121,8 @@ final class WriterLock {
         // is allocated already; this allocates nothing then. On a copy-on-write file system a
         // rewrite needs new blocks anyway, which no allocation up front can promise.)
         guard MemoryLayout<pthread_mutex_t>.size <= Self.pauseOffset - 64, fstat(fd, &st) == 0,
-              posix_fallocate(fd, 0, off_t(Self.size)) == 0 else { return nil }
+            posix_fallocate(fd, 0, off_t(Self.size)) == 0
+        else { return nil }
         guard let p = mmap(nil, Self.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), p != MAP_FAILED else { return nil }
         page = p
         let boot = Self.bootId()

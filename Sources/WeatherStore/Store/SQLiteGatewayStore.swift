@@ -115,7 +115,8 @@ public final class SQLiteGatewayStore: GatewayStore {
         let sql = "INSERT INTO weather_session_tokens(id, session_id, token_hash, token_type, expires_at, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
         let created = p.lifetimes.issuedAt.iso8601
         try db.run(sql, [.text(p.accessRowId), .text(sessionId), .text(p.accessHash), "access", .text(p.lifetimes.accessExpiresAt.iso8601), .text(created)])
-        try db.run(sql, [.text(p.refreshRowId), .text(sessionId), .text(p.refreshHash), "refresh", .text(p.lifetimes.refreshExpiresAt.iso8601), .text(created)])
+        try db.run(
+            sql, [.text(p.refreshRowId), .text(sessionId), .text(p.refreshHash), "refresh", .text(p.lifetimes.refreshExpiresAt.iso8601), .text(created)])
     }
 
     /// A grant changes in only two ways: it expires (the caller checks `expiresAt`) or it is
@@ -144,7 +145,8 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     private func lookUpGrant(tokenHash: String) throws(StoreError) -> AccessGrant? {
         try read {
-            let s = try db.statement("""
+            let s = try db.statement(
+                """
                 SELECT t.session_id, t.token_type, t.expires_at, t.revoked_at IS NOT NULL, s.status = 'active', s.last_seen_at
                 FROM weather_session_tokens t JOIN anonymous_weather_sessions s ON s.id = t.session_id
                 WHERE t.token_hash = ?1
@@ -177,10 +179,14 @@ public final class SQLiteGatewayStore: GatewayStore {
         // Spent when it was read: the same request again inside the window is answered from a
         // read, with no write lock (no quota is charged for it, so its repeats must cost no more
         // than a wrong token's); a replay goes on to revoke the session below.
-        if presented.spent, let lifetimes = try read({ () throws -> TokenLifetimes? in
-            guard let row = try refreshTokenRow(hash: refreshTokenHash), row.isValid(for: sessionId, now: now), let rotatedAt = row.revoked else { return nil }
-            return try retriedLifetimes(rotatedAt: rotatedAt, sessionId: sessionId, successor: successor, retryWindow: retryWindow, now: now)
-        }) {
+        if presented.spent,
+            let lifetimes = try read({ () throws -> TokenLifetimes? in
+                guard let row = try refreshTokenRow(hash: refreshTokenHash), row.isValid(for: sessionId, now: now), let rotatedAt = row.revoked else {
+                    return nil
+                }
+                return try retriedLifetimes(rotatedAt: rotatedAt, sessionId: sessionId, successor: successor, retryWindow: retryWindow, now: now)
+            })
+        {
             return .retried(lifetimes)
         }
         betweenRotationReadAndWrite?()
@@ -221,12 +227,14 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// A rotation more than a minute ahead of now happened under a clock since set back: not
     /// inside the window (with no lower bound, every replay was a "retry" for as long as the
     /// clock read earlier: weeks after a month's step, a black-box clock test).
-    private func retriedLifetimes(rotatedAt: Timestamp, sessionId: String, successor: IssuedPair, retryWindow: Int64, now: Timestamp) throws -> TokenLifetimes? {
+    private func retriedLifetimes(rotatedAt: Timestamp, sessionId: String, successor: IssuedPair, retryWindow: Int64, now: Timestamp) throws -> TokenLifetimes?
+    {
         guard retryWindow > 0, (-Self.clockSlackMs / 1000...retryWindow).contains(now.seconds - rotatedAt.seconds),
-              let issued = try db.scalarText(
-                  "SELECT created_at FROM weather_session_tokens WHERE token_hash = ?1 AND session_id = ?2 AND revoked_at IS NULL",
-                  [.text(successor.refreshHash), .text(sessionId)]),
-              let issuedAt = Timestamp(iso8601: issued) else { return nil }
+            let issued = try db.scalarText(
+                "SELECT created_at FROM weather_session_tokens WHERE token_hash = ?1 AND session_id = ?2 AND revoked_at IS NULL",
+                [.text(successor.refreshHash), .text(sessionId)]),
+            let issuedAt = Timestamp(iso8601: issued)
+        else { return nil }
         return successor.lifetimes.issued(at: issuedAt)
     }
 
@@ -247,7 +255,8 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     private func refreshTokenRow(hash: String) throws -> RefreshTokenRow? {
-        let s = try db.statement("""
+        let s = try db.statement(
+            """
             SELECT t.rowid, t.session_id, t.token_type, t.expires_at, t.revoked_at, s.status
             FROM weather_session_tokens t JOIN anonymous_weather_sessions s ON s.id = t.session_id
             WHERE t.token_hash = ?1
@@ -267,7 +276,8 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// what the read saw still holds when the write runs.
     public func revokeSession(sessionId: String, presentingRefreshTokenHash: String, now: Timestamp) throws(StoreError) -> SessionRevocation {
         guard let row = try read({ try refreshTokenRow(hash: presentingRefreshTokenHash) }),
-              row.type == "refresh", row.session == sessionId else { return .notProven }
+            row.type == "refresh", row.session == sessionId
+        else { return .notProven }
         guard row.sessionActive else { return .alreadyRevoked }
         try write { try revokeAll(sessionId: sessionId, now: now) }
         db.noteRevocation()
@@ -434,15 +444,18 @@ public final class SQLiteGatewayStore: GatewayStore {
         return try write {
             if try db.run(
                 "INSERT INTO weather_fetch_locks(cache_key, owner, expires_at) VALUES (?1, ?2, ?3) ON CONFLICT(cache_key) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at WHERE weather_fetch_locks.expires_at <= ?4 OR weather_fetch_locks.expires_at > ?5",
-                [.text(key), .text(owner), .int(until.seconds), .int(now.seconds), .int(until.seconds + FetchLockState.implausibleSeconds)]) == 1 {
+                [.text(key), .text(owner), .int(until.seconds), .int(now.seconds), .int(until.seconds + FetchLockState.implausibleSeconds)]) == 1
+            {
                 return true
             }
             // Held: taken over only from a worker that has ended (killed mid-fetch), whose claim
             // would otherwise keep every request for this cell waiting until it ran out.
             guard let holder = try db.scalarText("SELECT owner FROM weather_fetch_locks WHERE cache_key = ?1", [.text(key)]),
-                  Self.hasEnded(holder) else { return false }
-            return try db.run("UPDATE weather_fetch_locks SET owner = ?2, expires_at = ?3 WHERE cache_key = ?1 AND owner = ?4",
-                              [.text(key), .text(owner), .int(until.seconds), .text(holder)]) == 1
+                Self.hasEnded(holder)
+            else { return false }
+            return try db.run(
+                "UPDATE weather_fetch_locks SET owner = ?2, expires_at = ?3 WHERE cache_key = ?1 AND owner = ?4",
+                [.text(key), .text(owner), .int(until.seconds), .text(holder)]) == 1
         }
     }
 
@@ -495,11 +508,14 @@ public final class SQLiteGatewayStore: GatewayStore {
         let dueBefore = now.seconds - interval, setBackAfter = now.seconds + 3600
         func due(_ started: Int64?) -> Bool { started.map { $0 <= dueBefore || $0 > setBackAfter } ?? true }
         guard due(try read { try db.scalarInt("SELECT started_at FROM weather_maintenance WHERE task = 'prune'") }),
-              try write({ try db.run(Self.recordPrune, [.int(now.seconds), .int(dueBefore), .int(setBackAfter)]) }) == 1 else { return nil }
+            try write({ try db.run(Self.recordPrune, [.int(now.seconds), .int(dueBefore), .int(setBackAfter)]) }) == 1
+        else { return nil }
         // Cut short or failed: due again at the next look (a worker's next hour), not a whole
         // interval later. False when even that write failed (the database refusing writes).
         func dueAgain() -> Bool {
-            (try? write { try db.run("UPDATE weather_maintenance SET started_at = ?2 WHERE task = 'prune' AND started_at = ?1", [.int(now.seconds), .int(dueBefore)]) }) != nil
+            (try? write {
+                try db.run("UPDATE weather_maintenance SET started_at = ?2 WHERE task = 'prune' AND started_at = ?1", [.int(now.seconds), .int(dueBefore)])
+            }) != nil
         }
         do throws(StoreError) {
             let report: PruneReport

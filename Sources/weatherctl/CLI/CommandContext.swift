@@ -64,7 +64,9 @@ struct CommandContext {
             // A folder this user may not enter (the service's data folder is 0700) is not a
             // missing database: saying so sent operators to `migrate` (a black-box operator audit).
             if errno == EACCES {
-                throw .failure("this user (uid \(geteuid())) may not reach the database \(path) (WEATHER_DB_PATH): permission denied on its folder; run weatherctl as the service user")
+                throw .failure(
+                    "this user (uid \(geteuid())) may not reach the database \(path) (WEATHER_DB_PATH): permission denied on its folder; run weatherctl as the service user"
+                )
             }
             throw .failure("the database \(path) does not exist (WEATHER_DB_PATH); run `weatherctl migrate` to create it")
         }

@@ -92,7 +92,8 @@ enum WeatherCtl {
             return ExitCode.ok
         }
         let context = CommandContext(environment: environment, now: now, json: parsed.has("--json"))
-        let changed = CLIError.failure("the database changed while it was read (a worker opened it): what was shown may be wrong; run the command again as the service user")
+        let changed = CLIError.failure(
+            "the database changed while it was read (a worker opened it): what was shown may be wrong; run the command again as the service user")
         let status: Int32
         do {
             status = try command.run(parsed, context)

@@ -65,18 +65,27 @@ enum CheckCommand {
             // backup copy (`--copy`) needs only the database's path: a monitoring user outside the
             // settings folder's group (0750 on a VPS) validates it all the same (a re-review).
             guard unreadable.isEmpty || copy else {
-                return [Result(name: "configuration", ok: false, detail: "\(unreadable.joined(separator: ", ")) cannot be read by this user (it, or its folder; check runs as the service user, and a worker that cannot read it stops)")]
+                return [
+                    Result(
+                        name: "configuration", ok: false,
+                        detail:
+                            "\(unreadable.joined(separator: ", ")) cannot be read by this user (it, or its folder; check runs as the service user, and a worker that cannot read it stops)"
+                    )
+                ]
             }
             let passedOver = unreadable.isEmpty ? "" : "; \(unreadable.joined(separator: ", ")) passed over: this user cannot read it (--copy)"
-            let source = (file.map { "from \($0) and the environment" }
-                ?? "from the environment alone (no file: WEATHER_CONFIG is unset and none of \(Bootstrap.defaultConfigPaths().joined(separator: ", ")) exists)") + passedOver
+            let source =
+                (file.map { "from \($0) and the environment" }
+                    ?? "from the environment alone (no file: WEATHER_CONFIG is unset and none of \(Bootstrap.defaultConfigPaths().joined(separator: ", ")) exists)")
+                + passedOver
             results.append(Result(name: "configuration", ok: true, detail: "loaded \(source); database \(config.databasePath)"))
             if !config.commentedSettings.isEmpty {
                 results.append(Result(name: "comments", ok: false, detail: Bootstrap.commentedSettingsNotice(config.commentedSettings)))
             }
         } catch {
             // Unlike a log line, check may name the file.
-            let named = context.environment["WEATHER_CONFIG"].flatMap { $0.isEmpty ? nil : " (WEATHER_CONFIG is \($0))" }
+            let named =
+                context.environment["WEATHER_CONFIG"].flatMap { $0.isEmpty ? nil : " (WEATHER_CONFIG is \($0))" }
                 ?? " (the files looked for: \(Bootstrap.defaultConfigPaths().joined(separator: ", ")))"
             return [Result(name: "configuration", ok: false, detail: error.message + named)]
         }
@@ -145,7 +154,8 @@ enum CheckCommand {
     /// a worker), and the privacy notice's deletions are not happening. Never run is fine: a new
     /// database, whose first worker runs it at its first response.
     static func cleanUp(last: Timestamp?, now: Timestamp, config: GatewayConfig) -> (Bool, String) {
-        let workers = config.pruneInterval == 0
+        let workers =
+            config.pruneInterval == 0
             ? "the workers never run it (WEATHER_PRUNE_INTERVAL=0)"
             : "the workers run it when none ran for \(config.pruneInterval) s"
         guard let last else { return (true, "not run yet; \(workers)") }
@@ -162,11 +172,12 @@ enum CheckCommand {
     /// sessions and the legacy token work without any.
     static func providers(_ config: GatewayConfig) -> Result {
         let names = config.configuredProviders
-        let detail = switch names {
-        case []: "none configured: the weather routes answer 503 provider_not_configured (set CAIYUN_API_TOKEN and/or VISUAL_CROSSING_API_KEY)"
-        case ["caiyun"]: "caiyun only: trips ending more than about 14 days ahead answer 502 (VISUAL_CROSSING_API_KEY serves them)"
-        default: names.joined(separator: ", ") + (names.count > 1 ? " (in this order)" : "")
-        }
+        let detail =
+            switch names {
+            case []: "none configured: the weather routes answer 503 provider_not_configured (set CAIYUN_API_TOKEN and/or VISUAL_CROSSING_API_KEY)"
+            case ["caiyun"]: "caiyun only: trips ending more than about 14 days ahead answer 502 (VISUAL_CROSSING_API_KEY serves them)"
+            default: names.joined(separator: ", ") + (names.count > 1 ? " (in this order)" : "")
+            }
         return Result(name: "providers", ok: true, detail: detail)
     }
 
@@ -175,9 +186,11 @@ enum CheckCommand {
     /// the 401s it causes as `legacy_off`).
     static func legacyPath(_ config: GatewayConfig) -> Result {
         let quota = config.limits.legacyRequestsPerIPPerHour
-        let detail = config.legacyToken == nil
+        let detail =
+            config.legacyToken == nil
             ? "off (CLOSET_WEATHER_PROXY_TOKEN unset): old app builds' X-Weather-Token gets 401, counted as unauthorized legacy_off in weatherctl stats"
-            : "on: X-Weather-Token accepted on the weather routes, " + (quota == 0 ? "without a quota (WEATHER_LEGACY_REQUESTS_PER_IP_PER_HOUR=0)" : "\(quota) requests per client address per hour")
+            : "on: X-Weather-Token accepted on the weather routes, "
+                + (quota == 0 ? "without a quota (WEATHER_LEGACY_REQUESTS_PER_IP_PER_HOUR=0)" : "\(quota) requests per client address per hour")
         return Result(name: "legacy token", ok: true, detail: detail)
     }
 
@@ -198,7 +211,11 @@ enum CheckCommand {
             // running as this user (check runs as the service user) will be able to create it.
             // Not once sessions are stored: the workers refuse to make another key then.
             guard !sessionsStored else {
-                return Result(name: name, ok: false, detail: "\(path) is missing, but the database holds sessions hashed with it: restore it from a backup (INSTALL.md, \"A lost hash key\"); the workers will not start without it")
+                return Result(
+                    name: name, ok: false,
+                    detail:
+                        "\(path) is missing, but the database holds sessions hashed with it: restore it from a backup (INSTALL.md, \"A lost hash key\"); the workers will not start without it"
+                )
             }
             let folder = config.databaseFolder
             guard access(folder.isEmpty ? "." : folder, W_OK | X_OK) == 0 else {
@@ -212,7 +229,8 @@ enum CheckCommand {
             return Result(name: name, ok: false, detail: "\(path) has mode \(octal(mode)), readable by others; run chmod 600 \(path)")
         }
         guard let text = Bootstrap.readFile(path) else {
-            return Result(name: name, ok: besideACopy, detail: "\(path) cannot be read by this user" + (besideACopy ? " (it is there, mode \(octal(mode)))" : ""))
+            return Result(
+                name: name, ok: besideACopy, detail: "\(path) cannot be read by this user" + (besideACopy ? " (it is there, mode \(octal(mode)))" : ""))
         }
         // Read as the workers read it (they refuse to start on a key they find too short).
         guard Bootstrap.hashKey(fromFileText: text) != nil else {
@@ -239,7 +257,9 @@ enum CheckCommand {
         guard dir.st_mode & 0o001 != 0, !readable.isEmpty else {
             return Result(name: name, ok: true, detail: "the database is not readable by other users")
         }
-        return Result(name: name, ok: false, detail: "other users may read \(readable.joined(separator: ", ")) (its folder lets them in); run chmod o-rwx on them, or on the folder")
+        return Result(
+            name: name, ok: false,
+            detail: "other users may read \(readable.joined(separator: ", ")) (its folder lets them in); run chmod o-rwx on them, or on the folder")
     }
 
     /// Less free space than this fails `storage`: the WAL alone may grow to 64 MiB before a
@@ -274,9 +294,11 @@ enum CheckCommand {
         var problems: [String] = []
         if readOnlyFileSystem { problems.append("the file system is read-only") }
         if !refused.isEmpty {
-            problems.append(asRoot
-                ? "not writable by the folder's owner, uid \(dir.st_uid), the service user: \(refused.joined(separator: ", ")) (run weatherctl migrate as root, which gives them to it, or chown them)"
-                : "this user, uid \(geteuid()), may not write \(refused.joined(separator: ", ")) (check runs as the service user; weatherctl migrate as root gives the files to the folder's owner)")
+            problems.append(
+                asRoot
+                    ? "not writable by the folder's owner, uid \(dir.st_uid), the service user: \(refused.joined(separator: ", ")) (run weatherctl migrate as root, which gives them to it, or chown them)"
+                    : "this user, uid \(geteuid()), may not write \(refused.joined(separator: ", ")) (check runs as the service user; weatherctl migrate as root gives the files to the folder's owner)"
+            )
         }
         var fs = statvfs()
         let free: UInt64? = statvfs(folder, &fs) == 0 ? UInt64(fs.f_bavail) * UInt64(fs.f_frsize) : nil

@@ -43,7 +43,9 @@ enum MigrateCommand {
         let store = try context.openStore(config, .creating)
         let unknown = try context.storeCall { () throws(StoreError) in try store.unknownMigrations() }
         guard unknown.isEmpty else {
-            throw .failure("the database has \(unknown.count) migration(s) this weatherctl does not know (\(unknown.joined(separator: ", "))): a newer release applied them; use that release's weatherctl")
+            throw .failure(
+                "the database has \(unknown.count) migration(s) this weatherctl does not know (\(unknown.joined(separator: ", "))): a newer release applied them; use that release's weatherctl"
+            )
         }
         let applied = try context.storeCall { () throws(StoreError) in try store.applyMigrations() }
         context.emit(
@@ -68,7 +70,9 @@ enum MigrateCommand {
             guard fstat(fd, &file) == 0, file.st_mode & S_IFMT == S_IFREG, file.st_nlink == 1, file.st_uid == 0 else { continue }
             if fchown(fd, folder.st_uid, folder.st_gid) != 0 {
                 let why = String(cString: strerror(errno))
-                failures.append("could not give \(config.databasePath + suffix) to the folder's owner (uid \(folder.st_uid)): \(why); the workers cannot write it until it is theirs (chown it by hand)")
+                failures.append(
+                    "could not give \(config.databasePath + suffix) to the folder's owner (uid \(folder.st_uid)): \(why); the workers cannot write it until it is theirs (chown it by hand)"
+                )
             }
         }
         return failures

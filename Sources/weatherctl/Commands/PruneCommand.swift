@@ -46,14 +46,17 @@ enum PruneCommand {
             json: .object([
                 ("dryRun", .bool(dryRun)),
                 ("at", .string(context.now.iso8601)),
-                ("policy", .object([
-                    ("expiredTokenGraceSeconds", .int(policy.expiredTokenGrace)),
-                    ("revokedSessionRetentionSeconds", .int(policy.revokedSessionRetention)),
-                    ("abandonedSessionRetentionSeconds", .int(policy.abandonedSessionRetention)),
-                    ("refreshTokenLifetimeSeconds", .int(policy.refreshTokenLifetime)),
-                    ("cellWindowSeconds", .int(policy.cellWindow)),
-                    ("counterRetentionSeconds", .int(policy.counterRetention)),
-                ])),
+                (
+                    "policy",
+                    .object([
+                        ("expiredTokenGraceSeconds", .int(policy.expiredTokenGrace)),
+                        ("revokedSessionRetentionSeconds", .int(policy.revokedSessionRetention)),
+                        ("abandonedSessionRetentionSeconds", .int(policy.abandonedSessionRetention)),
+                        ("refreshTokenLifetimeSeconds", .int(policy.refreshTokenLifetime)),
+                        ("cellWindowSeconds", .int(policy.cellWindow)),
+                        ("counterRetentionSeconds", .int(policy.counterRetention)),
+                    ])
+                ),
                 ("tables", .object(report.tables.map { ($0.table, .int($0.rows)) })),
                 ("total", .int(total)),
             ]))

@@ -36,7 +36,8 @@ enum ResumeCommand {
         }
         let store = try context.openStore(config, .migrated)
         guard let board = store.providerPauses else {
-            throw .failure("this database has no page the workers share pauses on (\(config.databasePath)-writer); pauses live in each worker's memory, and end with it")
+            throw .failure(
+                "this database has no page the workers share pauses on (\(config.databasePath)-writer); pauses live in each worker's memory, and end with it")
         }
         // As `stats` reads them: the pauses running for workers with this configuration.
         let cooldowns = ProviderCooldowns(longest: config.providerCooldown, board: board)
@@ -52,9 +53,15 @@ enum ResumeCommand {
             human: resumed.isEmpty
                 ? "no provider \(names.count == 1 ? names[0] + " " : "")was paused\n"
                 : resumed.map { "resumed \($0.0) (its pause would have ended at \($0.1.until.iso8601); last: \($0.1.failure.summary))\n" }.joined(),
-            json: .object([("resumed", .array(resumed.map { name, pause in
-                .object([("provider", .string(name)), ("until", .string(pause.until.iso8601)), ("lastFailure", .string(pause.failure.code))])
-            }))]))
+            json: .object([
+                (
+                    "resumed",
+                    .array(
+                        resumed.map { name, pause in
+                            .object([("provider", .string(name)), ("until", .string(pause.until.iso8601)), ("lastFailure", .string(pause.failure.code))])
+                        })
+                )
+            ]))
         return ExitCode.ok
     }
 }

@@ -8,7 +8,10 @@ enum RevokeCommand {
         summary: "revoke a session, or every active session of an installation",
         arguments: ["SESSION_ID"],
         optionalArguments: 1,
-        options: [OptionSpec(name: "--installation-id", value: "UUID", help: "revoke every active session of this app installation (`-`: read the UUID from standard input)")],
+        options: [
+            OptionSpec(
+                name: "--installation-id", value: "UUID", help: "revoke every active session of this app installation (`-`: read the UUID from standard input)")
+        ],
         details: """
             Give either SESSION_ID or --installation-id. The session is marked revoked with the
             time, and every token of it is revoked; the next request presenting any of them is
@@ -39,7 +42,9 @@ enum RevokeCommand {
     /// `-writer` page; a weatherctl that cannot open that page must say what that means.
     static func warnIfWorkersCannotHear(_ store: any OperatorStore) {
         guard !store.revocationsReachWorkers else { return }
-        Terminal.error("warning: cannot open the database's -writer file; running workers may accept the revoked tokens until they restart (run weatherctl as the service's user; if it is that user, the file's mode or owner keeps it out: weatherctl check, file modes)")
+        Terminal.error(
+            "warning: cannot open the database's -writer file; running workers may accept the revoked tokens until they restart (run weatherctl as the service's user; if it is that user, the file's mode or owner keeps it out: weatherctl check, file modes)"
+        )
     }
 
     static func revokeSession(_ id: String, _ context: CommandContext) throws(CLIError) -> Int32 {
@@ -84,7 +89,8 @@ enum RevokeCommand {
         // Sessions revoked earlier: announced again, as for a single session.
         if ids.isEmpty && !earlier.isEmpty { store.announceRevocations() }
         if !ids.isEmpty || !earlier.isEmpty { warnIfWorkersCannotHear(store) }
-        let human = ids.isEmpty
+        let human =
+            ids.isEmpty
             ? "no active session of that installation\n"
             : ids.map { "revoked session \($0)\n" }.joined() + "\(ids.count) session(s) revoked\n"
         context.emit(

@@ -39,21 +39,27 @@ enum SessionsCommand {
         let s = detail.summary
         var tokens = Table([("TOKENS", .left), ("LIVE", .right), ("EXPIRED", .right), ("REVOKED", .right)])
         for t in detail.tokens { tokens.append([t.type.rawValue, "\(t.live)", "\(t.expired)", "\(t.revoked)"]) }
-        let human = keyValueLines([
-            ("id", s.id),
-            ("platform", s.platform),
-            ("app_version", s.appVersion ?? "-"),
-            ("status", s.status),
-            ("installation", "\(s.installationHashPrefix)… (hash prefix; \(detail.sessionsOfInstallation) session(s))"),
-            ("created_at", s.createdAt.cell),
-            ("last_seen_at", s.lastSeenAt.cell),
-            ("revoked_at", s.revokedAt.cell),
-        ]) + "\n" + tokens.rendered
+        let human =
+            keyValueLines([
+                ("id", s.id),
+                ("platform", s.platform),
+                ("app_version", s.appVersion ?? "-"),
+                ("status", s.status),
+                ("installation", "\(s.installationHashPrefix)… (hash prefix; \(detail.sessionsOfInstallation) session(s))"),
+                ("created_at", s.createdAt.cell),
+                ("last_seen_at", s.lastSeenAt.cell),
+                ("revoked_at", s.revokedAt.cell),
+            ]) + "\n" + tokens.rendered
         var fields = summaryJSON(s)
         fields.append(("sessionsOfInstallation", .int(detail.sessionsOfInstallation)))
-        fields.append(("tokens", .object(detail.tokens.map { t in
-            (t.type.rawValue, .object([("live", .int(t.live)), ("expired", .int(t.expired)), ("revoked", .int(t.revoked))]))
-        })))
+        fields.append(
+            (
+                "tokens",
+                .object(
+                    detail.tokens.map { t in
+                        (t.type.rawValue, .object([("live", .int(t.live)), ("expired", .int(t.expired)), ("revoked", .int(t.revoked))]))
+                    })
+            ))
         context.emit(human: human, json: .object(fields))
         return ExitCode.ok
     }

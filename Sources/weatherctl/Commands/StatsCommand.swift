@@ -71,11 +71,13 @@ enum StatsCommand {
 
         /// Provider names seen in `provider.<name>.calls|errors`, sorted.
         var providers: [String] {
-            Set(counts.keys.compactMap { name -> String? in
-                guard name.hasPrefix("provider.") else { return nil }
-                let parts = name.split(separator: ".")
-                return parts.count == 3 ? String(parts[1]) : nil
-            }).sorted()
+            Set(
+                counts.keys.compactMap { name -> String? in
+                    guard name.hasPrefix("provider.") else { return nil }
+                    let parts = name.split(separator: ".")
+                    return parts.count == 3 ? String(parts[1]) : nil
+                }
+            ).sorted()
         }
         var providerCalls: Int64 { providers.reduce(0) { $0 + value(Counters.Name.providerCall($1)) } }
         var providerErrors: Int64 { providers.reduce(0) { $0 + value(Counters.Name.providerError($1)) } }
@@ -124,22 +126,28 @@ enum StatsCommand {
             total.counts[row.name, default: 0] += row.value
         }
 
-        context.emit(human: human(periods, total: total, perDay: perDay) + human(paused), json: .object([
-            ("granularity", .string(perDay ? "day" : "hour")),
-            ("from", .string(total.start.iso8601)),
-            ("to", .string(total.end.iso8601)),
-            ("periods", .array(periods.map { .object(json($0)) })),
-            ("totals", .object(json(total))),
-            ("pausedProviders", .array(paused.map { name, pause in
-                .object([
-                    ("provider", .string(name)),
-                    ("until", .string(pause.until.iso8601)),
-                    ("failuresInARow", .int(Int64(pause.failures))),
-                    ("lastFailure", .string(pause.failure.code)),
-                    ("summary", .string(pause.failure.summary)),
-                ])
-            })),
-        ]))
+        context.emit(
+            human: human(periods, total: total, perDay: perDay) + human(paused),
+            json: .object([
+                ("granularity", .string(perDay ? "day" : "hour")),
+                ("from", .string(total.start.iso8601)),
+                ("to", .string(total.end.iso8601)),
+                ("periods", .array(periods.map { .object(json($0)) })),
+                ("totals", .object(json(total))),
+                (
+                    "pausedProviders",
+                    .array(
+                        paused.map { name, pause in
+                            .object([
+                                ("provider", .string(name)),
+                                ("until", .string(pause.until.iso8601)),
+                                ("failuresInARow", .int(Int64(pause.failures))),
+                                ("lastFailure", .string(pause.failure.code)),
+                                ("summary", .string(pause.failure.summary)),
+                            ])
+                        })
+                ),
+            ]))
         return ExitCode.ok
     }
 
@@ -165,13 +173,17 @@ enum StatsCommand {
         var text = table.rendered
         let providers = total.providers
         if !providers.isEmpty {
-            text += "\nproviders (calls/errors): " + providers.map {
-                "\($0) \(total.value(Counters.Name.providerCall($0)))/\(total.value(Counters.Name.providerError($0)))"
-            }.joined(separator: ", ") + "\n"
+            text +=
+                "\nproviders (calls/errors): "
+                + providers.map {
+                    "\($0) \(total.value(Counters.Name.providerCall($0)))/\(total.value(Counters.Name.providerError($0)))"
+                }.joined(separator: ", ") + "\n"
         }
         var separated = !providers.isEmpty
-        for (title, counts) in [("limited (429 by limit)", total.limited), ("unauthorized (weather 401s by reason)", total.refused),
-                                ("5xx by error code", total.byServerError)] where !counts.isEmpty {
+        for (title, counts) in [
+            ("limited (429 by limit)", total.limited), ("unauthorized (weather 401s by reason)", total.refused),
+            ("5xx by error code", total.byServerError),
+        ] where !counts.isEmpty {
             text += (separated ? "" : "\n") + "\(title): " + counts.map { "\($0.0) \($0.1)" }.joined(separator: ", ") + "\n"
             separated = true
         }
@@ -190,10 +202,13 @@ enum StatsCommand {
         [
             ("start", .string(p.start.iso8601)),
             ("end", .string(p.end.iso8601)),
-            ("requests", .object([
-                (AuthMode.weatherSession.rawValue, .int(p.sessionRequests)),
-                (AuthMode.weatherToken.rawValue, .int(p.legacyRequests)),
-            ])),
+            (
+                "requests",
+                .object([
+                    (AuthMode.weatherSession.rawValue, .int(p.sessionRequests)),
+                    (AuthMode.weatherToken.rawValue, .int(p.legacyRequests)),
+                ])
+            ),
             ("sessionsCreated", .int(p.sessionsCreated)),
             ("refreshes", .int(p.refreshes)),
             ("refreshRetries", .int(p.value(Counters.Name.refreshRetries))),
@@ -202,17 +217,27 @@ enum StatsCommand {
             ("status401", .int(p.unauthorized)),
             ("status429", .int(p.rateLimited)),
             ("status5xx", .int(p.serverErrors)),
-            ("cache", .object([
-                ("hit", .int(p.cacheHit)), ("miss", .int(p.cacheMiss)), ("stale", .int(p.cacheStale)),
-                ("staleWhileRefreshing", .int(p.cacheRefreshing)),
-                ("hitRatio", p.hitRatio.map { .double(($0 * 10_000).rounded() / 10_000) } ?? .null),
-            ])),
-            ("providers", .object(p.providers.map { name in
-                (name, .object([
-                    ("calls", .int(p.value(Counters.Name.providerCall(name)))),
-                    ("errors", .int(p.value(Counters.Name.providerError(name)))),
-                ]))
-            })),
+            (
+                "cache",
+                .object([
+                    ("hit", .int(p.cacheHit)), ("miss", .int(p.cacheMiss)), ("stale", .int(p.cacheStale)),
+                    ("staleWhileRefreshing", .int(p.cacheRefreshing)),
+                    ("hitRatio", p.hitRatio.map { .double(($0 * 10_000).rounded() / 10_000) } ?? .null),
+                ])
+            ),
+            (
+                "providers",
+                .object(
+                    p.providers.map { name in
+                        (
+                            name,
+                            .object([
+                                ("calls", .int(p.value(Counters.Name.providerCall(name)))),
+                                ("errors", .int(p.value(Counters.Name.providerError(name)))),
+                            ])
+                        )
+                    })
+            ),
             ("limited", .object(p.limited.map { ($0.0, .int($0.1)) })),
             ("unauthorized", .object(p.refused.map { ($0.0, .int($0.1)) })),
             ("serverErrors", .object(p.byServerError.map { ($0.0, .int($0.1)) })),

@@ -9,10 +9,14 @@ final class FakeProviders {
 
     init() throws {
         let portFile = FileManager.default.temporaryDirectory.appendingPathComponent("cw-fake-\(UUID().uuidString.prefix(8)).port").path
-        process = try ChildProcess("/usr/bin/python3", [repositoryRoot.appendingPathComponent("Tests/Support/fake_provider.py").path, "--port", "0", "--port-file", portFile],
-                                   environment: ["PATH": "/usr/bin:/bin"])
+        process = try ChildProcess(
+            "/usr/bin/python3", [repositoryRoot.appendingPathComponent("Tests/Support/fake_provider.py").path, "--port", "0", "--port-file", portFile],
+            environment: ["PATH": "/usr/bin:/bin"])
         var found: Int?
-        _ = waitUntil { found = (try? String(contentsOfFile: portFile, encoding: .utf8)).flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }; return found != nil }
+        _ = waitUntil {
+            found = (try? String(contentsOfFile: portFile, encoding: .utf8)).flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) };
+            return found != nil
+        }
         guard let found else { throw ClientError("fake provider did not start") }  // `process` stops it when released
         port = found
         try? FileManager.default.removeItem(atPath: portFile)
@@ -22,9 +26,11 @@ final class FakeProviders {
 
     /// Gateway configuration that points both providers here.
     func environment(providers: String = "caiyun,visualcrossing", timeout: String = "1") -> [String: String] {
-        ["CAIYUN_API_TOKEN": "fake-caiyun-token", "CAIYUN_BASE_URL": baseURL,
-         "VISUAL_CROSSING_API_KEY": "fake-vc-key", "VISUAL_CROSSING_BASE_URL": baseURL,
-         "WEATHER_PROVIDERS": providers, "WEATHER_PROVIDER_TIMEOUT": timeout]
+        [
+            "CAIYUN_API_TOKEN": "fake-caiyun-token", "CAIYUN_BASE_URL": baseURL,
+            "VISUAL_CROSSING_API_KEY": "fake-vc-key", "VISUAL_CROSSING_BASE_URL": baseURL,
+            "WEATHER_PROVIDERS": providers, "WEATHER_PROVIDER_TIMEOUT": timeout,
+        ]
     }
 
     func setMode(_ provider: String, _ mode: String, delay: Double? = nil) throws {

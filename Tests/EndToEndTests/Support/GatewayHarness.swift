@@ -11,7 +11,8 @@ let repositoryRoot: URL = {
 }()
 
 /// Where `swift build` put the executables (`make test` passes it; else the debug folder).
-let binDirectory: String = ProcessInfo.processInfo.environment["CW_BIN_DIR"]
+let binDirectory: String =
+    ProcessInfo.processInfo.environment["CW_BIN_DIR"]
     ?? repositoryRoot.appendingPathComponent(".build/debug").path
 
 /// A free loopback TCP port for a server a test starts (nginx, Apache), checked by binding it.
@@ -21,7 +22,8 @@ let binDirectory: String = ProcessInfo.processInfo.environment["CW_BIN_DIR"]
 /// local end of any outgoing connection, and the soak tests running beside make thousands of them
 /// (a fresh-clone CI run once failed with "nginx never answered" that way).
 func freePort() -> Int {
-    let range = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))?
+    let range =
+        (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))?
         .split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).compactMap { Int($0) } ?? []
     let ephemeralLow = range.first ?? 32768
     let low = 10_000, high = max(low + 1000, ephemeralLow - 1)
@@ -175,8 +177,10 @@ final class GatewayHarness {
         port = freePort()
         socketPath = directory.appendingPathComponent("weather.sock").path
         databasePath = directory.appendingPathComponent("data/weather.sqlite3").path
-        var e = ["WEATHER_DB_PATH": databasePath, "PATH": "/usr/sbin:/usr/bin:/bin", "WEATHER_FLUSH_INTERVAL": "0",
-                 "CW_TEST_CLOCK_OFFSET_FILE": directory.appendingPathComponent("clock-offset").path]
+        var e = [
+            "WEATHER_DB_PATH": databasePath, "PATH": "/usr/sbin:/usr/bin:/bin", "WEATHER_FLUSH_INTERVAL": "0",
+            "CW_TEST_CLOCK_OFFSET_FILE": directory.appendingPathComponent("clock-offset").path,
+        ]
         e.merge(env) { $1 }
         environment = e
         try startApp(workers: workers)
@@ -197,7 +201,8 @@ final class GatewayHarness {
 
     private func startWebServer() throws {
         let nginxDir = directory.appendingPathComponent("nginx").path
-        let script = ChildProcessOutput.run("/bin/bash", [repositoryRoot.appendingPathComponent("scripts/nginx-conf.sh").path, "\(port)", socketPath, nginxDir])
+        let script = ChildProcessOutput.run(
+            "/bin/bash", [repositoryRoot.appendingPathComponent("scripts/nginx-conf.sh").path, "\(port)", socketPath, nginxDir])
         let conf = script.trimmingCharacters(in: .whitespacesAndNewlines)
         nginx = try ChildProcess("/usr/sbin/nginx", ["-c", conf], environment: [:], stderr: directory.appendingPathComponent("nginx.stderr").path)
         guard waitUntil({ (try? HTTPClient.send(port: port, "GET", "/v1/health", timeout: 2)) != nil }) else {
@@ -263,7 +268,8 @@ enum ChildProcessOutput {
         String(decoding: runData(executable, arguments, environment: environment, stdin: stdin).stdout, as: UTF8.self)
     }
 
-    static func runData(_ executable: String, _ arguments: [String], environment: [String: String]? = nil, stdin: Data? = nil) -> (stdout: Data, status: Int32) {
+    static func runData(_ executable: String, _ arguments: [String], environment: [String: String]? = nil, stdin: Data? = nil) -> (stdout: Data, status: Int32)
+    {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: executable)
         p.arguments = arguments

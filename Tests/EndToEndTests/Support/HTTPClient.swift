@@ -48,7 +48,9 @@ enum HTTPClient {
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_port = in_port_t(UInt16(port).bigEndian)
         addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
         guard rc == 0 else {
             close(fd)
             throw ClientError("connect to \(port)")
@@ -80,7 +82,8 @@ enum HTTPClient {
     }
 
     static func parse(_ data: [UInt8]) throws -> HTTPResponse {
-        guard let split = data.indices.first(where: { $0 + 3 < data.count && data[$0] == 13 && data[$0 + 1] == 10 && data[$0 + 2] == 13 && data[$0 + 3] == 10 }) else {
+        guard let split = data.indices.first(where: { $0 + 3 < data.count && data[$0] == 13 && data[$0 + 1] == 10 && data[$0 + 2] == 13 && data[$0 + 3] == 10 })
+        else {
             throw ClientError("no header end in \(data.count) bytes")
         }
         let head = String(decoding: data[..<split], as: UTF8.self).components(separatedBy: "\r\n")

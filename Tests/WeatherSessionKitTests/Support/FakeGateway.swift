@@ -118,7 +118,7 @@ final class FakeGateway: WeatherHTTPTransport, @unchecked Sendable {
     /// The JSON object of a request body.
     static func json(_ request: WeatherHTTPRequest) -> [String: String] {
         guard let body = request.body,
-              let object = try? JSONSerialization.jsonObject(with: body) as? [String: Any]
+            let object = try? JSONSerialization.jsonObject(with: body) as? [String: Any]
         else { return [:] }
         return object.compactMapValues { $0 as? String }
     }
@@ -172,7 +172,7 @@ final class FakeGateway: WeatherHTTPTransport, @unchecked Sendable {
                     refreshOutcomes.append("invalid")
                     return Self.error(401, "invalid_refresh_token")
                 }
-                refreshTokens[token] = nil   // rotation: the presented token is dead now
+                refreshTokens[token] = nil  // rotation: the presented token is dead now
                 let answer = issuePair(session: entry.session, status: 200)
                 rotated[token] = (entry.session, serverNow(), answer)
                 refreshOutcomes.append("rotated")
@@ -182,7 +182,7 @@ final class FakeGateway: WeatherHTTPTransport, @unchecked Sendable {
         case .revoke:
             return lock.withLock {
                 guard let token = body["refreshToken"], let entry = refreshTokens[token],
-                      entry.session == body["anonymousSessionId"]
+                    entry.session == body["anonymousSessionId"]
                 else { return Self.error(401, "invalid_refresh_token") }
                 accessTokens = accessTokens.filter { $0.value.session != entry.session }
                 refreshTokens = refreshTokens.filter { $0.value.session != entry.session }
@@ -192,7 +192,8 @@ final class FakeGateway: WeatherHTTPTransport, @unchecked Sendable {
         case .weather, .trip:
             let live = lock.withLock { () -> Bool in
                 guard let token = request.header(WeatherClient.sessionTokenHeader),
-                      let entry = accessTokens[token] else { return false }
+                    let entry = accessTokens[token]
+                else { return false }
                 return serverNow() < entry.expiresAt
             }
             guard live else { return Self.error(401, "unauthorized") }
@@ -300,8 +301,10 @@ struct Harness {
     let service: WeatherSessionService
     let client: WeatherClient
 
-    init(store: any WeatherSessionStore = InMemoryWeatherSessionStore(), clock: FakeClock = FakeClock(),
-         baseURL: URL = Harness.baseURL, refreshRetryInterval: TimeInterval = 60) {
+    init(
+        store: any WeatherSessionStore = InMemoryWeatherSessionStore(), clock: FakeClock = FakeClock(),
+        baseURL: URL = Harness.baseURL, refreshRetryInterval: TimeInterval = 60
+    ) {
         self.clock = clock
         self.gateway = FakeGateway(clock: clock)
         self.store = store
