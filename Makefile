@@ -1,6 +1,6 @@
 # The two commands of the README: `make run` and `make test`. Both install what they need.
 SWIFT ?= swift
-.PHONY: deps build run test dist bench soak fuzz clean
+.PHONY: deps build run test format format-check dist bench soak fuzz clean
 
 deps:
 	@scripts/install-deps.sh
@@ -13,10 +13,18 @@ run: deps
 	scripts/run-local.sh
 
 ## Every test: unit tests of each module and the end-to-end tests through nginx, Apache, CGI.
-test: deps
+## First the formatter's check: code that departs from .swift-format fails it.
+test: deps format-check
 	WITH_TESTS=1 scripts/install-deps.sh
 	$(SWIFT) build
 	CW_BIN_DIR=$$($(SWIFT) build --show-bin-path) $(SWIFT) test
+
+## The house style (.swift-format, the toolchain's swift-format): rewrite, or only list departures.
+format:
+	$(SWIFT) format -i -r Sources Tests
+
+format-check:
+	$(SWIFT) format lint --strict -r Sources Tests
 
 dist: deps
 	scripts/dist.sh
