@@ -55,7 +55,6 @@ public final class Gateway {
     public func handle(params: CGIParameters, readBody: (Int) -> [UInt8]) -> Response {
         let started = MonotonicTime.now()
         let now = clock.now()
-        _ = store.takeWriteWaitMs()  // what the work after the last response waited is not this request's
         requestCounter &+= 1
         // The request id and the method come from the parameters as they are, not from
         // `Request.parse`: a request it refuses (400, 413) still gets its id echoed and its

@@ -83,9 +83,10 @@ public protocol GatewayStore: AnyObject {
     /// read-only disk is otherwise told from nothing. Nil when none has failed.
     var lastFailure: StoreError? { get }
 
-    /// Milliseconds the calls since the last `takeWriteWaitMs` waited for the right to write
-    /// (behind another worker's or another program's transaction), and the count starts again:
-    /// for the log line of a request that waited long.
+    /// Milliseconds the calls since the last `takeWriteWaitMs` or `afterResponse` waited for the
+    /// right to write (behind another worker's or another program's transaction), and the count
+    /// starts again: for the log line of a request that waited long. `afterResponse` starts it
+    /// again too, so the writes after a response (counters, touches) count for no request.
     func takeWriteWaitMs() -> Int64
 
     /// Adds batched counter increments, keyed by hour.

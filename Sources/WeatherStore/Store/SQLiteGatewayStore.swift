@@ -500,7 +500,10 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
-    public func afterResponse() { db.checkpointIfDue() }
+    public func afterResponse() {
+        db.checkpointIfDue()
+        _ = db.takeWriteWait()  // the writes after a response are no request's wait
+    }
 
     public func takeWriteWaitMs() -> Int64 { Int64(db.takeWriteWait() / 1_000_000) }
 
