@@ -15,7 +15,7 @@ Routes (one server serves both providers; point both base URLs at http://127.0.0
     POST /_reset                       forget calls and modes
 
 Modes: ok, integers, missing_optional, extra_fields, html_error, rate_limited, unauthorized,
-error_body, garbage, slow, reset, short (one day fewer than asked).
+error_body, garbage, slow, reset, short (one day fewer than asked), broken_gzip_503.
 """
 
 import argparse
@@ -36,7 +36,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 MODES = {
     "ok", "integers", "missing_optional", "extra_fields", "html_error", "rate_limited",
-    "unauthorized", "error_body", "garbage", "slow", "reset", "short",
+    "unauthorized", "error_body", "garbage", "slow", "reset", "short", "broken_gzip_503",
 }
 # Modes that answer like "ok" but frame the body differently, to exercise the client's HTTP/1.1.
 FRAMINGS = {
@@ -345,6 +345,10 @@ class Handler(BaseHTTPRequestHandler):
             return True
         if mode == "garbage":
             self.send(200, b'{"status": "ok", "result": {"daily": [1, 2,', content_type="application/json")
+            return True
+        if mode == "broken_gzip_503":  # a gateway's error page whose gzip stream is cut short
+            page = gzip.compress(HTML_502)[:20]
+            self.send(503, page, content_type="text/html", headers={"Content-Encoding": "gzip"})
             return True
         return False
 

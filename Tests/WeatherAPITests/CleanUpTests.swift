@@ -20,6 +20,27 @@ import WeatherStore
 
     func cleanUpLines(_ t: TestGateway) -> [String] { t.log.lines.filter { $0.contains("clean_up=") } }
 
+    /// A clean-up that waited for the write lock after a response is no request's wait: the
+    /// next request's line has no `db_wait_ms` (a review found a health check saying 400 ms).
+    @Test func aCleanUpsWaitForTheWriteLockIsNotTheNextRequestsWait() throws {
+        let t = try TestGateway { $0.pruneInterval = 90_000 }
+        let other = try TestGateway(workerBeside: t)
+        _ = t.createSession()  // and the first clean-up
+        t.clock.advance(90_000 + 3601)
+        nonisolated(unsafe) let holding = other.store.db
+        try holding.execute("BEGIN IMMEDIATE")
+        let holder = Thread {
+            usleep(400_000)
+            try? holding.execute("COMMIT")
+        }
+        holder.start()
+        #expect(t.send("GET", "/v1/health").status == 200)  // its clean-up waits for the holder
+        #expect(cleanUpLines(t).count == 2)
+        #expect(t.send("GET", "/v1/health").status == 200)
+        let line = try #require(t.log.lines.last { $0.contains("route=/v1/health") })
+        #expect(!line.contains("db_wait_ms="), "\(line)")
+    }
+
     @Test func aWorkerDeletesWhatOutlivedItsUseWhenNoCleanUpRanForADay() throws {
         let t = try TestGateway { $0.pruneInterval = 90_000 }
         let old = try revokedSession(t, daysAgo: 31)  // its creation ran the first clean-up, before the revocation

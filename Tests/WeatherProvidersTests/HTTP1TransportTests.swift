@@ -112,6 +112,9 @@ import WeatherProviders
         ("error_body", .providerError, .providerError),
         ("garbage", .notJSON, .notJSON),
         ("short", .notCovered, .notCovered),
+        // An error page whose gzip body does not inflate is still its status (it was
+        // `unparseable`, which pauses nothing).
+        ("broken_gzip_503", .httpStatus(503, retryAfter: nil), .httpStatus(503, retryAfter: nil)),
     ])
     func errorModesAreClassified(mode: String, caiyunFailure: ProviderFailure, vcFailure: ProviderFailure) throws {
         try withServer { server, transport in

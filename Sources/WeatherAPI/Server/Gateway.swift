@@ -86,7 +86,8 @@ public final class Gateway {
 
         if response.status == 401 || response.status == 429 { metrics.count(Counters.Name.status(response.status), at: now) }
         if response.status == 401, let refused { metrics.count(Counters.Name.unauthorized(refused), at: now) }
-        // Kept in memory until a flush succeeds, so a full disk's 503s show once it has room again.
+        // Kept in memory until a flush succeeds: a full disk's 503s show once it has room again, if
+        // this worker is still running then (a CGI process or a worker that ends meanwhile loses them).
         if response.status >= 500 { metrics.count(Counters.Name.serverError(errorCode ?? "http_\(response.status)"), at: now) }
         var line = LogLine()
         line.addPlain("ts", now.iso8601)
@@ -121,8 +122,8 @@ public final class Gateway {
         let now = clock.now()
         metrics.flushIfDue(to: store, now: now, force: force)
         limiter.returnLeases(nowMs: now.seconds * 1000, all: force)
-        store.afterResponse()
         let cleaned = cleanUpIfDue(now: now)
+        store.afterResponse()  // last: it also starts the write-wait count again (`db_wait_ms`)
         if force { store.finishHousekeeping() }
         return cleaned
     }

@@ -27,7 +27,7 @@ public enum Hex {
     private static func nibble(_ n: UInt8) -> UInt8 { n < 10 ? 48 + n : 87 + n }
 
     /// The value of one hex digit (`0-9`, `a-f`, `A-F`), or nil for any other byte. Every hex
-    /// reader (percent escapes, chunk sizes, JSON's `\\u`) uses it.
+    /// reader (percent escapes, chunk sizes, JSON's `\u`) uses it.
     @inlinable
     public static func value(ofDigit c: UInt8) -> UInt8? {
         switch c {

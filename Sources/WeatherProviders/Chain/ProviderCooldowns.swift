@@ -2,7 +2,7 @@ import WeatherCore
 
 /// The memory of failing providers: after a call fails in a way no query could avoid
 /// (`WeatherProvider.failsEveryQuery`: timeout, no connection, a refused certificate, key
-/// refused, 429, 5xx, a redirect) the
+/// refused, 429, 5xx, a redirect, a 200 that is not JSON) the
 /// provider is skipped for a pause, so an outage costs a few calls a minute instead of one per
 /// uncached request (and a provider answering 429 is not asked again before its
 /// `Retry-After`).

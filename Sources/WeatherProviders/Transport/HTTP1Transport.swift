@@ -145,8 +145,16 @@ public final class HTTP1Transport: HTTPTransport, @unchecked Sendable {
             return .failure(.failed(failure))
         }
         if head.gzip && !body.isEmpty {
-            guard let inflated = Self.gunzip(body, limit: maxBodyBytes) else { return .failure(.failed(.unparseable)) }
-            body = inflated
+            if let inflated = Self.gunzip(body, limit: maxBodyBytes) {
+                body = inflated
+            } else if (200..<300).contains(head.status) {
+                // Corrupt, or larger than the limit once inflated: not something to read.
+                return .failure(.failed(.unparseable))
+            } else {
+                // An error answer's body is never read: its status says what happened (a 5xx
+                // with a broken body was `unparseable`, which pauses nothing).
+                body = []
+            }
         }
         if reusable {
             if idle.count >= Self.maxIdleConnections { idle.removeAll() }

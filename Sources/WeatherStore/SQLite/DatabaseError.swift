@@ -1,6 +1,4 @@
 import CSQLite
-#if canImport(Glibc)
-#endif
 import WeatherCore
 
 /// A failed SQLite call: the result code, SQLite's message and the statement text (never bound values).

@@ -1,6 +1,4 @@
 import CSQLite
-#if canImport(Glibc)
-#endif
 
 /// A prepared statement; finalized when released.
 public final class Statement {

@@ -503,9 +503,17 @@ public final class SQLiteGatewayStore: GatewayStore {
     public func afterResponse() {
         db.checkpointIfDue()
         _ = db.takeWriteWait()  // the writes after a response are no request's wait
+        waitOfClosedConnections = 0
     }
 
-    public func takeWriteWaitMs() -> Int64 { Int64(db.takeWriteWait() / 1_000_000) }
+    public func takeWriteWaitMs() -> Int64 {
+        defer { waitOfClosedConnections = 0 }
+        return Int64((db.takeWriteWait() + waitOfClosedConnections) / 1_000_000)
+    }
+
+    /// Write waits of a connection `reopenIfFaulted` replaced since the last `takeWriteWaitMs`:
+    /// a write that queued for seconds and then failed read-only is the one whose wait matters.
+    private var waitOfClosedConnections: UInt64 = 0
 
     public func pruneIfDue(now: Timestamp, interval: Int64, policy: PrunePolicy) throws(StoreError) -> PruneReport? {
         let dueBefore = now.seconds - interval, setBackAfter = now.seconds + 3600
@@ -585,6 +593,7 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     private func reopenIfFaulted() throws(StoreError) {
         guard needsReopen, let path else { return }
+        waitOfClosedConnections += db.takeWriteWait()
         db.close()
         Self.mendSidecarModes(path)
         do {

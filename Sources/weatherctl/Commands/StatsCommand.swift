@@ -30,8 +30,9 @@ enum StatsCommand {
             live; no_token), and the 5xx answers by error code (storage_unavailable: the database
             refused a write or a read, a full disk among the causes; provider_error,
             provider_timeout, provider_not_configured, ...). A worker keeps its counts until a
-            flush succeeds, so a full disk's 503s appear once it has room again. --json adds these
-            breakdowns to every period.
+            flush succeeds, so a full disk's 503s appear once it has room again, counted by the
+            workers still running then (a CGI process, or a worker that ends while the disk is
+            full, loses its counts). --json adds these breakdowns to every period.
             Below the table: the configured providers the workers are skipping right now, in a
             pause after failing (WEATHER_PROVIDER_COOLDOWN), with its end, the failures in a row
             and the last one (--json: pausedProviders). Pauses live in the page the workers share
