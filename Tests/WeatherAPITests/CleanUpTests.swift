@@ -24,16 +24,9 @@ import WeatherStore
     /// next request's line has no `db_wait_ms` (a review found a health check saying 400 ms).
     @Test func aCleanUpsWaitForTheWriteLockIsNotTheNextRequestsWait() throws {
         let t = try TestGateway { $0.pruneInterval = 90_000 }
-        let other = try TestGateway(workerBeside: t)
         _ = t.createSession()  // and the first clean-up
         t.clock.advance(90_000 + 3601)
-        nonisolated(unsafe) let holding = other.store.db
-        try holding.execute("BEGIN IMMEDIATE")
-        let holder = Thread {
-            usleep(400_000)
-            try? holding.execute("COMMIT")
-        }
-        holder.start()
+        try t.holdWriteLockElsewhere(for: 0.4)
         #expect(t.send("GET", "/v1/health").status == 200)  // its clean-up waits for the holder
         #expect(cleanUpLines(t).count == 2)
         #expect(t.send("GET", "/v1/health").status == 200)

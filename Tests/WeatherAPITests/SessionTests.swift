@@ -219,18 +219,10 @@ import WeatherStore
     /// line (`db_wait_ms`); one that did not wait says nothing of it.
     @Test func aRequestHeldUpBehindAWriteTransactionSaysSoInItsLogLine() throws {
         let t = try TestGateway()
-        let other = try TestGateway(workerBeside: t)
         _ = t.createSession()
         #expect(t.log.lines.last.map { !$0.contains("db_wait_ms=") } == true, "\(t.log.lines.last ?? "")")
 
-        // Another connection holds SQLite's write lock for 0.4 s, as the `sqlite3` shell would.
-        nonisolated(unsafe) let holding = other.store.db
-        try holding.execute("BEGIN IMMEDIATE")
-        let holder = Thread {
-            usleep(400_000)
-            try? holding.execute("COMMIT")
-        }
-        holder.start()
+        try t.holdWriteLockElsewhere(for: 0.4)
         _ = t.createSession()
         let line = try #require(t.log.lines.last)
         let waited = try #require(

@@ -147,6 +147,17 @@ final class TestGateway {
         return Answer(status: r.status, headers: Dictionary(r.headers.map { ($0.name.lowercased(), $0.value) }, uniquingKeysWith: { $1 }), body: r.body)
     }
 
+    /// Holds SQLite's write lock from another worker's connection for `seconds`, as a `sqlite3`
+    /// shell's `BEGIN` on the live file would; returns once the lock is held.
+    func holdWriteLockElsewhere(for seconds: Double) throws {
+        nonisolated(unsafe) let other = try TestGateway(workerBeside: self)
+        try other.store.db.execute("BEGIN IMMEDIATE")
+        Thread {
+            usleep(UInt32(seconds * 1_000_000))
+            try? other.store.db.execute("COMMIT")
+        }.start()
+    }
+
     func createSession(installationId: String = UUID().uuidString, ip: String = "198.51.100.7") -> [String: Any] {
         let a = send("POST", "/v1/weather/session", body: ["platform": "ios", "appVersion": "1.0", "installationId": installationId], ip: ip)
         precondition(a.status == 201, "create failed: \(a.status) \(String(decoding: a.body, as: UTF8.self))")

@@ -52,12 +52,7 @@ import WeatherCore
 
         // 3,000 sessions: about 10 frames each, 15 times the limit if the WAL never started over.
         for n in 1...3_000 {
-            let pair = IssuedPair(
-                accessRowId: "wst_a\(n)", accessHash: "access-\(n)", refreshRowId: "wst_r\(n)", refreshHash: "refresh-\(n)",
-                lifetimes: TokenLifetimes(now: now, policy: TokenPolicy()))
-            try writer.createSession(
-                NewSession(id: "aws_\(n)", installationIdHash: "inst-\(n)", platform: "ios", appVersion: nil, createdAt: now),
-                tokens: pair)
+            try writer.createTestSession(n, createdAt: now)
             writer.afterResponse()
             writer.db.waitForCheckpoints()
         }
@@ -88,12 +83,7 @@ import WeatherCore
         var n = 0
         while store.db.walPages < 100 {
             n += 1
-            let pair = IssuedPair(
-                accessRowId: "wst_a\(n)", accessHash: "access-\(n)", refreshRowId: "wst_r\(n)", refreshHash: "refresh-\(n)",
-                lifetimes: TokenLifetimes(now: now, policy: TokenPolicy()))
-            try store.createSession(
-                NewSession(id: "aws_\(n)", installationIdHash: "inst-\(n)", platform: "ios", appVersion: nil, createdAt: now),
-                tokens: pair)
+            try store.createTestSession(n, createdAt: now)
         }
         #expect(try sessionsInTheFile() == 0, "the sessions are in the WAL only")
         store.afterResponse()

@@ -14,13 +14,7 @@ import WeatherCore
         let dir = try scratchDirectory("cw-prune")
         let store = try SQLiteGatewayStore(path: dir.appendingPathComponent("w.sqlite3").path)
         for i in 0..<9 {
-            let created = now.adding(seconds: [-70 * 86_400, -2 * 86_400, 0][i % 3])
-            let pair = IssuedPair(
-                accessRowId: "wst_a\(i)", accessHash: "access-\(i)", refreshRowId: "wst_r\(i)", refreshHash: "refresh-\(i)",
-                lifetimes: TokenLifetimes(now: created, policy: TokenPolicy()))
-            try store.createSession(
-                NewSession(id: "aws_\(i)", installationIdHash: "inst-\(i)", platform: "ios", appVersion: nil, createdAt: created),
-                tokens: pair)
+            try store.createTestSession(i, createdAt: now.adding(seconds: [-70 * 86_400, -2 * 86_400, 0][i % 3]))
         }
         return store
     }
@@ -91,14 +85,7 @@ import WeatherCore
         let dir = try scratchDirectory("cw-prune")
         let store = try SQLiteGatewayStore(path: dir.appendingPathComponent("w.sqlite3").path)
         let created = now.adding(seconds: -33 * 86_400)  // the refresh tokens expired 3 days ago
-        for i in 0..<2 {
-            let pair = IssuedPair(
-                accessRowId: "wst_a\(i)", accessHash: "access-\(i)", refreshRowId: "wst_r\(i)", refreshHash: "refresh-\(i)",
-                lifetimes: TokenLifetimes(now: created, policy: TokenPolicy()))
-            try store.createSession(
-                NewSession(id: "aws_\(i)", installationIdHash: "inst-\(i)", platform: "ios", appVersion: nil, createdAt: created),
-                tokens: pair)
-        }
+        for i in 0..<2 { try store.createTestSession(i, createdAt: created) }
         #expect(try store.revokeSession(id: "aws_1", now: now.adding(seconds: -86_400)))
         for _ in 0..<2 { _ = try store.prune(now: now, policy: PrunePolicy(), dryRun: false) }
         #expect(try ids(store, "SELECT id FROM anonymous_weather_sessions ORDER BY id") == ["aws_0", "aws_1"])

@@ -14,14 +14,7 @@ import WeatherCore
         let path = dir.appendingPathComponent("w.sqlite3").path
         let store = try SQLiteGatewayStore(path: path)
         for i in 0..<6 {
-            let created = now.adding(seconds: Int64(i - 10))
-            let pair = IssuedPair(
-                accessRowId: "wst_a\(i)", accessHash: "access-\(i)", refreshRowId: "wst_r\(i)", refreshHash: "refresh-\(i)",
-                lifetimes: TokenLifetimes(now: created, policy: TokenPolicy()))
-            try store.createSession(
-                NewSession(
-                    id: "aws_\(i)", installationIdHash: i == 5 ? "other" : "inst", platform: "ios",
-                    appVersion: nil, createdAt: created), tokens: pair)
+            try store.createTestSession(i, createdAt: now.adding(seconds: Int64(i - 10)), installation: i == 5 ? "other" : "inst")
         }
         return (store, path)
     }
