@@ -269,7 +269,3 @@ public enum Bootstrap {
         return String(decoding: out, as: UTF8.self)
     }
 }
-
-extension String {
-    func replacingNewlines() -> String { String(filter { $0 != "\n" && $0 != "\r" }) }
-}

@@ -138,10 +138,3 @@ struct CommandContext {
         return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
     }
 }
-
-extension Timestamp? {
-    /// Wire format, or `-` for a table cell.
-    var cell: String { self?.iso8601 ?? "-" }
-    /// Wire format, or `null`.
-    var json: JSONDocument { self.map { .string($0.iso8601) } ?? .null }
-}
