@@ -176,6 +176,32 @@ import WeatherCore
         #expect(try store.pruneIfDue(now: now, interval: 90_000, policy: policy) == nil, "recorded")
     }
 
+    /// The walk's time limit counts deleting, not reading: a walk over 50,000 sessions with
+    /// nothing to delete is never cut short, however long the reading takes (a limit on the whole
+    /// walk never got past a table slower to read than it, a review in session 19).
+    @Test func aWalkThatDeletesNothingIsNeverCutShort() throws {
+        let dir = try scratchDirectory("cw-prune")
+        let store = try SQLiteGatewayStore(path: dir.appendingPathComponent("w.sqlite3").path)
+        let seen = SQLValue.text(now.iso8601)
+        try store.db.transaction {
+            try store.db.run(
+                """
+                WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 50000)
+                INSERT INTO anonymous_weather_sessions(id, installation_id_hash, platform, app_version, status, created_at, last_seen_at, revoked_at)
+                SELECT 'aws_kept' || i, 'inst' || i, 'ios', NULL, 'active', ?1, ?1, NULL FROM n
+                """, [seen])
+        }
+        var policy = PrunePolicy()
+        policy.batchSize = 500  // 100 ranges to read
+        policy.walkTimeLimitMs = 1
+        let started = MonotonicTime.now()
+        let report = try store.prune(now: now, policy: policy, dryRun: false)
+        let tookMs = (MonotonicTime.now() - started) / 1_000_000
+        #expect(report.complete, "cut short after \(tookMs) ms of reading")
+        #expect(report.rows("anonymous_weather_sessions") == 0)
+        #expect(tookMs >= 1, "the walk read for \(tookMs) ms: too quick to show that reading does not count")
+    }
+
     /// A pruned row is gone from the files, not only from the tables: the database overwrites it
     /// and the WAL, which held earlier images of its page, is emptied (a retention audit found
     /// deleted client addresses in the WAL).
