@@ -294,6 +294,16 @@ import Glibc
         #expect(try ctl(["revoke", "aws_" + String(repeating: "a", count: 22)], env).status == 1)  // no such session; the page is made
         #expect(owner(db + "-writer") == nobody, "the page is root's")
 
+        // The service user mends a page of its own made read-only (`chmod 0444`), as root does
+        // (WriterLockTests): revocations stopped reaching the workers that held it (session 19).
+        #expect(chmod(db + "-writer", 0o444) == 0)
+        let asService = ChildProcessOutput.runData(
+            "/usr/sbin/runuser",
+            ["-u", "nobody", "--", "/usr/bin/env", "WEATHER_DB_PATH=\(db)", "\(binDirectory)/weatherctl", "revoke", "aws_" + String(repeating: "a", count: 22)])
+        #expect(asService.status == 1)  // no such session
+        var page = stat()
+        #expect(stat(db + "-writer", &page) == 0 && page.st_mode & 0o200 != 0, "still read-only: \(String(page.st_mode & 0o777, radix: 8))")
+
         // A link planted in the folder (the service user's) leads root nowhere: a -writer page
         // that is a symbolic link to a file of root's is neither opened nor given away.
         let rootsFile = FileManager.default.temporaryDirectory.appendingPathComponent("cw-roots-\(UUID().uuidString.prefix(8))").path
