@@ -131,6 +131,7 @@ func serve(listenFD: Int32, retireWhenReplaced: Bool = false, announce: Bool = t
         return 71
     }
     gateway.afterResponse(force: true)
+    gateway.stop()
     return 0
 }
 

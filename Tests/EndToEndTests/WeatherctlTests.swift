@@ -418,6 +418,17 @@ import Glibc
         #expect(missing.stderr.split(separator: "\n").count == 1)
         #expect(missing.stdout.isEmpty)
 
+        // A -wal without its database (deleted under running workers): migrate creates nothing
+        // over it, and the everyday commands say what happened instead of "run migrate".
+        let wal = dir.appendingPathComponent("fresh.sqlite3-wal").path
+        FileManager.default.createFile(atPath: wal, contents: Data(count: 4096))
+        let overWAL = try ctl(["migrate"], env)
+        #expect(overWAL.status == 1 && overWAL.stderr.contains("missing but its -wal or -shm is still there"), "\(overWAL.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: env["WEATHER_DB_PATH"]!))
+        let told = try ctl(["sessions", "list"], env)
+        #expect(told.status == 1 && told.stderr.contains("deleted while workers ran") && !told.stderr.contains("run `weatherctl migrate`"), "\(told.stderr)")
+        try FileManager.default.removeItem(atPath: wal)
+
         let first = try ctl(["migrate", "--json"], env)
         #expect(first.status == 0, "\(first.stderr)")
         #expect(try first.json()["applied"] as? [String] == migrationFileNames)

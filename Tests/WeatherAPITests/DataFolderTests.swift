@@ -96,6 +96,34 @@ import WeatherCore
         #expect(Bootstrap.hashKey(fromFileText: hex + "\r\n") == Array((hex + "\r\n").utf8))
     }
 
+    /// A worker does not create a database where one was: beside its `-writer` page (deleted or
+    /// moved: a new empty one dropped every session with no word), or beside its `-wal` (deleted
+    /// under running workers: SQLite would discard the `-wal` a running worker may still need).
+    /// A disaster-recovery drill found both. A fresh folder still gets its database, and so does
+    /// a folder whose `hash.key` serves another database.
+    @Test func aWorkerDoesNotCreateADatabaseWhereOneWas() throws {
+        let fm = FileManager.default
+        let root = fm.temporaryDirectory.appendingPathComponent("cw-gone-\(UUID().uuidString.prefix(8))")
+        try fm.createDirectory(at: root, withIntermediateDirectories: true)
+        defer { try? fm.removeItem(at: root) }
+        let db = root.appendingPathComponent("weather.sqlite3").path
+        let config = try ConfigLoader.load(environment: ["WEATHER_DB_PATH": db])
+
+        fm.createFile(atPath: db + "-writer", contents: Data(count: 4096))
+        #expect { _ = try Bootstrap.openStore(config) } throws: { "\($0)".contains("missing but its -writer page is there") }
+        #expect(!fm.fileExists(atPath: db))
+
+        fm.createFile(atPath: db + "-wal", contents: Data(count: 4096))
+        #expect { _ = try Bootstrap.openStore(config) } throws: { "\($0)".contains("missing but its -wal or -shm is still there") }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: db + "-wal")).count == 4096, "the -wal is left as it was")
+
+        try fm.removeItem(atPath: db + "-wal")
+        try fm.removeItem(atPath: db + "-writer")
+        fm.createFile(atPath: config.hashKeyFile, contents: Data(String(repeating: "k", count: 64).utf8))
+        #expect(throws: Never.self) { _ = try Bootstrap.openStore(config) }
+        #expect(fm.fileExists(atPath: db), "a fresh folder gets its database")
+    }
+
     /// A folder where the hash key file belongs is named as what it is, not as "readable by others".
     @Test func aHashKeyPathThatIsAFolderIsSaidToBeNoFile() throws {
         let fm = FileManager.default

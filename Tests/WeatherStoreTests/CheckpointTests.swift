@@ -120,4 +120,45 @@ import WeatherCore
         let wal = try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int
         #expect(wal == 0)
     }
+    /// A worker's clean stop leaves every session in the database file itself, even while
+    /// another worker still has it open: copied alone after a stop, the file lost the newest
+    /// sessions, which were in the `-wal` only (a disaster-recovery drill, session 20).
+    @Test func aCleanStopLeavesEverySessionInTheDatabaseFile() throws {
+        let dir = try scratchDirectory("cw-stop")
+        let path = dir.appendingPathComponent("w.sqlite3").path
+        let stopping = try SQLiteGatewayStore(path: path)
+        let other = try SQLiteGatewayStore(path: path)  // another worker, still serving
+        for n in 1...20 { try (n % 2 == 0 ? stopping : other).createTestSession(n, createdAt: now) }
+        #expect(stopping.db.walPages > 0, "the sessions are in the WAL")
+
+        stopping.closeForStop()
+        let copy = dir.appendingPathComponent("copy.sqlite3").path
+        try FileManager.default.copyItem(atPath: path, toPath: copy)  // the file alone, no -wal
+        #expect(try Database(path: copy).scalarInt("SELECT count(*) FROM anonymous_weather_sessions") == 20)
+        #expect(try other.db.scalarInt("SELECT count(*) FROM anonymous_weather_sessions") == 20, "the other worker reads on")
+    }
+    /// A database found damaged makes the store unhealthy from then on: a disaster-recovery drill
+    /// found `/v1/health` answering 200 on a file with a garbled page while every write got 503.
+    @Test func aDamagedDatabaseIsUnhealthyOnceAWriteMeetsTheDamage() throws {
+        let dir = try scratchDirectory("cw-damage")
+        let path = dir.appendingPathComponent("w.sqlite3").path
+        do {
+            let store = try SQLiteGatewayStore(path: path)
+            for n in 1...200 { try store.createTestSession(n, createdAt: now) }
+            store.closeForStop()
+        }
+        // The second half of the file (the sessions' and tokens' pages, written last) overwritten
+        // with noise; the schema and the migrations' record, written first, stay readable.
+        let size = try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int ?? 0
+        let from = size / 2 / 4096 * 4096
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        try handle.seek(toOffset: UInt64(from))
+        try handle.write(contentsOf: Data((0..<(size - from)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }))
+        try handle.close()
+
+        let store = try SQLiteGatewayStore(path: path)
+        #expect(throws: StoreError.self) { try store.createTestSession(999, createdAt: now) }
+        #expect(store.lastFailure.map { $0.code & 0xff == 11 || $0.code & 0xff == 26 } == true, "\(String(describing: store.lastFailure))")
+        #expect(!store.isHealthy())
+    }
 }

@@ -236,6 +236,27 @@ public enum Bootstrap {
         return key.utf8.count >= 32 ? Array(key.utf8) : nil
     }
 
+    /// Why a worker must not create the database at `WEATHER_DB_PATH`, or nil when it may: it is
+    /// missing while what belonged to it is still there. Beside its `-wal` or `-shm`, it was
+    /// deleted under running workers, which may still hold it (and SQLite, opening a new file
+    /// there, would discard the `-wal` that holds its newest writes); beside its `-writer` page
+    /// (which outlives every connection), it was deleted or moved, and a new empty one would
+    /// drop every session with no word (a disaster-recovery drill found both). Not `hash.key`:
+    /// one key serves every database of its folder. `weatherctl migrate` creates one on purpose.
+    public static func missingDatabase(_ config: GatewayConfig) -> String? {
+        let path = config.databasePath
+        guard access(path, F_OK) != 0, errno == ENOENT else { return nil }
+        if access(path + "-wal", F_OK) == 0 || access(path + "-shm", F_OK) == 0 {
+            return
+                "the database (WEATHER_DB_PATH) is missing but its -wal or -shm is still there: it was deleted while workers ran, and one still running may hold it; do not restart the workers, recover it first (INSTALL.md, \"A deleted database\")"
+        }
+        if access(path + "-writer", F_OK) == 0 {
+            return
+                "the database (WEATHER_DB_PATH) is missing but its -writer page is there: it was deleted or moved; put it back or restore a backup (INSTALL.md, \"A deleted database\"), or run `weatherctl migrate` to start afresh without the sessions"
+        }
+        return nil
+    }
+
     /// Opens the database (creating it and applying migrations). A missing directory is a clear error.
     public static func openStore(_ config: GatewayConfig) throws -> SQLiteGatewayStore {
         let dir = config.databaseFolder
@@ -245,6 +266,7 @@ public enum Bootstrap {
                 "the database directory (the folder of WEATHER_DB_PATH) does not exist; create it and make it writable for the service user (`weatherctl check` shows the paths)"
             )
         }
+        if let why = missingDatabase(config) { throw StartupError(why) }
         do {
             return try SQLiteGatewayStore(path: config.databasePath)
         } catch {

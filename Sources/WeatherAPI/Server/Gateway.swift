@@ -128,6 +128,10 @@ public final class Gateway {
         return cleaned
     }
 
+    /// A worker's clean stop, after its last `afterResponse(force: true)`: the store leaves
+    /// everything in the database file (`GatewayStore.closeForStop`).
+    public func stop() { store.closeForStop() }
+
     /// The shortest wait for the right to write that a request's log line reports (`db_wait_ms`).
     static let loggedWriteWaitMs: Int64 = 100
 

@@ -92,7 +92,8 @@ public protocol GatewayStore: AnyObject {
     /// Adds batched counter increments, keyed by hour.
     func addCounters(_ counts: [CounterKey: Int64]) throws(StoreError)
 
-    /// True when the database answers and every migration is applied.
+    /// True when the database answers and every migration is applied, and no call found it
+    /// damaged (SQLite: a malformed page).
     func isHealthy() -> Bool
 
     /// Whether any session is stored, revoked or not (start-up: a missing hash key is not
@@ -115,6 +116,11 @@ public protocol GatewayStore: AnyObject {
     /// checkpointer's thread), before the process ends.
     func finishHousekeeping()
 
+    /// A clean stop, after `finishHousekeeping`: leaves everything in the database file itself
+    /// (SQLite: the WAL copied in and emptied, if no reader holds it), so that a copy of that
+    /// file alone, made after the stop, holds every session. The store is not used after.
+    func closeForStop()
+
     // MARK: Provider pauses
 
     /// Where workers share the pauses of failing providers (`ProviderPauseBoard`); nil when each
@@ -125,6 +131,7 @@ public protocol GatewayStore: AnyObject {
 extension GatewayStore {
     public func takeWriteWaitMs() -> Int64 { 0 }
     public func finishHousekeeping() {}
+    public func closeForStop() {}
     public var providerPauses: (any ProviderPauseBoard)? { nil }
 }
 

@@ -60,6 +60,14 @@ struct CommandContext {
             if !dir.isEmpty, !Self.isDirectory(dir) {
                 throw .failure("the database directory \(dir) does not exist (WEATHER_DB_PATH); create it and make it writable for the service user")
             }
+            // A new database beside a deleted one's -wal would discard that -wal, which a worker
+            // still running may need to recover it (beside only its hash key, creating one is
+            // what the operator asked for).
+            if !Self.exists(path), Self.exists(path + "-wal") || Self.exists(path + "-shm") {
+                throw .failure(
+                    "the database \(path) is missing but its -wal or -shm is still there: it was deleted while workers ran; recover it first (INSTALL.md, \"A deleted database\"), or delete \(path)-wal and \(path)-shm to start afresh without the sessions"
+                )
+            }
         } else if !Self.exists(path) {
             // A folder this user may not enter (the service's data folder is 0700) is not a
             // missing database: saying so sent operators to `migrate` (a black-box operator audit).
@@ -68,6 +76,7 @@ struct CommandContext {
                     "this user (uid \(geteuid())) may not reach the database \(path) (WEATHER_DB_PATH): permission denied on its folder; run weatherctl as the service user"
                 )
             }
+            if let why = Bootstrap.missingDatabase(config) { throw .failure(why) }
             throw .failure("the database \(path) does not exist (WEATHER_DB_PATH); run `weatherctl migrate` to create it")
         }
         let store: SQLiteGatewayStore
