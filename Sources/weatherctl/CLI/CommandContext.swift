@@ -61,8 +61,8 @@ struct CommandContext {
                 throw .failure("the database directory \(dir) does not exist (WEATHER_DB_PATH); create it and make it writable for the service user")
             }
             // A new database beside a deleted one's -wal would discard that -wal, which a worker
-            // still running may need to recover it (beside only its hash key, creating one is
-            // what the operator asked for).
+            // still running may need to recover it (beside only its -writer page, creating one
+            // is what the operator asked for).
             if !Self.exists(path), Self.exists(path + "-wal") || Self.exists(path + "-shm") {
                 throw .failure(
                     "the database \(path) is missing but its -wal or -shm is still there: it was deleted while workers ran; recover it first (INSTALL.md, \"A deleted database\"), or delete \(path)-wal and \(path)-shm to start afresh without the sessions"
