@@ -229,4 +229,19 @@ import WeatherStore
             line.split(separator: " ").first { $0.hasPrefix("db_wait_ms=") }.flatMap { Int($0.dropFirst("db_wait_ms=".count)) }, "\(line)")
         #expect(waited >= 300 && waited < 5000, "\(line)")
     }
+    /// Counters a worker cannot write (a damaged or refusing table) are said once in the log, and
+    /// once more when they are written again, with every count kept meanwhile: a drill found a
+    /// damaged counters table refusing every flush with nothing logged.
+    @Test func countersThatCannotBeWrittenAreSaidOnceAndKept() throws {
+        let t = try TestGateway()
+        try t.store.db.execute("CREATE TRIGGER refuse_counters BEFORE INSERT ON weather_counters BEGIN SELECT RAISE(ABORT, 'refused'); END")
+        for _ in 0..<3 { _ = t.createSession() }
+        let failing = t.log.lines.filter { $0.contains("counters=not_written") }
+        #expect(failing.count == 1 && failing[0].contains("storage_error="), "\(failing)")
+
+        try t.store.db.execute("DROP TRIGGER refuse_counters")
+        _ = t.createSession()
+        #expect(t.log.lines.filter { $0.contains("counters=written_again") }.count == 1)
+        #expect(try t.store.db.scalarInt("SELECT sum(value) FROM weather_counters WHERE name = 'sessions.created'") == 4)
+    }
 }

@@ -121,11 +121,38 @@ public final class Gateway {
     public func afterResponse(force: Bool = false) -> Bool {
         let now = clock.now()
         metrics.flushIfDue(to: store, now: now, force: force)
+        noteCounterFlush(now: now)
         limiter.returnLeases(nowMs: now.seconds * 1000, all: force)
         let cleaned = cleanUpIfDue(now: now)
         store.afterResponse()  // last: it also starts the write-wait count again (`db_wait_ms`)
         if force { store.finishHousekeeping() }
         return cleaned
+    }
+
+    /// True while the counters' writes fail: one line when they start failing, one when they are
+    /// written again (a drill found a damaged counters table refusing every flush, silently).
+    private var countersFailing = false
+
+    private func noteCounterFlush(now: Timestamp) {
+        switch metrics.flushState {
+        case .failed(let error)? where !countersFailing:
+            countersFailing = true
+            var line = LogLine()
+            line.addPlain("ts", now.iso8601)
+            line.addPlain("worker", requestIdPrefix)
+            line.addPlain("counters", "not_written")  // kept in memory, tried at every flush
+            line.add("storage_error", error.message)
+            log.write(line.text)
+        case .written? where countersFailing:
+            countersFailing = false
+            var line = LogLine()
+            line.addPlain("ts", now.iso8601)
+            line.addPlain("worker", requestIdPrefix)
+            line.addPlain("counters", "written_again")
+            log.write(line.text)
+        default:
+            break
+        }
     }
 
     /// A worker's clean stop, after its last `afterResponse(force: true)`: the store leaves

@@ -20,12 +20,20 @@ public final class Metrics {
         if now.seconds - lastSeenAt.seconds >= max(flushInterval, 60) { seen[id] = now }
     }
 
+    /// How the counters' write went in the last `flushIfDue`; nil when it wrote nothing (not due).
+    public enum FlushState {
+        case written
+        case failed(StoreError)
+    }
+    public private(set) var flushState: FlushState?
+
     /// Notes that a session was used just now, whatever its stored `last_seen_at` (a refresh).
     func touched(_ id: String, at now: Timestamp) { seen[id] = now }
 
     /// Writes what is pending when the interval has passed (or `force`). Storage errors keep the
     /// batch for the next try: counts are never dropped for a momentary lock.
     public func flushIfDue(to store: any GatewayStore, now: Timestamp, force: Bool = false) {
+        flushState = nil
         if lastFlush == nil { lastFlush = now }
         let since = now.seconds - (lastFlush?.seconds ?? 0)
         // A clock set back (since < 0) flushes now rather than after it has caught up again.
@@ -37,8 +45,10 @@ public final class Metrics {
         let batch = counters.drain()
         do {
             try store.addCounters(batch)
+            flushState = .written
         } catch {
             for (k, v) in batch { counters.add(k.name, at: Timestamp(iso8601: k.hour + ":00:00Z") ?? now, v) }
+            flushState = .failed(error)
         }
         touchSomeSessions(store)
         // Stopping: everything, chunk by chunk, unless the database refuses.
