@@ -244,4 +244,35 @@ import WeatherStore
         #expect(t.log.lines.filter { $0.contains("counters=written_again") }.count == 1)
         #expect(try t.store.db.scalarInt("SELECT sum(value) FROM weather_counters WHERE name = 'sessions.created'") == 4)
     }
+    /// A refused refresh says why in its log line and the counters, never to the client (one
+    /// answer for all): a restore from a backup makes the apps' refresh tokens `unknown`, which
+    /// looked like any other refusal (a disaster-recovery drill).
+    @Test func aRefusedRefreshSaysWhyInTheLogAndTheCounters() throws {
+        let t = try TestGateway()
+        func refused(_ answer: TestGateway.Answer) -> String? {
+            #expect(answer.status == 401 && answer.errorCode == "invalid_refresh_token")
+            return t.log.lines.last?.split(separator: " ").first { $0.hasPrefix("refused=") }.map { String($0.dropFirst("refused=".count)) }
+        }
+        let s = t.createSession()
+        let stranger = "wtr_" + String(repeating: "A", count: 43)
+        #expect(refused(t.refresh(s, token: stranger)) == "unknown")
+
+        let other = t.createSession()
+        #expect(refused(t.refresh(s, token: other["refreshToken"] as? String)) == "other_session")
+
+        t.clock.advance(31 * 86_400)  // past the refresh token's 30 days
+        #expect(refused(t.refresh(s)) == "expired")
+
+        let revoked = t.createSession()
+        #expect(
+            t.send(
+                "POST", "/v1/weather/session/revoke", body: ["anonymousSessionId": revoked["anonymousSessionId"]!, "refreshToken": revoked["refreshToken"]!]
+            ).status == 204)
+        #expect(refused(t.refresh(revoked)) == "revoked")
+
+        let counted = try t.store.counters(fromHour: "2000-01-01T00", toHour: "2100-01-01T00")
+            .filter { $0.name.hasPrefix("refresh_refused.") }.map { "\($0.name)=\($0.value)" }.sorted()
+        #expect(counted == ["refresh_refused.expired=1", "refresh_refused.other_session=1", "refresh_refused.revoked=1", "refresh_refused.unknown=1"])
+        #expect(try t.store.counters(fromHour: "2000-01-01T00", toHour: "2100-01-01T00").allSatisfy { !$0.name.hasPrefix("unauthorized.") })
+    }
 }

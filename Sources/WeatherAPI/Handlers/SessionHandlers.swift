@@ -122,7 +122,13 @@ struct RefreshSessionHandler: Responder {
         } catch {
             throw .storageUnavailable
         }
-        guard let presented else { throw .invalidRefreshToken }
+        guard let presented else {
+            let why = services.store.refreshRefusal(hash: services.minter.tokenHash(refreshToken), sessionId: sessionId, now: now)
+            services.metrics.count(Counters.Name.refreshRefused(why), at: now)
+            var refused = HTTPError.invalidRefreshToken
+            refused.reason = why
+            throw refused
+        }
         let quota = services.limiter.refresh(sessionId: sessionId)
         if !presented.spent { try services.limiter.requireRoom(quota, context: context) }
 

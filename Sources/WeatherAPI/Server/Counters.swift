@@ -78,6 +78,8 @@ public struct Counters {
         public static func providerError(_ p: String) -> String { "provider.\(p).errors" }
         /// 429s by the quota that refused them.
         public static func limited(_ limit: String) -> String { "limited.\(limit)" }
+        /// Refreshes refused with `invalid_refresh_token` by why (`GatewayStore.refreshRefusal`).
+        public static func refreshRefused(_ reason: String) -> String { "refresh_refused.\(reason)" }
         /// 401s of the weather routes by `AuthRefusal`.
         public static func unauthorized(_ reason: String) -> String { "unauthorized.\(reason)" }
         /// Answers of 500 or more by their error code (`storage_unavailable`, `provider_error` …).

@@ -85,7 +85,8 @@ public final class Gateway {
         Self.addHeadersOfEveryAnswer(to: &response, requestId: requestId)
 
         if response.status == 401 || response.status == 429 { metrics.count(Counters.Name.status(response.status), at: now) }
-        if response.status == 401, let refused { metrics.count(Counters.Name.unauthorized(refused), at: now) }
+        // The weather routes' 401s by why; a refresh's are counted by its handler, apart.
+        if response.status == 401, let refused, errorCode == "unauthorized" { metrics.count(Counters.Name.unauthorized(refused), at: now) }
         // Kept in memory until a flush succeeds: a full disk's 503s show once it has room again, if
         // this worker is still running then (a CGI process or a worker that ends meanwhile loses them).
         if response.status >= 500 { metrics.count(Counters.Name.serverError(errorCode ?? "http_\(response.status)"), at: now) }

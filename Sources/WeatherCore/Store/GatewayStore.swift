@@ -16,6 +16,12 @@ public protocol GatewayStore: AnyObject {
     /// so it needs no write and is charged to no quota.
     func presentedRefreshToken(hash refreshTokenHash: String, sessionId: String, now: Timestamp) throws(StoreError) -> PresentedRefreshToken?
 
+    /// Why `presentedRefreshToken` found no valid token, for the log line and the counters (never
+    /// for the client, which gets one answer for all): `unknown` (no such refresh token: a
+    /// database restored from before it was issued looks so), `other_session`, `expired`,
+    /// `revoked` (its session is). Read only after a refusal.
+    func refreshRefusal(hash refreshTokenHash: String, sessionId: String, now: Timestamp) -> String
+
     /// Rotates a presented refresh token to `successor` exactly once across all processes (see
     /// `RotationOutcome`).
     func rotate(_ presented: PresentedRefreshToken, successor: IssuedPair, retryWindow: Int64, now: Timestamp) throws(StoreError) -> RotationOutcome
@@ -129,6 +135,7 @@ public protocol GatewayStore: AnyObject {
 }
 
 extension GatewayStore {
+    public func refreshRefusal(hash refreshTokenHash: String, sessionId: String, now: Timestamp) -> String { "unknown" }
     public func takeWriteWaitMs() -> Int64 { 0 }
     public func finishHousekeeping() {}
     public func closeForStop() {}

@@ -258,6 +258,13 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
+    public func refreshRefusal(hash refreshTokenHash: String, sessionId: String, now: Timestamp) -> String {
+        guard let row = try? read({ try refreshTokenRow(hash: refreshTokenHash) }), row.type == "refresh" else { return "unknown" }
+        if row.session != sessionId { return "other_session" }
+        if !row.sessionActive { return "revoked" }
+        return row.expires.map { now < $0 } == true ? "unknown" : "expired"
+    }
+
     private func refreshTokenRow(hash: String) throws -> RefreshTokenRow? {
         let s = try db.statement(
             """

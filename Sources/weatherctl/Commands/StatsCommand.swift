@@ -27,7 +27,9 @@ enum StatsCommand {
             by the quota that refused them (limited), and the weather routes' 401s by reason
             (unauthorized: legacy_off, an old app's X-Weather-Token after the legacy path was
             turned off; legacy_token, a wrong one; session_token, a session token that is not
-            live; no_token), and the 5xx answers by error code (storage_unavailable: the database
+            live; no_token), refreshes answered invalid_refresh_token by why (refresh refused:
+            unknown, a token the database never held, as after a restore from a backup;
+            expired; revoked, its session is; other_session), and the 5xx answers by error code (storage_unavailable: the database
             refused a write or a read, a full disk among the causes; provider_error,
             provider_timeout, provider_not_configured, ...). A worker keeps its counts until a
             flush succeeds, so a full disk's 503s appear once it has room again, counted by the
@@ -87,6 +89,8 @@ enum StatsCommand {
         var limited: [(String, Int64)] { breakdown(Counters.Name.limited("")) }
         /// `unauthorized.<reason>` counts: the weather routes' 401s by why (`AuthRefusal`).
         var refused: [(String, Int64)] { breakdown(Counters.Name.unauthorized("")) }
+        /// `refresh_refused.<reason>` counts: refreshes answered `invalid_refresh_token`, by why.
+        var refreshRefused: [(String, Int64)] { breakdown(Counters.Name.refreshRefused("")) }
         /// `status.5xx.<code>` counts: answers of 500 or more by their error code.
         var byServerError: [(String, Int64)] { breakdown(Counters.Name.serverError("")) }
 
@@ -183,6 +187,7 @@ enum StatsCommand {
         var separated = !providers.isEmpty
         for (title, counts) in [
             ("limited (429 by limit)", total.limited), ("unauthorized (weather 401s by reason)", total.refused),
+            ("refresh refused (invalid_refresh_token by reason)", total.refreshRefused),
             ("5xx by error code", total.byServerError),
         ] where !counts.isEmpty {
             text += (separated ? "" : "\n") + "\(title): " + counts.map { "\($0.0) \($0.1)" }.joined(separator: ", ") + "\n"
@@ -241,6 +246,7 @@ enum StatsCommand {
             ),
             ("limited", .object(p.limited.map { ($0.0, .int($0.1)) })),
             ("unauthorized", .object(p.refused.map { ($0.0, .int($0.1)) })),
+            ("refreshRefused", .object(p.refreshRefused.map { ($0.0, .int($0.1)) })),
             ("serverErrors", .object(p.byServerError.map { ($0.0, .int($0.1)) })),
         ]
     }
