@@ -25,6 +25,7 @@ public final class Metrics {
         case written
         case failed(StoreError)
     }
+    /// The last `flushIfDue`'s `FlushState`.
     public private(set) var flushState: FlushState?
 
     /// Notes that a session was used just now, whatever its stored `last_seen_at` (a refresh).
