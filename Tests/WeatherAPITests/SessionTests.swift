@@ -275,4 +275,17 @@ import WeatherStore
         #expect(counted == ["refresh_refused.expired=1", "refresh_refused.other_session=1", "refresh_refused.revoked=1", "refresh_refused.unknown=1"])
         #expect(try t.store.counters(fromHour: "2000-01-01T00", toHour: "2100-01-01T00").allSatisfy { !$0.name.hasPrefix("unauthorized.") })
     }
+    /// A database file deleted or moved under a running worker is said once in its log (only
+    /// `/v1/health`'s 503 told, a disaster-recovery drill), and the worker goes on serving.
+    @Test func aDatabaseFileGoneFromUnderTheWorkerIsSaidOnce() throws {
+        let t = try TestGateway()
+        _ = t.createSession()
+        #expect(!t.log.lines.contains { $0.contains("database=gone") })
+        try FileManager.default.moveItem(atPath: t.config.databasePath, toPath: t.config.databasePath + ".moved")
+        _ = t.createSession()
+        _ = t.createSession()
+        let said = t.log.lines.filter { $0.contains("database=gone") }
+        #expect(said.count == 1 && said[0].contains("INSTALL.md: A deleted database"), "\(said)")
+        #expect(t.send("GET", "/v1/health").status == 503)
+    }
 }

@@ -122,7 +122,10 @@ public final class Gateway {
     public func afterResponse(force: Bool = false) -> Bool {
         let now = clock.now()
         metrics.flushIfDue(to: store, now: now, force: force)
-        noteCounterFlush(now: now)
+        if metrics.flushState != nil {  // at each flush: a `stat` every WEATHER_FLUSH_INTERVAL
+            noteCounterFlush(now: now)
+            noteDatabaseFile(now: now)
+        }
         limiter.returnLeases(nowMs: now.seconds * 1000, all: force)
         let cleaned = cleanUpIfDue(now: now)
         store.afterResponse()  // last: it also starts the write-wait count again (`db_wait_ms`)
@@ -154,6 +157,21 @@ public final class Gateway {
         default:
             break
         }
+    }
+
+    /// Said once: the database file was deleted or moved under this worker (a disaster-recovery
+    /// drill found only `/v1/health`'s 503 telling, and the documented next steps lost the data).
+    private var databaseGoneSaid = false
+
+    private func noteDatabaseFile(now: Timestamp) {
+        guard !databaseGoneSaid, store.databaseFileIsGone else { return }
+        databaseGoneSaid = true
+        var line = LogLine()
+        line.addPlain("ts", now.iso8601)
+        line.addPlain("worker", requestIdPrefix)
+        line.addPlain("database", "gone")
+        line.add("detail", "deleted or moved under the running workers; do not restart them (INSTALL.md: A deleted database)")
+        log.write(line.text)
     }
 
     /// A worker's clean stop, after its last `afterResponse(force: true)`: the store leaves

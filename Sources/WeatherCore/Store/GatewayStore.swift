@@ -98,6 +98,10 @@ public protocol GatewayStore: AnyObject {
     /// Adds batched counter increments, keyed by hour.
     func addCounters(_ counts: [CounterKey: Int64]) throws(StoreError)
 
+    /// True when the file this store opened is no longer at its path: deleted or moved under the
+    /// running worker, which goes on writing into it (SQLite: the file's identity, a `stat`).
+    var databaseFileIsGone: Bool { get }
+
     /// True when the database answers and every migration is applied, and no call found it
     /// damaged (SQLite: a malformed page).
     func isHealthy() -> Bool
@@ -135,6 +139,7 @@ public protocol GatewayStore: AnyObject {
 }
 
 extension GatewayStore {
+    public var databaseFileIsGone: Bool { false }
     public func refreshRefusal(hash refreshTokenHash: String, sessionId: String, now: Timestamp) -> String { "unknown" }
     public func takeWriteWaitMs() -> Int64 { 0 }
     public func finishHousekeeping() {}

@@ -585,6 +585,8 @@ public final class SQLiteGatewayStore: GatewayStore {
         try read { try db.scalarInt("SELECT 1 FROM anonymous_weather_sessions LIMIT 1") != nil }
     }
 
+    public var databaseFileIsGone: Bool { !db.isStillAtItsPath }
+
     public func isHealthy() -> Bool {
         guard !sawDamage, (try? reopenIfFaulted()) != nil, db.isStillAtItsPath else { return false }
         guard let pending = try? Migrator.pending(in: db) else { return false }
