@@ -242,15 +242,16 @@ public enum Bootstrap {
     /// there, would discard the `-wal` that holds its newest writes); beside its `-writer` page
     /// (which outlives every connection), it was deleted or moved, and a new empty one would
     /// drop every session with no word (a disaster-recovery drill found both). Not `hash.key`:
-    /// one key serves every database of its folder. `weatherctl migrate` creates one on purpose.
-    public static func missingDatabase(_ config: GatewayConfig) -> String? {
+    /// one key serves every database of its folder. `onPurpose` (`weatherctl migrate`): only the
+    /// first reason holds, since creating the database is what the operator asked for.
+    public static func missingDatabase(_ config: GatewayConfig, onPurpose: Bool = false) -> String? {
         let path = config.databasePath
         guard access(path, F_OK) != 0, errno == ENOENT else { return nil }
         if access(path + "-wal", F_OK) == 0 || access(path + "-shm", F_OK) == 0 {
             return
-                "the database (WEATHER_DB_PATH) is missing but its -wal or -shm is still there: it was deleted while workers ran, and one still running may hold it; do not restart the workers, recover it first (INSTALL.md, \"A deleted database\")"
+                "the database (WEATHER_DB_PATH) is missing but its -wal or -shm is still there: it was deleted while workers ran, and one still running may hold it; do not restart the workers, recover it first (INSTALL.md, \"A deleted database\"), or delete its -wal and -shm to start afresh without the sessions"
         }
-        if access(path + "-writer", F_OK) == 0 {
+        if !onPurpose, access(path + "-writer", F_OK) == 0 {
             return
                 "the database (WEATHER_DB_PATH) is missing but its -writer page is there: it was deleted or moved; put it back or restore a backup (INSTALL.md, \"A deleted database\"), or run `weatherctl migrate` to start afresh without the sessions"
         }

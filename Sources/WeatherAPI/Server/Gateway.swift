@@ -86,7 +86,7 @@ public final class Gateway {
 
         if response.status == 401 || response.status == 429 { metrics.count(Counters.Name.status(response.status), at: now) }
         // The weather routes' 401s by why; a refresh's are counted by its handler, apart.
-        if response.status == 401, let refused, errorCode == "unauthorized" { metrics.count(Counters.Name.unauthorized(refused), at: now) }
+        if response.status == 401, let refused, errorCode == HTTPError.unauthorized.code { metrics.count(Counters.Name.unauthorized(refused), at: now) }
         // Kept in memory until a flush succeeds: a full disk's 503s show once it has room again, if
         // this worker is still running then (a CGI process or a worker that ends meanwhile loses them).
         if response.status >= 500 { metrics.count(Counters.Name.serverError(errorCode ?? "http_\(response.status)"), at: now) }
@@ -121,10 +121,9 @@ public final class Gateway {
     @discardableResult
     public func afterResponse(force: Bool = false) -> Bool {
         let now = clock.now()
-        metrics.flushIfDue(to: store, now: now, force: force)
-        if metrics.flushState != nil {  // at each flush: a `stat` every WEATHER_FLUSH_INTERVAL
-            noteCounterFlush(now: now)
-            noteDatabaseFile(now: now)
+        if let flushed = metrics.flushIfDue(to: store, now: now, force: force) {
+            noteCounterFlush(flushed, now: now)
+            noteDatabaseFile(now: now)  // at each flush: a `stat` every WEATHER_FLUSH_INTERVAL
         }
         limiter.returnLeases(nowMs: now.seconds * 1000, all: force)
         let cleaned = cleanUpIfDue(now: now)
@@ -137,26 +136,30 @@ public final class Gateway {
     /// written again (a drill found a damaged counters table refusing every flush, silently).
     private var countersFailing = false
 
-    private func noteCounterFlush(now: Timestamp) {
-        switch metrics.flushState {
-        case .failed(let error)? where !countersFailing:
+    private func noteCounterFlush(_ flushed: Metrics.FlushState, now: Timestamp) {
+        switch flushed {
+        case .failed(let error) where !countersFailing:
             countersFailing = true
-            var line = LogLine()
-            line.addPlain("ts", now.iso8601)
-            line.addPlain("worker", requestIdPrefix)
+            var line = workerLine(now: now)
             line.addPlain("counters", "not_written")  // kept in memory, tried at every flush
             line.add("storage_error", error.message)
             log.write(line.text)
-        case .written? where countersFailing:
+        case .written where countersFailing:
             countersFailing = false
-            var line = LogLine()
-            line.addPlain("ts", now.iso8601)
-            line.addPlain("worker", requestIdPrefix)
+            var line = workerLine(now: now)
             line.addPlain("counters", "written_again")
             log.write(line.text)
         default:
             break
         }
+    }
+
+    /// The start of a line about this worker rather than a request: its time and the worker.
+    private func workerLine(now: Timestamp) -> LogLine {
+        var line = LogLine()
+        line.addPlain("ts", now.iso8601)
+        line.addPlain("worker", requestIdPrefix)
+        return line
     }
 
     /// Said once: the database file was deleted or moved under this worker (a disaster-recovery
@@ -166,9 +169,7 @@ public final class Gateway {
     private func noteDatabaseFile(now: Timestamp) {
         guard !databaseGoneSaid, store.databaseFileIsGone else { return }
         databaseGoneSaid = true
-        var line = LogLine()
-        line.addPlain("ts", now.iso8601)
-        line.addPlain("worker", requestIdPrefix)
+        var line = workerLine(now: now)
         line.addPlain("database", "gone")
         line.add("detail", "deleted or moved under the running workers; do not restart them (INSTALL.md: A deleted database)")
         log.write(line.text)
@@ -200,9 +201,7 @@ public final class Gateway {
         guard interval > 0, now.seconds >= nextCleanUpLook || now.seconds < nextCleanUpLook - Self.cleanUpLookInterval else { return false }
         nextCleanUpLook = now.seconds + Self.cleanUpLookInterval
         let started = MonotonicTime.now()
-        var line = LogLine()
-        line.addPlain("ts", now.iso8601)
-        line.addPlain("worker", requestIdPrefix)
+        var line = workerLine(now: now)
         do throws(StoreError) {
             var policy = PrunePolicy(config: config)
             policy.walkTimeLimitMs = Self.cleanUpWalkLimitMs

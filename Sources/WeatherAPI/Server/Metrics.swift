@@ -20,40 +20,41 @@ public final class Metrics {
         if now.seconds - lastSeenAt.seconds >= max(flushInterval, 60) { seen[id] = now }
     }
 
-    /// How the counters' write went in the last `flushIfDue`; nil when it wrote nothing (not due).
+    /// How a due flush's write of the counters went.
     public enum FlushState {
         case written
         case failed(StoreError)
     }
-    /// The last `flushIfDue`'s `FlushState`.
-    public private(set) var flushState: FlushState?
 
     /// Notes that a session was used just now, whatever its stored `last_seen_at` (a refresh).
     func touched(_ id: String, at now: Timestamp) { seen[id] = now }
 
-    /// Writes what is pending when the interval has passed (or `force`). Storage errors keep the
-    /// batch for the next try: counts are never dropped for a momentary lock.
-    public func flushIfDue(to store: any GatewayStore, now: Timestamp, force: Bool = false) {
-        flushState = nil
+    /// Writes what is pending when the interval has passed (or `force`), and says how the
+    /// counters' write went; nil when it was not due. Storage errors keep the batch for the next
+    /// try: counts are never dropped for a momentary lock.
+    @discardableResult
+    public func flushIfDue(to store: any GatewayStore, now: Timestamp, force: Bool = false) -> FlushState? {
         if lastFlush == nil { lastFlush = now }
         let since = now.seconds - (lastFlush?.seconds ?? 0)
         // A clock set back (since < 0) flushes now rather than after it has caught up again.
         guard force || since >= flushInterval || since < 0 else {
             if touchBacklog { touchSomeSessions(store) }
-            return
+            return nil
         }
         lastFlush = now
         let batch = counters.drain()
+        let state: FlushState
         do {
             try store.addCounters(batch)
-            flushState = .written
+            state = .written
         } catch {
             for (k, v) in batch { counters.add(k.name, at: Timestamp(iso8601: k.hour + ":00:00Z") ?? now, v) }
-            flushState = .failed(error)
+            state = .failed(error)
         }
         touchSomeSessions(store)
         // Stopping: everything, chunk by chunk, unless the database refuses.
         while force, touchBacklog, touchSomeSessions(store) {}
+        return state
     }
 
     /// At most this many `last_seen_at` updates per flush: one transaction of them must stay short,

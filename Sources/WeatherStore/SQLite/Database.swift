@@ -476,14 +476,24 @@ public final class Database {
             rounds += 1
         } while log >= previous + 256 && rounds < 4
         syncDatabaseFile(handle)
-        // Waiting holds off every writer, so wait briefly: a worker's reads take microseconds;
-        // a long reader (an operator's query) makes this give up until the next due checkpoint.
-        let queued = writerLock?.lock() ?? false
-        installBusyHandler(handle, naps: 200)
-        sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_RESTART, &log, &copied)
-        installBusyHandler(handle)
-        if queued { writerLock?.unlock() }
+        // A long reader (an operator's query) makes this give up until the next due checkpoint.
+        checkpointHoldingWriters(handle, writerLock: writerLock, mode: SQLITE_CHECKPOINT_RESTART, log: &log, copied: &copied)
         return log
+    }
+
+    /// A checkpoint that needs the writers held (RESTART, TRUNCATE): taken in the writers' queue,
+    /// and waiting briefly for readers, since every writer waits meanwhile (a worker's reads take
+    /// microseconds). Returns SQLite's result: SQLITE_BUSY when a reader kept it from finishing.
+    @discardableResult
+    static func checkpointHoldingWriters(
+        _ handle: OpaquePointer, writerLock: WriterLock?, mode: Int32, log: UnsafeMutablePointer<Int32>? = nil,
+        copied: UnsafeMutablePointer<Int32>? = nil
+    ) -> Int32 {
+        let queued = writerLock?.lock() ?? false
+        defer { if queued { writerLock?.unlock() } }
+        installBusyHandler(handle, naps: 200)
+        defer { installBusyHandler(handle) }
+        return sqlite3_wal_checkpoint_v2(handle, nil, mode, log, copied)
     }
 
     /// Empties the WAL (a TRUNCATE checkpoint); false when it could not now. It waits for readers
@@ -495,12 +505,7 @@ public final class Database {
         // Copied first without holding anyone: the TRUNCATE then copies what little came since
         // while writers wait (a review: 52 ms for 4,000 frames).
         sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
-        let queued = writerLock?.lock() ?? false
-        Self.installBusyHandler(handle, naps: 200)
-        let rc = sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_TRUNCATE, nil, nil)
-        Self.installBusyHandler(handle)
-        if queued { writerLock?.unlock() }
-        return rc == SQLITE_OK
+        return Self.checkpointHoldingWriters(handle, writerLock: writerLock, mode: SQLITE_CHECKPOINT_TRUNCATE) == SQLITE_OK
     }
 
     /// Flushes the database file to disk (SQLite's own sync of its own file descriptor).

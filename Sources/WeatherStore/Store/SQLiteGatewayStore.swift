@@ -513,13 +513,16 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func afterResponse() {
         db.checkpointIfDue()
-        _ = db.takeWriteWait()  // the writes after a response are no request's wait
-        waitOfClosedConnections = 0
+        _ = takeWriteWait()  // the writes after a response are no request's wait
     }
 
-    public func takeWriteWaitMs() -> Int64 {
+    public func takeWriteWaitMs() -> Int64 { Int64(takeWriteWait() / 1_000_000) }
+
+    /// Nanoseconds waited for the write lock since the last call, the replaced connections'
+    /// waits included; starts counting again.
+    private func takeWriteWait() -> UInt64 {
         defer { waitOfClosedConnections = 0 }
-        return Int64((db.takeWriteWait() + waitOfClosedConnections) / 1_000_000)
+        return db.takeWriteWait() + waitOfClosedConnections
     }
 
     /// Write waits of a connection `reopenIfFaulted` replaced since the last `takeWriteWaitMs`:
@@ -588,7 +591,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     public var databaseFileIsGone: Bool { !db.isStillAtItsPath }
 
     public func isHealthy() -> Bool {
-        guard !sawDamage, (try? reopenIfFaulted()) != nil, db.isStillAtItsPath else { return false }
+        guard !sawDamage, (try? reopenIfFaulted()) != nil, !databaseFileIsGone else { return false }
         guard let pending = try? Migrator.pending(in: db) else { return false }
         return pending.isEmpty
     }

@@ -60,14 +60,7 @@ struct CommandContext {
             if !dir.isEmpty, !Self.isDirectory(dir) {
                 throw .failure("the database directory \(dir) does not exist (WEATHER_DB_PATH); create it and make it writable for the service user")
             }
-            // A new database beside a deleted one's -wal would discard that -wal, which a worker
-            // still running may need to recover it (beside only its -writer page, creating one
-            // is what the operator asked for).
-            if !Self.exists(path), Self.exists(path + "-wal") || Self.exists(path + "-shm") {
-                throw .failure(
-                    "the database \(path) is missing but its -wal or -shm is still there: it was deleted while workers ran; recover it first (INSTALL.md, \"A deleted database\"), or delete \(path)-wal and \(path)-shm to start afresh without the sessions"
-                )
-            }
+            if let why = Bootstrap.missingDatabase(config, onPurpose: true) { throw .failure(why) }
         } else if !Self.exists(path) {
             // A folder this user may not enter (the service's data folder is 0700) is not a
             // missing database: saying so sent operators to `migrate` (a black-box operator audit).
