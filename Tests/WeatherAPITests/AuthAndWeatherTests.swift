@@ -429,6 +429,66 @@ import WeatherProviders
         #expect(t.source.calls == 2)
     }
 
+    /// A stale copy served after the place's midnight starts at the place's today, both while
+    /// the providers fail and while another worker fetches the cell (each answered with
+    /// yesterday as `daily[0]` before the row kept its first day's end, migration 0006):
+    /// `days=15` gets the 14 days left, a trip within them is still cut from it, and two
+    /// midnights later two more days are gone.
+    @Test func aStaleCopyAfterThePlacesMidnightStartsAtItsToday() throws {
+        let t = try TestGateway(configure: { $0.cacheStaleTTL = 4 * 86_400 })
+        t.clock.current = Timestamp(iso8601: "2026-11-30T15:50:00Z")!  // 23:50 in Shanghai
+        t.source.utcOffset = 8 * 3600
+        var token = t.createSession()["weatherAccessToken"] as? String
+        func ask(_ query: String, path: String = "/v1/weather") -> TestGateway.Answer {
+            t.weather(token: token, query: "lat=31.2304&lon=121.4737&\(query)", path: path)
+        }
+        #expect(dates(ask("days=2")) == days(from: "2026-11-30", 2))
+        let point = GridPoint.snapping(lat: 31.2304, lon: 121.4737, degrees: t.config.gridDegrees)
+        let outlookKey = "\(point.key)|\(WeatherQuery.outlook.cacheKind)"
+        let stored = try #require(try t.store.cachedWeather(key: outlookKey, now: t.clock.now()))
+        #expect(stored.firstDayEndsAt == Timestamp(iso8601: "2026-11-30T16:00:00Z")!.seconds, "kept with the row")
+
+        t.clock.advance(20 * 60)  // 00:10 on 1 December, the providers failing
+        t.source.failure = .providerError
+        let two = ask("days=2")
+        #expect(two.json["cache"] as? String == "stale" && dates(two) == days(from: "2026-12-01", 2))
+        let fifteen = ask("days=15")
+        #expect(fifteen.json["cache"] as? String == "stale" && dates(fifteen) == days(from: "2026-12-01", 14))
+        #expect(fifteen.json["current"] is [String: Any])
+        let trip = ask("start=2026-12-03&end=2026-12-05", path: "/v1/weather/trip")
+        #expect(trip.status == 200 && dates(trip) == days(from: "2026-12-03", 3))
+
+        // Another worker is fetching the cell (it holds the claim): its stale copy, from today.
+        t.source.failure = nil
+        let calls = t.source.calls
+        #expect(try t.store.acquireFetchLock(key: outlookKey, owner: "pid-\(getpid())-other", now: t.clock.now(), until: t.clock.now().adding(seconds: 60)))
+        let refreshing = ask("days=3")
+        #expect(refreshing.json["cache"] as? String == "stale" && dates(refreshing) == days(from: "2026-12-01", 3))
+        #expect(t.source.calls == calls, "the other worker's fetch")
+        try t.store.releaseFetchLock(key: outlookKey, owner: "pid-\(getpid())-other")
+
+        t.clock.current = Timestamp(iso8601: "2026-12-02T16:30:00Z")!  // 00:30 on 3 December
+        t.source.failure = .providerError
+        token = t.createSession()["weatherAccessToken"] as? String  // the first one has expired
+        let later = ask("days=7")
+        #expect(later.json["cache"] as? String == "stale" && dates(later) == days(from: "2026-12-03", 7))
+    }
+
+    /// A forecast row of its own (the provider sends 14 days, so the outlook cannot hold
+    /// `days=15`) loses its ended day too when served stale after the place's midnight.
+    @Test func aStaleForecastRowOfItsOwnStartsAtThePlacesToday() throws {
+        let t = try TestGateway()
+        t.clock.current = Timestamp(iso8601: "2026-11-30T15:50:00Z")!  // 23:50 in Shanghai
+        t.source.utcOffset = 8 * 3600
+        t.source.outlookDays = 14
+        let token = t.createSession()["weatherAccessToken"] as? String
+        #expect(dates(t.weather(token: token, query: "lat=31.2304&lon=121.4737&days=15")) == days(from: "2026-11-30", 15))
+        t.clock.advance(20 * 60)  // 00:10 on 1 December
+        t.source.failure = .timeout
+        let own = t.weather(token: token, query: "lat=31.2304&lon=121.4737&days=15")
+        #expect(own.status == 200 && own.json["cache"] as? String == "stale" && dates(own) == days(from: "2026-12-01", 14))
+    }
+
     /// A trip within the outlook's reach that the outlook cannot hold because the provider sent
     /// it short, and that no provider is asked for alone (a Caiyun-only gateway, a trip ending
     /// at UTC today+14), is the provider's shortfall: the generic 502, not "do not cover".
@@ -591,7 +651,7 @@ import WeatherProviders
             daily: FakeWeatherSource.days(for: .forecast(days: 7), now: t.clock.now()), fetchedAt: t.clock.now().iso8601)
         try t.store.storeWeather(
             key: "\(point.key)|forecast:7", body: old.json, fetchedAt: t.clock.now(),
-            freshUntil: t.clock.now(), staleUntil: t.clock.now().adding(seconds: 3600))
+            freshUntil: t.clock.now(), staleUntil: t.clock.now().adding(seconds: 3600), firstDayEndsAt: nil)
         let upgraded = t.weather(token: token, query: "lat=40&lon=116")
         #expect(upgraded.status == 200 && upgraded.json["cache"] as? String == "stale" && dates(upgraded)?.count == 7)
     }
@@ -710,7 +770,8 @@ import WeatherProviders
         let body = try #require(try other.store.cachedWeather(key: key, now: other.clock.now())).body
         let now = t.clock.now()
         t.store.beforeFetchClaim = {
-            try? t.store.storeWeather(key: key, body: body, fetchedAt: now, freshUntil: now.adding(seconds: 600), staleUntil: now.adding(seconds: 1200))
+            try? t.store.storeWeather(
+                key: key, body: body, fetchedAt: now, freshUntil: now.adding(seconds: 600), staleUntil: now.adding(seconds: 1200), firstDayEndsAt: nil)
         }
         let answer = t.weather(token: token)
         #expect(answer.status == 200 && answer.json["cache"] as? String == "hit", "\(answer.status)")

@@ -53,6 +53,7 @@ final class FakeWeatherSource: WeatherSource {
         var report = WeatherReport(
             provider: "caiyun", location: point, timezone: "Asia/Shanghai", current: current, daily: days, fetchedAt: now.iso8601, todayEndsAt: todayEndsAt)
         report.dayNotTurned = dayNotTurned
+        report.firstDayEndsAt = todayEndsAt
         return WeatherFetch(result: .success(report), attempts: [("caiyun", false)], trail: "caiyun:ok")
     }
 }

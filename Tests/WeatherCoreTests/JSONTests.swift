@@ -179,6 +179,30 @@ import Testing
         #expect(ReportSlice.forecast(full.json, days: 0) == nil)
     }
 
+    /// A stale copy after its place's midnight: the ended days dropped byte for byte as
+    /// `WeatherReport.json` would have written the rest, and a forecast cut from it given what is
+    /// left when that is fewer than asked but no fewer than `atLeast`.
+    @Test func aStaleCopyLosesItsEndedDaysAndAForecastTakesWhatIsLeft() throws {
+        let full = outlook(days: 15)
+        for ended in [1, 2, 14] {
+            var expected = full
+            expected.daily = Array(full.daily.dropFirst(ended))
+            #expect(ReportSlice.dropping(days: ended, from: full.json) == expected.json, "ended=\(ended)")
+        }
+        #expect(ReportSlice.dropping(days: 0, from: full.json) == full.json)
+        #expect(ReportSlice.dropping(days: 15, from: full.json) == nil, "no day left")
+        #expect(ReportSlice.dropping(days: 1, from: Array("{}".utf8)) == nil)
+
+        let left = try #require(ReportSlice.dropping(days: 1, from: full.json))
+        #expect(ReportSlice.forecast(left, days: 15, atLeast: 14) == left, "14 days from today for days=15")
+        #expect(ReportSlice.forecast(left, days: 15, atLeast: 15) == nil)
+        #expect(ReportSlice.forecast(left, days: 15) == nil, "strict without atLeast")
+        var seven = full
+        seven.daily = Array(full.daily[1..<8])
+        #expect(ReportSlice.forecast(left, days: 7, atLeast: 6) == seven.json, "never more than asked")
+        #expect(ReportSlice.forecast(left, days: 1, atLeast: 0) != nil && ReportSlice.forecast(left, days: 0, atLeast: 0) == nil)
+    }
+
     @Test func aTripIsItsDatesWithoutCurrent() throws {
         let full = outlook(days: 15)
         let first = LocalDate("2026-11-30")!

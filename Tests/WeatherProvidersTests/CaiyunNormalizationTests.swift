@@ -31,6 +31,10 @@ let shanghai = GridPoint(lat: 31.3, lon: 121.5)
         let noShift = try report(modified { $0["tzshift"] = nil })
         #expect(noShift.todayEndsAt == nil)
         #expect(!r.dayNotTurned && !noShift.dayNotTurned)
+        // Shanghai's series starts at its today, which the first day ends with (the cache keeps
+        // this with the row); New York's, at 21:03 on 29 November there, starts at its tomorrow.
+        #expect(r.daily.first?.date == "2026-11-30" && r.firstDayEndsAt == r.todayEndsAt && noShift.firstDayEndsAt == nil)
+        #expect(vc.daily.first?.date == "2026-11-30" && vc.firstDayEndsAt == Timestamp(iso8601: "2026-12-01T05:00:00Z")!.seconds)
     }
 
     /// Half a minute after Shanghai's midnight the same series (from 30 November) is a provider
@@ -43,8 +47,12 @@ let shanghai = GridPoint(lat: 31.3, lon: 121.5)
         }
         let forecast = try at(.forecast(days: 7))
         #expect(forecast.daily.first?.date == "2026-11-30" && forecast.dayNotTurned)
+        // Its first day is yesterday, which ended at Shanghai's midnight half a minute ago.
+        #expect(forecast.firstDayEndsAt == Timestamp(iso8601: "2026-11-30T16:00:00Z")!.seconds)
+        #expect(forecast.todayEndsAt == Timestamp(iso8601: "2026-12-01T16:00:00Z")!.seconds)
         let outlook = try at(.outlook)
         #expect(outlook.daily.first?.date == "2026-12-01" && outlook.daily.count == 6 && outlook.dayNotTurned)
+        #expect(outlook.firstDayEndsAt == outlook.todayEndsAt, "an outlook short of yesterday starts at today")
         #expect(try !at(.forecast(days: 3)).dayNotTurned, "three days from today are all there")
         #expect(try !at(.trip(start: LocalDate("2026-12-01")!, end: LocalDate("2026-12-02")!)).dayNotTurned)
         // At noon the same series is a provider quirk, not a day about to turn: the usual TTL.

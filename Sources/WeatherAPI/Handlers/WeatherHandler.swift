@@ -114,7 +114,7 @@ final class WeatherHandler {
                 return (answer.body, answer.state)
             } catch {
                 guard error.code != HTTPError.storageUnavailable.code, let outlook = try storedCopy(key: outlookKey, now: now),
-                    let cut = Self.cut(outlook.body, for: query)
+                    let cut = Self.cut(outlook, for: query)
                 else { throw error }
                 return (cut, outlook.state)
             }
@@ -155,7 +155,7 @@ final class WeatherHandler {
     /// `query`'s answer cut from `outlook`, kept under `key` while the outlook is fresh; nil when
     /// the outlook does not hold its days.
     func keptCut(of outlook: CellBody, for query: WeatherQuery, key: String, now: Timestamp) -> [UInt8]? {
-        guard let cut = Self.cut(outlook.body, for: query) else { return nil }
+        guard let cut = Self.cut(outlook, for: query) else { return nil }
         if let until = outlook.freshUntil { fresh.keep(cut, for: key, until: until, now: now) }
         return cut
     }
@@ -167,12 +167,15 @@ final class WeatherHandler {
         return (own.body, own.state)
     }
 
-    /// `query`'s answer cut from an outlook body; nil when the outlook does not hold its days.
-    static func cut(_ outlook: [UInt8], for query: WeatherQuery) -> [UInt8]? {
+    /// `query`'s answer cut from an outlook; nil when the outlook does not hold its days. A
+    /// stale outlook that has lost days ended since its fetch (`CellBody.daysEnded`) gives a
+    /// forecast what it has left from the place's today, up to the days asked: `days=15` just
+    /// after midnight gets 14.
+    static func cut(_ outlook: CellBody, for query: WeatherQuery) -> [UInt8]? {
         switch query {
-        case .forecast(let days): ReportSlice.forecast(outlook, days: days)
-        case .trip(let start, let end): ReportSlice.trip(outlook, start: start, end: end)
-        case .outlook: outlook
+        case .forecast(let days): ReportSlice.forecast(outlook.body, days: days, atLeast: days - outlook.daysEnded)
+        case .trip(let start, let end): ReportSlice.trip(outlook.body, start: start, end: end)
+        case .outlook: outlook.body
         }
     }
 
@@ -207,10 +210,14 @@ final class WeatherHandler {
         /// For a stale copy served because no provider answered (failed, paused, none configured,
         /// none covering the days): the error the request would have had without it.
         var failure: HTTPError?
+        /// For a stale forecast: how many days its stored `daily` began with that have ended at
+        /// the place since (`fromPlaceToday`), left out of `body`.
+        var daysEnded = 0
     }
 
     /// The copy of `key` this worker or the store holds: fresh (`hit`; kept by this worker
-    /// until it is not), or stale within its window (`stale`); nil when there is none. A row
+    /// until it is not), or stale within its window (`stale`, from the place's today:
+    /// `fromPlaceToday`); nil when there is none. A row
     /// fresh for longer than the TTL from now was fetched under a clock since set back (its
     /// `fetchedAt` lies ahead, its `daily` may start a day early): stale, so it is fetched
     /// again; it was a `hit` for the whole step (a black-box clock test).
@@ -219,9 +226,23 @@ final class WeatherHandler {
         let cached: CachedWeather?
         do { cached = try store.cachedWeather(key: key, now: now) } catch { throw .storageUnavailable }
         guard let cached else { return nil }
-        guard isFresh(cached, now: now) else { return CellBody(body: cached.body, state: "stale") }
+        guard isFresh(cached, now: now) else { return Self.fromPlaceToday(cached, now: now) }
         fresh.keep(cached.body, for: key, until: cached.freshUntil, now: now)
         return CellBody(body: cached.body, state: "hit", freshUntil: cached.freshUntil)
+    }
+
+    /// A stale copy from its place's today: the days its `daily` began with that have ended there
+    /// since the fetch (it outlived the place's midnight: the providers failing, or another
+    /// worker fetching the cell just after it) are left out, where they were served with
+    /// yesterday as `daily[0]`. Days after the first count as 24 hours (a clock change in
+    /// between moves that by its hour). Nil when no day is left. A trip's row, and one stored
+    /// without an end (no offset from the provider, or before migration 0006), is served as it
+    /// is.
+    static func fromPlaceToday(_ cached: CachedWeather, now: Timestamp) -> CellBody? {
+        guard let end = cached.firstDayEndsAt, now.seconds >= end else { return CellBody(body: cached.body, state: "stale") }
+        let ended = 1 + Int((now.seconds - end) / 86_400)
+        guard let body = ReportSlice.dropping(days: ended, from: cached.body) else { return nil }
+        return CellBody(body: body, state: "stale", daysEnded: ended)
     }
 
     /// Fresh by this clock: before its `freshUntil`, and not fresh for longer than the TTL from
@@ -239,11 +260,11 @@ final class WeatherHandler {
         let key = "\(point.key)|\(query.cacheKind)"
         let copy = try storedCopy(key: key, now: now)
         if let copy, copy.state == "hit" { return copy }
-        let cached = copy?.body
         /// The stale copy standing in for `failure`, or that failure.
         func staleOr(_ failure: HTTPError) throws(HTTPError) -> CellBody {
-            guard let cached else { throw failure }
-            return CellBody(body: cached, state: "stale", failure: failure)
+            guard var stale = copy else { throw failure }
+            stale.failure = failure
+            return stale
         }
 
         guard let source, source.isConfigured else {
@@ -274,7 +295,10 @@ final class WeatherHandler {
                 acquired = try store.acquireFetchLock(key: key, owner: owner, now: claimedAt, until: claimedAt.adding(seconds: claimSeconds))
             } catch { throw .storageUnavailable }
             if acquired { break }
-            if let cached { return CellBody(body: cached, state: Self.staleWhileRefreshing) }
+            if var stale = copy {
+                stale.state = Self.staleWhileRefreshing
+                return stale
+            }
             if let body = try awaitOtherWorker(key: key, query: query, source: source, budget: budget, claimSeconds: claimSeconds, context: &context) {
                 return body
             }
@@ -314,7 +338,8 @@ final class WeatherHandler {
             do {
                 try store.storeWeather(
                     key: key, body: body, fetchedAt: now, freshUntil: until,
-                    staleUntil: now.adding(seconds: config.cacheTTL + config.cacheStaleTTL))
+                    staleUntil: now.adding(seconds: config.cacheTTL + config.cacheStaleTTL),
+                    firstDayEndsAt: query.includesCurrent ? report.firstDayEndsAt : nil)
                 fresh.keep(body, for: key, until: until, now: now)
             } catch {
                 // The answer is good even if it could not be cached.

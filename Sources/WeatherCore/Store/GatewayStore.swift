@@ -65,8 +65,10 @@ public protocol GatewayStore: AnyObject {
     /// The cached body for `key`, fresh or stale, if any is within its stale deadline.
     func cachedWeather(key: String, now: Timestamp) throws(StoreError) -> CachedWeather?
 
-    /// Stores a ready-to-send body.
-    func storeWeather(key: String, body: [UInt8], fetchedAt: Timestamp, freshUntil: Timestamp, staleUntil: Timestamp) throws(StoreError)
+    /// Stores a ready-to-send body. `firstDayEndsAt`: when the first day of its `daily` ends at
+    /// its place (unix seconds), for a forecast whose provider sent an offset; nil otherwise.
+    func storeWeather(key: String, body: [UInt8], fetchedAt: Timestamp, freshUntil: Timestamp, staleUntil: Timestamp, firstDayEndsAt: Int64?)
+        throws(StoreError)
 
     /// Claims the right to fetch `key` from a provider until `until`; false when another worker
     /// holds it. A claim that runs out more than `FetchLockState.implausibleSeconds` after `until`
@@ -349,10 +351,14 @@ public struct CachedWeather: Sendable {
     public var body: [UInt8]
     public var fetchedAt: Timestamp
     public var freshUntil: Timestamp
-    public init(body: [UInt8], fetchedAt: Timestamp, freshUntil: Timestamp) {
+    /// When the first day of the body's `daily` ends at its place (unix seconds); nil for a trip,
+    /// a provider that sent no offset, or a row written before migration 0006.
+    public var firstDayEndsAt: Int64?
+    public init(body: [UInt8], fetchedAt: Timestamp, freshUntil: Timestamp, firstDayEndsAt: Int64? = nil) {
         self.body = body
         self.fetchedAt = fetchedAt
         self.freshUntil = freshUntil
+        self.firstDayEndsAt = firstDayEndsAt
     }
 }
 

@@ -18,6 +18,11 @@ public struct WeatherReport: Codable, Sendable, Equatable {
     /// after midnight) and the answer shows it: `daily` starts at yesterday, or an outlook came
     /// back short. Not part of the JSON: the cache keeps such an answer fresh only briefly.
     public var dayNotTurned = false
+    /// When `daily`'s first day ends at the place, in epoch seconds: `todayEndsAt`, or a day
+    /// before it when `daily` starts at yesterday; nil when the provider sent no offset. Not part
+    /// of the JSON: the cache keeps it with the body, so that a stale copy served after the
+    /// place's midnight leaves out the days that have ended.
+    public var firstDayEndsAt: Int64?
 
     enum CodingKeys: String, CodingKey {
         case provider, location, timezone, current, daily, fetchedAt

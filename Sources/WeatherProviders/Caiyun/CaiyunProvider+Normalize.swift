@@ -40,7 +40,7 @@ extension CaiyunProvider {
             fetchedAt: now.iso8601,
             todayEndsAt: Plausible.localDayEnd(now: now, offsetSeconds: payload.tzshift)?.seconds
         )
-        report.dayNotTurned = DailySelection.dayNotTurned(days, picked: picked, for: query, localToday: today, todayEndsAt: report.todayEndsAt, now: now)
+        DailySelection.mark(&report, from: days, for: query, localToday: today, now: now)
         return report
     }
 

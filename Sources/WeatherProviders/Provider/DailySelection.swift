@@ -34,6 +34,22 @@ enum DailySelection {
         }
     }
 
+    /// Marks `report`, whose `daily` was picked from `days` for `query`, with what the cache needs
+    /// to know of the place's days: `dayNotTurned` and `firstDayEndsAt`.
+    static func mark(_ report: inout WeatherReport, from days: [LocalDate: DailyWeather], for query: WeatherQuery, localToday: LocalDate?, now: Timestamp) {
+        report.dayNotTurned = dayNotTurned(
+            days, picked: report.daily, for: query, localToday: localToday, todayEndsAt: report.todayEndsAt, now: now)
+        report.firstDayEndsAt = firstDayEnd(of: report.daily, localToday: localToday, todayEndsAt: report.todayEndsAt)
+    }
+
+    /// When the first of `picked` ends at the place: `todayEndsAt`, a day earlier for each day the
+    /// first lies before `localToday` (yesterday, from a provider whose day has not turned),
+    /// counting days of 24 hours; nil without an end, a today or a dated first day.
+    static func firstDayEnd(of picked: [DailyWeather], localToday: LocalDate?, todayEndsAt: Int64?) -> Int64? {
+        guard let end = todayEndsAt, let today = localToday, let first = picked.first.flatMap({ LocalDate($0.date) }) else { return nil }
+        return end - Int64(today.daysSinceEpoch - first.daysSinceEpoch) * 86_400
+    }
+
     /// Whether `picked`, chosen from `days` for `query`, shows a provider whose day has not
     /// turned yet: in the first two hours of the place's day (`todayEndsAt`, from now; a day of
     /// 23 or 25 hours by Visual Crossing's own midnights moves that by its hour), its

@@ -35,7 +35,7 @@ extension VisualCrossingProvider {
             fetchedAt: now.iso8601,
             todayEndsAt: today?.endsAt ?? Plausible.localDayEnd(now: now, offsetSeconds: offset)?.seconds
         )
-        report.dayNotTurned = DailySelection.dayNotTurned(byDate, picked: picked, for: query, localToday: localToday, todayEndsAt: report.todayEndsAt, now: now)
+        DailySelection.mark(&report, from: byDate, for: query, localToday: localToday, now: now)
         return report
     }
 

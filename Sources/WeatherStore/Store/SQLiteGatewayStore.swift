@@ -435,18 +435,26 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func cachedWeather(key: String, now: Timestamp) throws(StoreError) -> CachedWeather? {
         try read {
-            let s = try db.statement("SELECT body, fetched_at, fresh_until FROM weather_cache WHERE cache_key = ?1 AND stale_until > ?2")
+            let s = try db.statement(
+                "SELECT body, fetched_at, fresh_until, first_day_ends_at FROM weather_cache WHERE cache_key = ?1 AND stale_until > ?2")
             return try s.rows([.text(key), .int(now.seconds)]) {
-                CachedWeather(body: $0.blob(0), fetchedAt: Timestamp(seconds: $0.int(1)), freshUntil: Timestamp(seconds: $0.int(2)))
+                CachedWeather(
+                    body: $0.blob(0), fetchedAt: Timestamp(seconds: $0.int(1)), freshUntil: Timestamp(seconds: $0.int(2)),
+                    firstDayEndsAt: $0.isNull(3) ? nil : $0.int(3))
             }.first
         }
     }
 
-    public func storeWeather(key: String, body: [UInt8], fetchedAt: Timestamp, freshUntil: Timestamp, staleUntil: Timestamp) throws(StoreError) {
+    public func storeWeather(key: String, body: [UInt8], fetchedAt: Timestamp, freshUntil: Timestamp, staleUntil: Timestamp, firstDayEndsAt: Int64?)
+        throws(StoreError)
+    {
         try write {
             try db.run(
-                "INSERT OR REPLACE INTO weather_cache(cache_key, body, fetched_at, fresh_until, stale_until) VALUES (?1, ?2, ?3, ?4, ?5)",
-                [.text(key), .blob(body), .int(fetchedAt.seconds), .int(freshUntil.seconds), .int(staleUntil.seconds)])
+                "INSERT OR REPLACE INTO weather_cache(cache_key, body, fetched_at, fresh_until, stale_until, first_day_ends_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                [
+                    .text(key), .blob(body), .int(fetchedAt.seconds), .int(freshUntil.seconds), .int(staleUntil.seconds),
+                    firstDayEndsAt.map { .int($0) } ?? .null,
+                ])
         }
     }
 
