@@ -92,6 +92,7 @@ func makeGateway(announce: Bool = true) throws -> Gateway {
         created: {
             StandardErrorLog().write("weather-fcgi: created the hash key file beside the database (a new database: keep it with the database's backups)")
         })
+    try Bootstrap.verifyHashKey(key, store: store, now: SystemClock().now())
     return Gateway(
         config: config, store: store, hashKey: key, clock: SystemClock(), log: StandardErrorLog(),
         weather: try ProviderWiring.source(for: config, pauses: store.providerPauses), requestIdPrefix: "w\(getpid())")

@@ -209,6 +209,58 @@ import Glibc
         #expect(!refused.text.contains(key.trimmingCharacters(in: .whitespacesAndNewlines)))
     }
 
+    /// A database restored beside another `hash.key` (or a `WEATHER_HASH_KEY` that differs between
+    /// hosts): the workers refuse to start once it holds sessions, `check` fails on it, and
+    /// `--installation-id` lookups refuse rather than find nothing, until the operator puts the
+    /// right key back or adopts this one on purpose (a disaster-recovery drill found the
+    /// mismatch went unseen).
+    @Test func aHashKeyOtherThanTheDatabasesStopsTheWorkersUntilAdopted() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-key-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let keyFile = dir.appendingPathComponent("hash.key").path, db = dir.appendingPathComponent("w.sqlite3").path
+        func run(_ method: String, _ uri: String, body: String = "") -> (status: Int32, text: String) {
+            let out = ChildProcessOutput.runData(
+                "/bin/bash",
+                [
+                    "-c",
+                    "REQUEST_METHOD=\(method) REQUEST_URI=\(uri) CONTENT_TYPE=application/json CONTENT_LENGTH=\(body.utf8.count) WEATHER_DB_PATH=\(db) /usr/bin/timeout -k 5 30 \(binDirectory)/weather-fcgi 2>&1 <<< '\(body)'",
+                ])
+            return (out.status, String(decoding: out.stdout, as: UTF8.self))
+        }
+        func ctl(_ args: String) -> (status: Int32, text: String) {
+            let out = ChildProcessOutput.runData("/bin/bash", ["-c", "WEATHER_DB_PATH=\(db) /usr/bin/timeout -k 5 30 \(binDirectory)/weatherctl \(args) 2>&1"])
+            return (out.status, String(decoding: out.stdout, as: UTF8.self))
+        }
+        let install = "0b6f1c4e-6f5a-4c0e-9d2b-2c1e8f3a7d11"
+        let created = run("POST", "/v1/weather/session", body: #"{"platform":"ios","installationId":"\#(install)"}"#)
+        #expect(created.text.contains("Status: 201 "), "\(created.text)")
+        let key = try String(contentsOfFile: keyFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let recorded = ChildProcessOutput.run("/usr/bin/sqlite3", [db, "SELECT fingerprint FROM weather_hash_key"])
+        #expect(recorded.trimmingCharacters(in: .whitespacesAndNewlines).count == 64 && !recorded.contains(key), "a fingerprint, not the key")
+        #expect(ctl("check").text.contains("the key is the one recorded"))
+
+        // Restored beside another key.
+        try FileManager.default.removeItem(atPath: keyFile)
+        FileManager.default.createFile(atPath: keyFile, contents: Data((String(repeating: "7", count: 64) + "\n").utf8), attributes: [.posixPermissions: 0o600])
+        let refused = run("GET", "/v1/health")
+        #expect(refused.status == 78 && refused.text.contains("Status: 503"), "\(refused.text)")
+        #expect(refused.text.contains("is not the one this database's sessions were hashed with"), "\(refused.text)")
+        let check = ctl("check")
+        #expect(check.status == 1 && check.text.contains("FAIL    hash key record"), "\(check.text)")
+        let lookup = ctl("sessions list --installation-id \(install)")
+        #expect(lookup.status == 1 && lookup.text.contains("weatherctl adopt-hash-key"), "\(lookup.text)")
+
+        // Adopted on purpose: the workers start, and the old sessions' installation is not found.
+        let adopted = ctl("adopt-hash-key --json")
+        #expect(adopted.status == 0 && adopted.text.contains(#""hashKey": "replaced""#), "\(adopted.text)")
+        #expect(ctl("adopt-hash-key --json").text.contains(#""hashKey": "unchanged""#))
+        #expect(run("GET", "/v1/health").text.contains("Status: 200 OK"))
+        #expect(ctl("check").status == 0)
+        let none = ctl("sessions list --installation-id \(install) --json")
+        #expect(none.status == 0 && none.text.contains(#""sessions": []"#), "\(none.text)")
+    }
+
     @Test func badConfigurationStopsStartupNamingTheVariable() throws {
         let out = ChildProcessOutput.runData(
             "/bin/bash",

@@ -83,7 +83,7 @@ import Glibc
         #expect(ok.status == 0, "\(ok.stdout)\(ok.stderr)")
         for name in [
             "configuration", "providers", "legacy token", "hash key", "storage", "file modes", "database", "integrity", "journal mode", "clean-up",
-            "migrations",
+            "migrations", "hash key record",
         ] {
             #expect(ok.stdout.contains(name))
         }
@@ -93,7 +93,7 @@ import Glibc
         let json = try ctl(["check", "--json"], h)
         #expect(json.status == 0)
         #expect(try json.json()["ok"] as? Bool == true)
-        #expect((try json.json()["checks"] as? [[String: Any]])?.count == 11)
+        #expect((try json.json()["checks"] as? [[String: Any]])?.count == 12)
 
         // A clean-up more than three days old: nothing runs it, and that fails.
         _ = ChildProcessOutput.run("/usr/bin/sqlite3", [h.databasePath, "UPDATE weather_maintenance SET started_at = started_at - 4 * 86400"])
@@ -779,7 +779,7 @@ import Glibc
             INSERT INTO anonymous_weather_sessions VALUES ('aws_oldRevoked', 'ff', 'ios', NULL, 'revoked', '2020-01-01T00:00:00Z', '2020-01-01T00:00:00Z', '2020-01-02T00:00:00Z');
             INSERT INTO weather_session_tokens VALUES ('wst_oldRevoked', 'aws_oldRevoked', 'cafe', 'refresh', '2020-01-31T00:00:00Z', '2020-01-01T00:00:00Z', '2020-01-02T00:00:00Z');
             INSERT INTO weather_rate_limits VALUES ('ip:weather:192.0.2.9', 1000);
-            INSERT INTO weather_cache VALUES ('old', x'7b7d', 0, 0, 1);
+            INSERT INTO weather_cache(cache_key, body, fetched_at, fresh_until, stale_until) VALUES ('old', x'7b7d', 0, 0, 1);
             INSERT INTO weather_counters VALUES ('2020-01-01T00', 'auth.weather_session', 7);
             """)
         let liveTokens =

@@ -236,6 +236,34 @@ public enum Bootstrap {
         return key.utf8.count >= 32 ? Array(key.utf8) : nil
     }
 
+    /// What the database records of a hash key (`weather_hash_key`, migration 0007): lowercase
+    /// hex HMAC-SHA256 of a fixed label under the key. It tells nothing of the key, and no
+    /// installation id or token is ever this label.
+    public static func fingerprint(ofHashKey key: [UInt8]) -> String {
+        HMACSHA256.hex("closet-weather hash key fingerprint v1", key: key)
+    }
+
+    /// A hash key that is not the database's (a restore beside another `hash.key`, a
+    /// `WEATHER_HASH_KEY` that differs between hosts): every installation id hash stored would
+    /// match nothing, so `--installation-id` found no session, and workers on different keys
+    /// take each other's idempotent refresh retries for replays and revoke the session.
+    public static let hashKeyMismatch =
+        "the hash key (\(hashKeyFileName), or WEATHER_HASH_KEY) is not the one this database's sessions were hashed with: put back the hash.key that belongs to this database (restored with it from the same backup), or, to go on with this key on purpose, run `weatherctl adopt-hash-key` and restart every worker (INSTALL.md, \"A lost hash key\")"
+
+    /// Checks `key` against the database's record of its hash key (`GatewayStore.recordedHashKey`)
+    /// and records it when there is none: a new database, or the first start of the release that
+    /// brought the record (which then takes the key it finds). Throws `hashKeyMismatch` when the
+    /// record names another key and the database holds sessions; without sessions nothing was
+    /// hashed with the old key, and the new one is recorded in its place. A store that cannot
+    /// say (a read-only copy, a full disk) is not a reason to stop: it shows its trouble
+    /// elsewhere, and the next start checks again.
+    public static func verifyHashKey(_ key: [UInt8], store: any GatewayStore, now: Timestamp) throws {
+        let fingerprint = fingerprint(ofHashKey: key)
+        guard let recorded = try? store.recordHashKey(fingerprint: fingerprint, replacing: false, now: now), recorded != fingerprint else { return }
+        guard (try? store.holdsAnySession()) == false else { throw StartupError(hashKeyMismatch) }
+        _ = try? store.recordHashKey(fingerprint: fingerprint, replacing: true, now: now)
+    }
+
     /// Why a worker must not create the database at `WEATHER_DB_PATH`, or nil when it may: it is
     /// missing while what belonged to it is still there. Beside its `-wal` or `-shm`, it was
     /// deleted under running workers, which may still hold it (and SQLite, opening a new file

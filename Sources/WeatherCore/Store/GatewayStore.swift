@@ -112,6 +112,15 @@ public protocol GatewayStore: AnyObject {
     /// replaced then).
     func holdsAnySession() throws(StoreError) -> Bool
 
+    /// The fingerprint of the hash key this database's installation hashes were made with, as
+    /// recorded (`Bootstrap.verifyHashKey`), and when; nil when none is recorded yet.
+    func recordedHashKey() throws(StoreError) -> (fingerprint: String, recordedAt: Timestamp)?
+
+    /// Records `fingerprint` as the database's hash key when none is recorded, or in place of
+    /// the one recorded with `replacing`; returns the fingerprint recorded after the call (another
+    /// worker's, when it recorded first).
+    func recordHashKey(fingerprint: String, replacing: Bool, now: Timestamp) throws(StoreError) -> String
+
     /// Housekeeping a store may do once a response is sent, off the request's clock (SQLite:
     /// checkpoint a WAL that has grown).
     func afterResponse()

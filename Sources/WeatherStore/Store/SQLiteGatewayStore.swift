@@ -596,6 +596,26 @@ public final class SQLiteGatewayStore: GatewayStore {
         try read { try db.scalarInt("SELECT 1 FROM anonymous_weather_sessions LIMIT 1") != nil }
     }
 
+    public func recordedHashKey() throws(StoreError) -> (fingerprint: String, recordedAt: Timestamp)? {
+        try read {
+            // A copy from before migration 0007, read as it is (`weatherctl`), records none.
+            guard try db.scalarInt("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'weather_hash_key'") != nil else { return nil }
+            let s = try db.statement("SELECT fingerprint, recorded_at FROM weather_hash_key WHERE id = 1")
+            return try s.rows { (fingerprint: $0.text(0) ?? "", recordedAt: Timestamp(seconds: $0.int(1))) }.first
+        }
+    }
+
+    public func recordHashKey(fingerprint: String, replacing: Bool, now: Timestamp) throws(StoreError) -> String {
+        try write {
+            try db.run(
+                replacing
+                    ? "INSERT OR REPLACE INTO weather_hash_key(id, fingerprint, recorded_at) VALUES (1, ?1, ?2)"
+                    : "INSERT OR IGNORE INTO weather_hash_key(id, fingerprint, recorded_at) VALUES (1, ?1, ?2)",
+                [.text(fingerprint), .int(now.seconds)])
+            return try db.scalarText("SELECT fingerprint FROM weather_hash_key WHERE id = 1") ?? fingerprint
+        }
+    }
+
     public var databaseFileIsGone: Bool { !db.isStillAtItsPath }
 
     public func isHealthy() -> Bool {

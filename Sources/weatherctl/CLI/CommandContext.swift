@@ -108,15 +108,28 @@ struct CommandContext {
 
     /// `installation_id_hash` of a UUID, with the workers' key. A missing key file is not created
     /// here: without it no session can belong to any installation, and a new key would hide that.
-    func installationHash(_ uuid: String, _ config: GatewayConfig) throws(CLIError) -> String {
+    /// Nor is a key the database records as another (`Bootstrap.hashKeyMismatch`) used: it
+    /// would find nothing, and "no session" would pass for the truth.
+    func installationHash(_ uuid: String, _ config: GatewayConfig, store: any OperatorStore) throws(CLIError) -> String {
         guard TokenSyntax.isUUID(uuid) else { throw .usage("--installation-id must be a UUID (8-4-4-4-12 hex digits)") }
+        let key = try hashKey(config)
+        if let recorded = try storeCall({ () throws(StoreError) in try store.recordedHashKey() }),
+            recorded.fingerprint != Bootstrap.fingerprint(ofHashKey: key)
+        {
+            throw .failure(Bootstrap.hashKeyMismatch)
+        }
+        return TokenMinter(hashKey: key).installationHash(uuid)
+    }
+
+    /// The workers' hash key as they read it; never created here.
+    func hashKey(_ config: GatewayConfig) throws(CLIError) -> [UInt8] {
         if config.hashKey == nil, !Self.exists(config.hashKeyFile) {
             throw .failure("no hash key: WEATHER_HASH_KEY is unset and \(config.hashKeyFile) does not exist, so no session can be matched to an installation")
         }
         do {
-            return TokenMinter(hashKey: try Bootstrap.hashKey(for: config, sessionsStored: { true })).installationHash(uuid)
+            return try Bootstrap.hashKey(for: config, sessionsStored: { true })
         } catch {
-            throw .failure("cannot hash the installation id: \(error)")
+            throw .failure("cannot read the hash key: \(error)")
         }
     }
 

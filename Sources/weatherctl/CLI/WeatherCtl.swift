@@ -4,7 +4,7 @@ import WeatherCore
 enum WeatherCtl {
     static let commands: [CommandSpec] = [
         MigrateCommand.spec, SessionsCommand.show, SessionsCommand.list, RevokeCommand.spec,
-        StatsCommand.spec, ResumeCommand.spec, PruneCommand.spec, CheckCommand.spec,
+        StatsCommand.spec, ResumeCommand.spec, PruneCommand.spec, CheckCommand.spec, AdoptHashKeyCommand.spec,
     ]
 
     /// Commands that only group others (`sessions`).

@@ -24,7 +24,8 @@ enum CheckCommand {
             key fails: the workers refuse to start without it, INSTALL.md "A lost hash key"); the database, the files beside it and its folder are writable by
             this user (run as root: by the folder's owner, the service user) on a file system that
             is not read-only and has at least 64 MiB free; other users of the machine cannot read the
-            database (its folder keeps them out, or its files give them nothing); the database exists and opens; PRAGMA integrity_check is ok;
+            database (its folder keeps them out, or its files give them nothing); the database exists and opens; the hash key is the one it
+            records (where it holds sessions; see weatherctl adopt-hash-key); PRAGMA integrity_check is ok;
             journal_mode is wal (for a copy opened immutable, as its header records); the clean-up
             (weatherctl prune, or the workers') ran in the last three days or not yet (not with
             --copy); no migration
@@ -124,6 +125,9 @@ enum CheckCommand {
             } catch {
                 results.append(Result(name: name, ok: false, detail: error.message))
             }
+        }
+        probe("hash key record") { () throws(StoreError) in
+            hashKeyRecord(config, recorded: try store.recordedHashKey(), sessionsStored: (try? store.holdsAnySession()) ?? true)
         }
         probe("integrity") { () throws(StoreError) in
             let answer = try store.integrityCheck()
@@ -237,6 +241,21 @@ enum CheckCommand {
             return Result(name: name, ok: false, detail: "\(path) is empty or shorter than 32 characters")
         }
         return Result(name: name, ok: true, detail: "\(path) mode \(octal(mode))")
+    }
+
+    /// Whether the key the workers would use is the one the database records (migration 0007):
+    /// where it holds sessions, workers on another key refuse to start (`Bootstrap.verifyHashKey`),
+    /// and so does this row fail, for the live database and a backup copy alike. A key that
+    /// cannot be read here is the "hash key" row's to say.
+    static func hashKeyRecord(_ config: GatewayConfig, recorded: (fingerprint: String, recordedAt: Timestamp)?, sessionsStored: Bool) -> (Bool, String) {
+        guard let recorded else { return (true, "none recorded yet: the next worker to start records its key") }
+        let key = config.hashKey.map { Array($0.utf8) } ?? Bootstrap.readFile(config.hashKeyFile).flatMap(Bootstrap.hashKey(fromFileText:))
+        guard let key else { return (true, "a key was recorded \(recorded.recordedAt.iso8601); the present one cannot be read here to compare") }
+        if Bootstrap.fingerprint(ofHashKey: key) == recorded.fingerprint { return (true, "the key is the one recorded \(recorded.recordedAt.iso8601)") }
+        guard sessionsStored else {
+            return (true, "another key was recorded \(recorded.recordedAt.iso8601), but no session is stored: the next worker records this one")
+        }
+        return (false, Bootstrap.hashKeyMismatch)
     }
 
     /// Whether other users of the machine can read the database: its folder lets them in (o+x)

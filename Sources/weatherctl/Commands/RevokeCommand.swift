@@ -75,8 +75,8 @@ enum RevokeCommand {
     static func revokeInstallation(_ uuid: String, _ context: CommandContext) throws(CLIError) -> Int32 {
         guard TokenSyntax.isUUID(uuid) else { throw .usage("--installation-id must be a UUID (8-4-4-4-12 hex digits)") }
         let config = try context.config()
-        let hash = try context.installationHash(uuid, config)
         let store = try context.openStore(config)
+        let hash = try context.installationHash(uuid, config, store: store)
         let earlier = try context.storeCall { () throws(StoreError) in
             try store.sessions(SessionFilter(status: .revoked, installationIdHash: hash, limit: 100_000)).map(\.id)
         }

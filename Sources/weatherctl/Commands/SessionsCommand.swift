@@ -72,11 +72,10 @@ enum SessionsCommand {
         }
         filter.limit = try args.integer("--limit", in: 1...100_000) ?? 50
         let config = try context.config(forReading: true)
-        if let uuid = try context.installationId(args) {
-            guard TokenSyntax.isUUID(uuid) else { throw .usage("--installation-id must be a UUID (8-4-4-4-12 hex digits)") }
-            filter.installationIdHash = try context.installationHash(uuid, config)
-        }
+        let uuid = try context.installationId(args)
+        if let uuid, !TokenSyntax.isUUID(uuid) { throw .usage("--installation-id must be a UUID (8-4-4-4-12 hex digits)") }
         let store = try context.openStore(config, .migratedReadOnly)
+        if let uuid { filter.installationIdHash = try context.installationHash(uuid, config, store: store) }
         let sessions = try context.storeCall { () throws(StoreError) in try store.sessions(filter) }
         var table = Table([
             ("ID", .left), ("PLATFORM", .left), ("VERSION", .left), ("STATUS", .left), ("CREATED", .left),

@@ -1,0 +1,53 @@
+import Foundation
+import Testing
+@testable import WeatherAPI
+import WeatherCore
+import WeatherCrypto
+
+/// The database records which hash key its installation hashes were made with (migration 0007),
+/// and a worker on another key does not start once sessions are stored (end to end:
+/// `FoundationEndToEndTests.aHashKeyOtherThanTheDatabasesStopsTheWorkersUntilAdopted`).
+@Suite struct HashKeyRecordTests {
+    let first = Array(repeating: UInt8(ascii: "a"), count: 32)
+    let second = Array(repeating: UInt8(ascii: "b"), count: 32)
+
+    @Test func theFirstKeyIsRecordedAndAnotherIsRefusedOnceSessionsAreStored() throws {
+        let t = try TestGateway()
+        #expect(try t.store.recordedHashKey() == nil)
+        try Bootstrap.verifyHashKey(first, store: t.store, now: t.clock.now())
+        let recorded = try #require(try t.store.recordedHashKey())
+        #expect(recorded.fingerprint == Bootstrap.fingerprint(ofHashKey: first) && recorded.recordedAt == t.clock.now())
+        #expect(recorded.fingerprint.count == 64 && recorded.fingerprint != Bootstrap.fingerprint(ofHashKey: second))
+        #expect(!recorded.fingerprint.contains(String(decoding: first, as: UTF8.self)))
+
+        // No session stored: nothing was hashed with the first key, so another takes its place.
+        t.clock.advance(60)
+        try Bootstrap.verifyHashKey(second, store: t.store, now: t.clock.now())
+        #expect(try t.store.recordedHashKey()?.fingerprint == Bootstrap.fingerprint(ofHashKey: second))
+
+        _ = t.createSession()
+        #expect {
+            try Bootstrap.verifyHashKey(first, store: t.store, now: t.clock.now())
+        } throws: { error in
+            "\(error)" == Bootstrap.hashKeyMismatch && "\(error)".contains("weatherctl adopt-hash-key")
+        }
+        #expect(try t.store.recordedHashKey()?.fingerprint == Bootstrap.fingerprint(ofHashKey: second), "the record is kept")
+        try Bootstrap.verifyHashKey(second, store: t.store, now: t.clock.now())  // its own key starts
+
+        // On purpose (`weatherctl adopt-hash-key`): replaced.
+        #expect(
+            try t.store.recordHashKey(fingerprint: Bootstrap.fingerprint(ofHashKey: first), replacing: true, now: t.clock.now())
+                == Bootstrap.fingerprint(ofHashKey: first))
+        try Bootstrap.verifyHashKey(first, store: t.store, now: t.clock.now())
+    }
+
+    /// Two workers starting at once on a new database with different keys: the first record
+    /// stands, and the store says which it is.
+    @Test func aRecordIsNotOverwrittenUnlessAskedTo() throws {
+        let t = try TestGateway()
+        let a = Bootstrap.fingerprint(ofHashKey: first), b = Bootstrap.fingerprint(ofHashKey: second)
+        #expect(try t.store.recordHashKey(fingerprint: a, replacing: false, now: t.clock.now()) == a)
+        #expect(try t.store.recordHashKey(fingerprint: b, replacing: false, now: t.clock.now()) == a)
+        #expect(try t.store.recordHashKey(fingerprint: b, replacing: true, now: t.clock.now()) == b)
+    }
+}
