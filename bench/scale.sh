@@ -151,7 +151,7 @@ plan() {  # plan LABEL SQL
   echo "EXPLAIN QUERY PLAN on the big database:"
   echo
   plan "Token lookup (authentication, refresh)" "SELECT t.session_id, t.token_type, t.expires_at, t.revoked_at IS NOT NULL, s.status = 'active', s.last_seen_at FROM weather_session_tokens t JOIN anonymous_weather_sessions s ON s.id = t.session_id WHERE t.token_hash = ?1"
-  plan "Cache lookup" "SELECT body, fetched_at, fresh_until FROM weather_cache WHERE cache_key = ?1 AND stale_until > ?2"
+  plan "Cache lookup" "SELECT body, fetched_at, fresh_until, first_day_ends_at FROM weather_cache WHERE cache_key = ?1 AND stale_until > ?2"
   plan "Rate limit" "SELECT tat_ms FROM weather_rate_limits WHERE bucket_key = ?1"
   plan "Grid cells of a session" "SELECT first_seen_ms FROM weather_session_cells WHERE session_id = ?1 AND cell = ?2"
 } >"$OUT/section.md"
