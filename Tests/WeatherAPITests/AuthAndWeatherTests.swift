@@ -457,6 +457,10 @@ import WeatherProviders
         #expect(fifteen.json["current"] is [String: Any])
         let trip = ask("start=2026-12-03&end=2026-12-05", path: "/v1/weather/trip")
         #expect(trip.status == 200 && dates(trip) == days(from: "2026-12-03", 3))
+        // A trip is cut by its dates from the copy as stored: one from UTC's today, the place's
+        // yesterday, still gets it (a review: dropping the day first made it a 502).
+        let fromYesterday = ask("start=2026-11-30&end=2026-12-02", path: "/v1/weather/trip")
+        #expect(fromYesterday.status == 200 && fromYesterday.json["cache"] as? String == "stale" && dates(fromYesterday) == days(from: "2026-11-30", 3))
 
         // Another worker is fetching the cell (it holds the claim): its stale copy, from today.
         t.source.failure = nil
@@ -464,6 +468,8 @@ import WeatherProviders
         #expect(try t.store.acquireFetchLock(key: outlookKey, owner: "pid-\(getpid())-other", now: t.clock.now(), until: t.clock.now().adding(seconds: 60)))
         let refreshing = ask("days=3")
         #expect(refreshing.json["cache"] as? String == "stale" && dates(refreshing) == days(from: "2026-12-01", 3))
+        let tripMeanwhile = ask("start=2026-11-30&end=2026-12-02", path: "/v1/weather/trip")
+        #expect(tripMeanwhile.json["cache"] as? String == "stale" && dates(tripMeanwhile) == days(from: "2026-11-30", 3))
         #expect(t.source.calls == calls, "the other worker's fetch")
         try t.store.releaseFetchLock(key: outlookKey, owner: "pid-\(getpid())-other")
 

@@ -36,18 +36,22 @@ import WeatherCrypto
 
         // On purpose (`weatherctl adopt-hash-key`): replaced.
         #expect(
-            try t.store.recordHashKey(fingerprint: Bootstrap.fingerprint(ofHashKey: first), replacing: true, now: t.clock.now())
+            try t.store.recordHashKey(fingerprint: Bootstrap.fingerprint(ofHashKey: first), when: .always, now: t.clock.now())
                 == Bootstrap.fingerprint(ofHashKey: first))
         try Bootstrap.verifyHashKey(first, store: t.store, now: t.clock.now())
     }
 
     /// Two workers starting at once on a new database with different keys: the first record
-    /// stands, and the store says which it is.
-    @Test func aRecordIsNotOverwrittenUnlessAskedTo() throws {
+    /// stands (the second worker then stops, `verifyHashKey`). A recorded key gives way to
+    /// another only while no session is stored, judged in the same transaction, or on purpose.
+    @Test func aRecordGivesWayOnlyWhileNoSessionIsStoredOrOnPurpose() throws {
         let t = try TestGateway()
         let a = Bootstrap.fingerprint(ofHashKey: first), b = Bootstrap.fingerprint(ofHashKey: second)
-        #expect(try t.store.recordHashKey(fingerprint: a, replacing: false, now: t.clock.now()) == a)
-        #expect(try t.store.recordHashKey(fingerprint: b, replacing: false, now: t.clock.now()) == a)
-        #expect(try t.store.recordHashKey(fingerprint: b, replacing: true, now: t.clock.now()) == b)
+        #expect(try t.store.recordHashKey(fingerprint: a, when: .ifNoneRecorded, now: t.clock.now()) == a)
+        #expect(try t.store.recordHashKey(fingerprint: b, when: .ifNoneRecorded, now: t.clock.now()) == a)
+        #expect(try t.store.recordHashKey(fingerprint: b, when: .whileNoSessionIsStored, now: t.clock.now()) == b)
+        _ = t.createSession()
+        #expect(try t.store.recordHashKey(fingerprint: a, when: .whileNoSessionIsStored, now: t.clock.now()) == b)
+        #expect(try t.store.recordHashKey(fingerprint: a, when: .always, now: t.clock.now()) == a)
     }
 }

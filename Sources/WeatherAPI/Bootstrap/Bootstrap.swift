@@ -250,18 +250,23 @@ public enum Bootstrap {
     public static let hashKeyMismatch =
         "the hash key (\(hashKeyFileName), or WEATHER_HASH_KEY) is not the one this database's sessions were hashed with: put back the hash.key that belongs to this database (restored with it from the same backup), or, to go on with this key on purpose, run `weatherctl adopt-hash-key` and restart every worker (INSTALL.md, \"A lost hash key\")"
 
-    /// Checks `key` against the database's record of its hash key (`GatewayStore.recordedHashKey`)
-    /// and records it when there is none: a new database, or the first start of the release that
-    /// brought the record (which then takes the key it finds). Throws `hashKeyMismatch` when the
-    /// record names another key and the database holds sessions; without sessions nothing was
-    /// hashed with the old key, and the new one is recorded in its place. A store that cannot
-    /// say (a read-only copy, a full disk) is not a reason to stop: it shows its trouble
-    /// elsewhere, and the next start checks again.
+    /// Checks `key` against the database's record of its hash key (`GatewayStore.recordedHashKey`:
+    /// one read at the usual start) and records it when there is none: a new database, or the
+    /// first start of the release that brought the record (which then takes the key it finds).
+    /// Throws `hashKeyMismatch` when another key is recorded and the database holds sessions, or
+    /// when another worker recorded its own key first on a new database (of two workers starting
+    /// together with different keys, one stops). A recorded key with no session stored is
+    /// replaced, in the same transaction that finds none (nothing was hashed with it), as a
+    /// missing key is made again. A store that cannot say (a read-only copy, a full disk) is no
+    /// reason to stop: it shows its trouble elsewhere, and the next start checks again.
     public static func verifyHashKey(_ key: [UInt8], store: any GatewayStore, now: Timestamp) throws {
         let fingerprint = fingerprint(ofHashKey: key)
-        guard let recorded = try? store.recordHashKey(fingerprint: fingerprint, replacing: false, now: now), recorded != fingerprint else { return }
-        guard (try? store.holdsAnySession()) == false else { throw StartupError(hashKeyMismatch) }
-        _ = try? store.recordHashKey(fingerprint: fingerprint, replacing: true, now: now)
+        let recorded: String?
+        do { recorded = try store.recordedHashKey()?.fingerprint } catch { return }
+        guard recorded != fingerprint else { return }
+        let when: HashKeyRecording = recorded == nil ? .ifNoneRecorded : .whileNoSessionIsStored
+        guard let standing = try? store.recordHashKey(fingerprint: fingerprint, when: when, now: now), standing != fingerprint else { return }
+        throw StartupError(hashKeyMismatch)
     }
 
     /// Why a worker must not create the database at `WEATHER_DB_PATH`, or nil when it may: it is

@@ -123,10 +123,10 @@ final class WeatherHandler {
             do throws(HTTPError) {
                 outlook = try weatherBody(point: point, query: .outlook, context: &context)
             } catch {
-                return try ownCopy(key: key, insteadOf: error, now: now)
+                return try ownCopy(key: key, for: query, insteadOf: error, now: now)
             }
             if let cut = keptCut(of: outlook, for: query, key: key, now: now) { return (cut, outlook.state) }
-            if let failure = outlook.failure { return try ownCopy(key: key, insteadOf: failure, now: now) }
+            if let failure = outlook.failure { return try ownCopy(key: key, for: query, insteadOf: failure, now: now) }
             // The outlook came back short of its 15 days, so it could not hold the trip, and the
             // trip alone is further than a provider is asked for: the provider's shortfall, not
             // days this gateway cannot cover (a date re-check; "asking again will not help" was
@@ -146,10 +146,9 @@ final class WeatherHandler {
                     fresh.forget(key)
                 }
             }
-            return (answer.body, answer.state)
+            return try Self.served(answer, for: query)
         }
-        let answer = try weatherBody(point: point, query: query, context: &context)
-        return (answer.body, answer.state)
+        return try Self.served(try weatherBody(point: point, query: query, context: &context), for: query)
     }
 
     /// `query`'s answer cut from `outlook`, kept under `key` while the outlook is fresh; nil when
@@ -162,18 +161,33 @@ final class WeatherHandler {
 
     /// The request's own copy (fresh or stale) standing in for `error`, which it is without one
     /// and for a storage failure.
-    func ownCopy(key: String, insteadOf error: HTTPError, now: Timestamp) throws(HTTPError) -> ([UInt8], String) {
+    func ownCopy(key: String, for query: WeatherQuery, insteadOf error: HTTPError, now: Timestamp) throws(HTTPError) -> ([UInt8], String) {
         guard error.code != HTTPError.storageUnavailable.code, let own = try storedCopy(key: key, now: now) else { throw error }
-        return (own.body, own.state)
+        return try Self.served(own, for: query, insteadOf: error)
+    }
+
+    /// What a request gets from a copy of its own row, and the copy's state: a stale forecast
+    /// without the days that have ended since its fetch (`CellBody.daysEnded`), so that it starts
+    /// at the place's today; a trip's row as it is (its dates are its own). Throws the copy's
+    /// failure, or `error`, when no day is left.
+    static func served(_ copy: CellBody, for query: WeatherQuery, insteadOf error: HTTPError = .providerError) throws(HTTPError) -> ([UInt8], String) {
+        guard copy.daysEnded > 0, case .forecast = query else { return (copy.body, copy.state) }
+        guard let body = ReportSlice.dropping(days: copy.daysEnded, from: copy.body) else { throw copy.failure ?? error }
+        return (body, copy.state)
     }
 
     /// `query`'s answer cut from an outlook; nil when the outlook does not hold its days. A
-    /// stale outlook that has lost days ended since its fetch (`CellBody.daysEnded`) gives a
-    /// forecast what it has left from the place's today, up to the days asked: `days=15` just
-    /// after midnight gets 14.
+    /// forecast from a stale outlook that has outlived the place's midnight (`CellBody.daysEnded`)
+    /// leaves out the days that have ended and gets what is left from the place's today, up to
+    /// the days asked: `days=15` just after midnight gets 14. A trip is cut by its dates from
+    /// the outlook as stored.
     static func cut(_ outlook: CellBody, for query: WeatherQuery) -> [UInt8]? {
         switch query {
-        case .forecast(let days): ReportSlice.forecast(outlook.body, days: days, atLeast: days - outlook.daysEnded)
+        case .forecast(let days) where outlook.daysEnded > 0:
+            ReportSlice.dropping(days: outlook.daysEnded, from: outlook.body).flatMap {
+                ReportSlice.forecast($0, days: days, atLeast: days - outlook.daysEnded)
+            }
+        case .forecast(let days): ReportSlice.forecast(outlook.body, days: days)
         case .trip(let start, let end): ReportSlice.trip(outlook.body, start: start, end: end)
         case .outlook: outlook.body
         }
@@ -210,14 +224,15 @@ final class WeatherHandler {
         /// For a stale copy served because no provider answered (failed, paused, none configured,
         /// none covering the days): the error the request would have had without it.
         var failure: HTTPError?
-        /// For a stale forecast: how many days its stored `daily` began with that have ended at
-        /// the place since (`fromPlaceToday`), left out of `body`.
+        /// For a stale copy of a forecast: how many of the days its `daily` begins with have ended
+        /// at the place since the fetch (`staleCopy`); a forecast leaves them out (`served`,
+        /// `cut`), a trip is cut by its dates.
         var daysEnded = 0
     }
 
     /// The copy of `key` this worker or the store holds: fresh (`hit`; kept by this worker
-    /// until it is not), or stale within its window (`stale`, from the place's today:
-    /// `fromPlaceToday`); nil when there is none. A row
+    /// until it is not), or stale within its window (`stale`, with the days ended since its
+    /// fetch counted: `staleCopy`); nil when there is none. A row
     /// fresh for longer than the TTL from now was fetched under a clock since set back (its
     /// `fetchedAt` lies ahead, its `daily` may start a day early): stale, so it is fetched
     /// again; it was a `hit` for the whole step (a black-box clock test).
@@ -226,23 +241,21 @@ final class WeatherHandler {
         let cached: CachedWeather?
         do { cached = try store.cachedWeather(key: key, now: now) } catch { throw .storageUnavailable }
         guard let cached else { return nil }
-        guard isFresh(cached, now: now) else { return Self.fromPlaceToday(cached, now: now) }
+        guard isFresh(cached, now: now) else { return Self.staleCopy(cached, now: now) }
         fresh.keep(cached.body, for: key, until: cached.freshUntil, now: now)
         return CellBody(body: cached.body, state: "hit", freshUntil: cached.freshUntil)
     }
 
-    /// A stale copy from its place's today: the days its `daily` began with that have ended there
-    /// since the fetch (it outlived the place's midnight: the providers failing, or another
-    /// worker fetching the cell just after it) are left out, where they were served with
-    /// yesterday as `daily[0]`. Days after the first count as 24 hours (a clock change in
-    /// between moves that by its hour). Nil when no day is left. A trip's row, and one stored
-    /// without an end (no offset from the provider, or before migration 0006), is served as it
-    /// is.
-    static func fromPlaceToday(_ cached: CachedWeather, now: Timestamp) -> CellBody? {
+    /// A stale copy, with the days its `daily` begins with that have ended at the place since
+    /// the fetch counted (`CellBody.daysEnded`): it outlived the place's midnight, the providers
+    /// failing or another worker fetching the cell just after it, and a forecast served from it
+    /// began with yesterday. Days after the first count as 24 hours (a clock change in between
+    /// moves that by its hour). A trip's row, and one stored without an end (no offset from the
+    /// provider, or before migration 0006), has none. Counted, not cut: the body is read only
+    /// where a forecast is served from it.
+    static func staleCopy(_ cached: CachedWeather, now: Timestamp) -> CellBody {
         guard let end = cached.firstDayEndsAt, now.seconds >= end else { return CellBody(body: cached.body, state: "stale") }
-        let ended = 1 + Int((now.seconds - end) / 86_400)
-        guard let body = ReportSlice.dropping(days: ended, from: cached.body) else { return nil }
-        return CellBody(body: body, state: "stale", daysEnded: ended)
+        return CellBody(body: cached.body, state: "stale", daysEnded: 1 + Int((now.seconds - end) / 86_400))
     }
 
     /// Fresh by this clock: before its `freshUntil`, and not fresh for longer than the TTL from

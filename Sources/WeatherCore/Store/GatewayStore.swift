@@ -116,10 +116,10 @@ public protocol GatewayStore: AnyObject {
     /// recorded (`Bootstrap.verifyHashKey`), and when; nil when none is recorded yet.
     func recordedHashKey() throws(StoreError) -> (fingerprint: String, recordedAt: Timestamp)?
 
-    /// Records `fingerprint` as the database's hash key when none is recorded, or in place of
-    /// the one recorded with `replacing`; returns the fingerprint recorded after the call (another
-    /// worker's, when it recorded first).
-    func recordHashKey(fingerprint: String, replacing: Bool, now: Timestamp) throws(StoreError) -> String
+    /// Records `fingerprint` as the database's hash key as `when` allows, in one transaction;
+    /// returns the fingerprint recorded after the call (another worker's, when it recorded first
+    /// or `when` did not allow replacing it).
+    func recordHashKey(fingerprint: String, when: HashKeyRecording, now: Timestamp) throws(StoreError) -> String
 
     /// Housekeeping a store may do once a response is sent, off the request's clock (SQLite:
     /// checkpoint a WAL that has grown).
@@ -353,6 +353,17 @@ extension GatewayStore {
         case .refused(let r, let b): return .refused(retryAfter: r, bucket: b)
         }
     }
+}
+
+/// When `GatewayStore.recordHashKey` writes its fingerprint.
+public enum HashKeyRecording: Sendable {
+    /// Only where none is recorded: the first start on a database.
+    case ifNoneRecorded
+    /// Also in place of the one recorded, while no session is stored (nothing was hashed with
+    /// the old key): a key made again for a database that had none to lose.
+    case whileNoSessionIsStored
+    /// In place of any (`weatherctl adopt-hash-key`, on purpose).
+    case always
 }
 
 /// A cached weather body and how old it is.

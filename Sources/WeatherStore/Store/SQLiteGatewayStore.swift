@@ -605,13 +605,16 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
-    public func recordHashKey(fingerprint: String, replacing: Bool, now: Timestamp) throws(StoreError) -> String {
-        try write {
-            try db.run(
-                replacing
-                    ? "INSERT OR REPLACE INTO weather_hash_key(id, fingerprint, recorded_at) VALUES (1, ?1, ?2)"
-                    : "INSERT OR IGNORE INTO weather_hash_key(id, fingerprint, recorded_at) VALUES (1, ?1, ?2)",
-                [.text(fingerprint), .int(now.seconds)])
+    public func recordHashKey(fingerprint: String, when: HashKeyRecording, now: Timestamp) throws(StoreError) -> String {
+        let sql =
+            switch when {
+            case .ifNoneRecorded: "INSERT OR IGNORE INTO weather_hash_key(id, fingerprint, recorded_at) VALUES (1, ?1, ?2)"
+            case .whileNoSessionIsStored:
+                "INSERT OR REPLACE INTO weather_hash_key(id, fingerprint, recorded_at) SELECT 1, ?1, ?2 WHERE NOT EXISTS (SELECT 1 FROM anonymous_weather_sessions)"
+            case .always: "INSERT OR REPLACE INTO weather_hash_key(id, fingerprint, recorded_at) VALUES (1, ?1, ?2)"
+            }
+        return try write {
+            try db.run(sql, [.text(fingerprint), .int(now.seconds)])
             return try db.scalarText("SELECT fingerprint FROM weather_hash_key WHERE id = 1") ?? fingerprint
         }
     }

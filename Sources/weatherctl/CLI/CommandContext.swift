@@ -108,13 +108,14 @@ struct CommandContext {
 
     /// `installation_id_hash` of a UUID, with the workers' key. A missing key file is not created
     /// here: without it no session can belong to any installation, and a new key would hide that.
-    /// Nor is a key the database records as another (`Bootstrap.hashKeyMismatch`) used: it
-    /// would find nothing, and "no session" would pass for the truth.
+    /// Nor is a key other than the one the database records (`Bootstrap.hashKeyMismatch`) used
+    /// where it holds sessions: it would find none of them, and "no session" would pass for the
+    /// truth (as `check` judges it).
     func installationHash(_ uuid: String, _ config: GatewayConfig, store: any OperatorStore) throws(CLIError) -> String {
         guard TokenSyntax.isUUID(uuid) else { throw .usage("--installation-id must be a UUID (8-4-4-4-12 hex digits)") }
         let key = try hashKey(config)
         if let recorded = try storeCall({ () throws(StoreError) in try store.recordedHashKey() }),
-            recorded.fingerprint != Bootstrap.fingerprint(ofHashKey: key)
+            recorded.fingerprint != Bootstrap.fingerprint(ofHashKey: key), (try? store.holdsAnySession()) != false
         {
             throw .failure(Bootstrap.hashKeyMismatch)
         }

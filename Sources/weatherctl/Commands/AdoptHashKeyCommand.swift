@@ -30,7 +30,7 @@ enum AdoptHashKeyCommand {
         let before = try context.storeCall { () throws(StoreError) in try store.recordedHashKey() }
         if before?.fingerprint != fingerprint {
             _ = try context.storeCall { () throws(StoreError) in
-                try store.recordHashKey(fingerprint: fingerprint, replacing: true, now: context.now)
+                try store.recordHashKey(fingerprint: fingerprint, when: .always, now: context.now)
             }
         }
         let outcome = before == nil ? "recorded" : before?.fingerprint == fingerprint ? "unchanged" : "replaced"
