@@ -92,7 +92,9 @@ func makeGateway(announce: Bool = true) throws -> Gateway {
         created: {
             StandardErrorLog().write("weather-fcgi: created the hash key file beside the database (a new database: keep it with the database's backups)")
         })
-    try Bootstrap.verifyHashKey(key, store: store, now: SystemClock().now())
+    if let notice = Bootstrap.hashKeyNotice(try Bootstrap.verifyHashKey(key, store: store, now: SystemClock().now())) {
+        StandardErrorLog().write("weather-fcgi: \(notice)")
+    }
     return Gateway(
         config: config, store: store, hashKey: key, clock: SystemClock(), log: StandardErrorLog(),
         weather: try ProviderWiring.source(for: config, pauses: store.providerPauses), requestIdPrefix: "w\(getpid())")

@@ -235,6 +235,8 @@ import Glibc
         let install = "0b6f1c4e-6f5a-4c0e-9d2b-2c1e8f3a7d11"
         let created = run("POST", "/v1/weather/session", body: #"{"platform":"ios","installationId":"\#(install)"}"#)
         #expect(created.text.contains("Status: 201 "), "\(created.text)")
+        #expect(created.text.contains("recorded the hash key's fingerprint in the database (a new database"), "said once, at the first start")
+        #expect(!run("GET", "/v1/health").text.contains("recorded the hash key"))
         let key = try String(contentsOfFile: keyFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         let recorded = ChildProcessOutput.run("/usr/bin/sqlite3", [db, "SELECT fingerprint FROM weather_hash_key"])
         #expect(recorded.trimmingCharacters(in: .whitespacesAndNewlines).count == 64 && !recorded.contains(key), "a fingerprint, not the key")
@@ -245,7 +247,7 @@ import Glibc
         FileManager.default.createFile(atPath: keyFile, contents: Data((String(repeating: "7", count: 64) + "\n").utf8), attributes: [.posixPermissions: 0o600])
         let refused = run("GET", "/v1/health")
         #expect(refused.status == 78 && refused.text.contains("Status: 503"), "\(refused.text)")
-        #expect(refused.text.contains("is not the one this database's sessions were hashed with"), "\(refused.text)")
+        #expect(refused.text.contains("is not the one this database records for its sessions"), "\(refused.text)")
         let check = ctl("check")
         #expect(check.status == 1 && check.text.contains("FAIL    hash key record"), "\(check.text)")
         let lookup = ctl("sessions list --installation-id \(install)")
@@ -257,6 +259,14 @@ import Glibc
         #expect(ctl("adopt-hash-key --json").text.contains(#""hashKey": "unchanged""#))
         #expect(run("GET", "/v1/health").text.contains("Status: 200 OK"))
         #expect(ctl("check").status == 0)
+
+        // A backup from before the record (none in it) beside a wrong key: nothing can check it,
+        // and the first worker records it, saying the sessions predate the record; check says
+        // so before.
+        _ = ChildProcessOutput.run("/usr/bin/sqlite3", [db, "DELETE FROM weather_hash_key"])
+        #expect(ctl("check").text.contains("nothing checks that the key is theirs"))
+        let unchecked = run("GET", "/v1/health")
+        #expect(unchecked.text.contains("Status: 200 OK") && unchecked.text.contains("already held sessions made before it kept a record"), "\(unchecked.text)")
         let none = ctl("sessions list --installation-id \(install) --json")
         #expect(none.status == 0 && none.text.contains(#""sessions": []"#), "\(none.text)")
     }

@@ -446,6 +446,12 @@ import Glibc
         #expect(older.status == 0 && older.stderr.contains("1 pending migration(s) (0004_") && older.stderr.contains("read as it is"), "\(older.stderr)")
         #expect(try older.json()["totals"] is [String: Any])
         #expect(try ctl(["sessions", "list"], env).status == 0)
+        // As a backup copy it is sound (an upgrade drill: a backup-validation job failed after
+        // every upgrade); as the live database it is not ready to serve.
+        let olderCopy = try ctl(["check", "--copy"], env)
+        #expect(olderCopy.status == 0 && olderCopy.stdout.contains("an older release's copy"), "\(olderCopy.stdout)")
+        let olderLive = try ctl(["check"], env)
+        #expect(olderLive.status == 1 && olderLive.stdout.contains("1 pending: 0004_"), "\(olderLive.stdout)")
         let write = try ctl(["prune"], env)
         #expect(write.status == 1 && write.stderr.contains("run `weatherctl migrate`"), "\(write.stderr)")
         #expect(try ctl(["migrate", "--json"], env).json()["applied"] as? [String] == migrationFileNames.filter { $0.hasPrefix("0004") })
@@ -457,6 +463,8 @@ import Glibc
             [env["WEATHER_DB_PATH"]!, "INSERT INTO d1_migrations(name, applied_at) VALUES ('9999_from_the_future.sql', '2027-01-01 00:00:00')"])
         let check = try ctl(["check"], env)
         #expect(check.status == 1 && check.stdout.contains("9999_from_the_future.sql") && check.stdout.contains("newer release"), "\(check.stdout)")
+        let newerCopy = try ctl(["check", "--copy"], env)
+        #expect(newerCopy.status == 0 && newerCopy.stdout.contains("a newer release's copy"), "\(newerCopy.stdout)")
         let refused = try ctl(["migrate"], env)
         #expect(refused.status == 1 && refused.stderr.contains("9999_from_the_future.sql"), "\(refused.stderr)")
         // The gateway still serves such a database (a rolled-back build) but says so at start.

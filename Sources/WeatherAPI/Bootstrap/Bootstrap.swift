@@ -248,7 +248,19 @@ public enum Bootstrap {
     /// match nothing, so `--installation-id` found no session, and workers on different keys
     /// take each other's idempotent refresh retries for replays and revoke the session.
     public static let hashKeyMismatch =
-        "the hash key (\(hashKeyFileName), or WEATHER_HASH_KEY) is not the one this database's sessions were hashed with: put back the hash.key that belongs to this database (restored with it from the same backup), or, to go on with this key on purpose, run `weatherctl adopt-hash-key` and restart every worker (INSTALL.md, \"A lost hash key\")"
+        "the hash key (\(hashKeyFileName), or WEATHER_HASH_KEY) is not the one this database records for its sessions: put back the hash.key that belongs to this database (restored with it from the same backup); if this one is that key (the record was made by a worker started with a wrong one), or to go on with it on purpose, run `weatherctl adopt-hash-key` and restart every worker (INSTALL.md, \"A lost hash key\")"
+
+    /// What `verifyHashKey` found, for the worker's log.
+    public enum HashKeyCheck: Equatable {
+        /// The key is the one recorded, or the store could not say.
+        case matches
+        /// None was recorded, and now this key is; `sessionsStored`: the database already held
+        /// sessions made before it kept a record (an upgrade, or a backup from before it),
+        /// whose key nothing can check.
+        case recorded(sessionsStored: Bool)
+        /// Another key was recorded, with no session stored; this one is now.
+        case replaced
+    }
 
     /// Checks `key` against the database's record of its hash key (`GatewayStore.recordedHashKey`:
     /// one read at the usual start) and records it when there is none: a new database, or the
@@ -259,14 +271,27 @@ public enum Bootstrap {
     /// replaced, in the same transaction that finds none (nothing was hashed with it), as a
     /// missing key is made again. A store that cannot say (a read-only copy, a full disk) is no
     /// reason to stop: it shows its trouble elsewhere, and the next start checks again.
-    public static func verifyHashKey(_ key: [UInt8], store: any GatewayStore, now: Timestamp) throws {
+    @discardableResult
+    public static func verifyHashKey(_ key: [UInt8], store: any GatewayStore, now: Timestamp) throws -> HashKeyCheck {
         let fingerprint = fingerprint(ofHashKey: key)
         let recorded: String?
-        do { recorded = try store.recordedHashKey()?.fingerprint } catch { return }
-        guard recorded != fingerprint else { return }
+        do { recorded = try store.recordedHashKey()?.fingerprint } catch { return .matches }
+        guard recorded != fingerprint else { return .matches }
         let when: HashKeyRecording = recorded == nil ? .ifNoneRecorded : .whileNoSessionIsStored
-        guard let standing = try? store.recordHashKey(fingerprint: fingerprint, when: when, now: now), standing != fingerprint else { return }
-        throw StartupError(hashKeyMismatch)
+        guard let standing = try? store.recordHashKey(fingerprint: fingerprint, when: when, now: now) else { return .matches }
+        guard standing == fingerprint else { throw StartupError(hashKeyMismatch) }
+        return recorded == nil ? .recorded(sessionsStored: (try? store.holdsAnySession()) ?? true) : .replaced
+    }
+
+    /// The worker's log line for what `verifyHashKey` found, or nil when there is nothing to say.
+    public static func hashKeyNotice(_ check: HashKeyCheck) -> String? {
+        switch check {
+        case .matches: nil
+        case .recorded(sessionsStored: false): "recorded the hash key's fingerprint in the database (a new database, or its first start with this release)"
+        case .recorded(sessionsStored: true):
+            "recorded the hash key's fingerprint in the database, which already held sessions made before it kept a record (an upgrade, or a backup restored from before it): nothing could check that this key is theirs; if it is not, put back theirs and run `weatherctl adopt-hash-key` (INSTALL.md, \"A lost hash key\")"
+        case .replaced: "recorded the hash key's fingerprint in place of another key's: the database holds no session yet, so nothing was hashed with that one"
+        }
     }
 
     /// Why a worker must not create the database at `WEATHER_DB_PATH`, or nil when it may: it is

@@ -37,7 +37,7 @@ enum AdoptHashKeyCommand {
         let human =
             switch outcome {
             case "replaced":
-                "replaced the recorded hash key (recorded \(before?.recordedAt.iso8601 ?? "")) with the present one: restart every worker; --installation-id no longer finds sessions created under the old key\n"
+                "replaced the recorded hash key (recorded \(before?.recordedAt.iso8601 ?? "")) with the present one: restart every worker; --installation-id now finds the sessions whose installation ids were hashed with the present key, and no others\n"
             case "recorded": "recorded the present hash key (none was recorded)\n"
             default: "the present hash key is already the one recorded\n"
             }

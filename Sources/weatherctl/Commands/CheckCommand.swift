@@ -31,8 +31,9 @@ enum CheckCommand {
             --copy); no migration
             is pending, and none was applied by a newer release than this one. Exits 1 when any check fails. A copy this user may not write beside is read
             as `stats` reads it (see weatherctl stats --help). With --copy (a backup copy), the
-            storage row is not checked and a hash.key missing or unreadable beside the copy is
-            said, not failed: the exit status then tells whether the copy is sound.
+            storage row is not checked, and a hash.key missing or unreadable beside the copy, and
+            migrations the copy lacks or a newer release applied, are said, not failed: the exit
+            status then tells whether the copy is sound.
             """,
         run: run)
 
@@ -140,15 +141,20 @@ enum CheckCommand {
         if !copy {
             probe("clean-up") { () throws(StoreError) in cleanUp(last: try store.lastCleanUp(), now: context.now, config: config) }
         }
+        // A backup copy made by another release is still a sound backup: said, not failed (a
+        // backup-validation job failed after every upgrade; an upgrade drill).
         probe("migrations") { () throws(StoreError) in
             let unknown = try store.unknownMigrations()
             guard unknown.isEmpty else {
-                return (false, "\(unknown.count) applied by a newer release: \(unknown.joined(separator: ", ")); use that release's weatherctl")
+                let detail = "\(unknown.count) applied by a newer release: \(unknown.joined(separator: ", "))"
+                return copy ? (true, "\(detail) (a newer release's copy)") : (false, "\(detail); use that release's weatherctl")
             }
             let pending = try store.pendingMigrations()
-            return pending.isEmpty
-                ? (true, "all \(embeddedMigrations.count) applied")
-                : (false, "\(pending.count) pending: \(pending.joined(separator: ", ")); run weatherctl migrate")
+            guard !pending.isEmpty else { return (true, "all \(embeddedMigrations.count) applied") }
+            let detail = "\(pending.count) pending: \(pending.joined(separator: ", "))"
+            return copy
+                ? (true, "\(detail) (an older release's copy: the workers apply them once it is restored)")
+                : (false, "\(detail); run weatherctl migrate (before an upgrade's switch this is expected: INSTALL.md, \"Upgrading\")")
         }
         return results
     }
@@ -248,7 +254,14 @@ enum CheckCommand {
     /// and so does this row fail, for the live database and a backup copy alike. A key that
     /// cannot be read here is the "hash key" row's to say.
     static func hashKeyRecord(_ config: GatewayConfig, recorded: (fingerprint: String, recordedAt: Timestamp)?, sessionsStored: Bool) -> (Bool, String) {
-        guard let recorded else { return (true, "none recorded yet: the next worker to start records its key") }
+        guard let recorded else {
+            return (
+                true,
+                sessionsStored
+                    ? "none recorded yet: the next worker to start records its key; the database holds sessions made before it kept a record, so nothing checks that the key is theirs (a backup restored from before this release: restore its own hash.key with it)"
+                    : "none recorded yet: the next worker to start records its key"
+            )
+        }
         let key = config.hashKey.map { Array($0.utf8) } ?? Bootstrap.readFile(config.hashKeyFile).flatMap(Bootstrap.hashKey(fromFileText:))
         guard let key else { return (true, "a key was recorded \(recorded.recordedAt.iso8601); the present one cannot be read here to compare") }
         if Bootstrap.fingerprint(ofHashKey: key) == recorded.fingerprint { return (true, "the key is the one recorded \(recorded.recordedAt.iso8601)") }
