@@ -34,6 +34,18 @@ import Glibc
         return ChildProcessOutput.run("\(binDirectory)/weather-fcgi", [], environment: e, stdin: Data(stdin.utf8))
     }
 
+    /// One plain-CGI request to the binary on `database` (JSON `body` on standard input): its
+    /// exit status and everything it wrote, the response and then its log lines.
+    func cgiRequest(_ method: String, _ uri: String, body: String = "", database: String) -> (status: Int32, text: String) {
+        let out = ChildProcessOutput.runData(
+            "/bin/bash",
+            [
+                "-c",
+                "REQUEST_METHOD=\(method) REQUEST_URI=\(uri) CONTENT_TYPE=application/json CONTENT_LENGTH=\(body.utf8.count) WEATHER_DB_PATH=\(database) /usr/bin/timeout -k 5 30 \(binDirectory)/weather-fcgi 2>&1 <<< '\(body)'",
+            ])
+        return (out.status, String(decoding: out.stdout, as: UTF8.self))
+    }
+
     /// Apache turns a CGI query string without `=` into arguments: under CGI the program ignores
     /// its arguments, so `?--listen+127.0.0.1:PORT` cannot start a FastCGI server for anyone.
     @Test func underCGITheArgumentsAreIgnored() throws {
@@ -182,13 +194,7 @@ import Glibc
         defer { try? FileManager.default.removeItem(at: dir) }
         let keyFile = dir.appendingPathComponent("hash.key").path
         func run(_ method: String, _ uri: String, body: String = "") -> (status: Int32, text: String) {
-            let out = ChildProcessOutput.runData(
-                "/bin/bash",
-                [
-                    "-c",
-                    "REQUEST_METHOD=\(method) REQUEST_URI=\(uri) CONTENT_TYPE=application/json CONTENT_LENGTH=\(body.utf8.count) WEATHER_DB_PATH=\(dir.path)/w.sqlite3 /usr/bin/timeout -k 5 30 \(binDirectory)/weather-fcgi 2>&1 <<< '\(body)'",
-                ])
-            return (out.status, String(decoding: out.stdout, as: UTF8.self))
+            cgiRequest(method, uri, body: body, database: "\(dir.path)/w.sqlite3")
         }
         let first = run("GET", "/v1/health")
         #expect(first.text.contains("Status: 200 OK") && first.text.contains("created the hash key file"), "\(first.text)")
@@ -220,13 +226,7 @@ import Glibc
         defer { try? FileManager.default.removeItem(at: dir) }
         let keyFile = dir.appendingPathComponent("hash.key").path, db = dir.appendingPathComponent("w.sqlite3").path
         func run(_ method: String, _ uri: String, body: String = "") -> (status: Int32, text: String) {
-            let out = ChildProcessOutput.runData(
-                "/bin/bash",
-                [
-                    "-c",
-                    "REQUEST_METHOD=\(method) REQUEST_URI=\(uri) CONTENT_TYPE=application/json CONTENT_LENGTH=\(body.utf8.count) WEATHER_DB_PATH=\(db) /usr/bin/timeout -k 5 30 \(binDirectory)/weather-fcgi 2>&1 <<< '\(body)'",
-                ])
-            return (out.status, String(decoding: out.stdout, as: UTF8.self))
+            cgiRequest(method, uri, body: body, database: db)
         }
         func ctl(_ args: String) -> (status: Int32, text: String) {
             let out = ChildProcessOutput.runData("/bin/bash", ["-c", "WEATHER_DB_PATH=\(db) /usr/bin/timeout -k 5 30 \(binDirectory)/weatherctl \(args) 2>&1"])
