@@ -431,9 +431,10 @@ import WeatherProviders
 
     /// A stale copy served after the place's midnight starts at the place's today, both while
     /// the providers fail and while another worker fetches the cell (each answered with
-    /// yesterday as `daily[0]` before the row kept its first day's end, migration 0006):
-    /// `days=15` gets the 14 days left, a trip within them is still cut from it, and two
-    /// midnights later two more days are gone.
+    /// yesterday as `daily[0]` before the row kept its first day's end, migration 0006). Only
+    /// the days asked will do: `days=15`, which the 14 days left cannot hold, gets the failure
+    /// (a review: 14 entries broke "exactly the days asked"). Trips are cut by their dates from
+    /// the copy as stored, and two midnights later two more days are gone.
     @Test func aStaleCopyAfterThePlacesMidnightStartsAtItsToday() throws {
         let t = try TestGateway(configure: { $0.cacheStaleTTL = 4 * 86_400 })
         t.clock.current = Timestamp(iso8601: "2026-11-30T15:50:00Z")!  // 23:50 in Shanghai
@@ -452,9 +453,11 @@ import WeatherProviders
         t.source.failure = .providerError
         let two = ask("days=2")
         #expect(two.json["cache"] as? String == "stale" && dates(two) == days(from: "2026-12-01", 2))
+        let fourteen = ask("days=14")
+        #expect(fourteen.json["cache"] as? String == "stale" && dates(fourteen) == days(from: "2026-12-01", 14))
+        #expect(fourteen.json["current"] is [String: Any])
         let fifteen = ask("days=15")
-        #expect(fifteen.json["cache"] as? String == "stale" && dates(fifteen) == days(from: "2026-12-01", 14))
-        #expect(fifteen.json["current"] is [String: Any])
+        #expect(fifteen.status == 502 && (fifteen.json["error"] as? [String: Any])?["code"] as? String == "provider_error", "\(fifteen.status)")
         let trip = ask("start=2026-12-03&end=2026-12-05", path: "/v1/weather/trip")
         #expect(trip.status == 200 && dates(trip) == days(from: "2026-12-03", 3))
         // A trip is cut by its dates from the copy as stored: one from UTC's today, the place's
@@ -481,8 +484,10 @@ import WeatherProviders
     }
 
     /// A forecast row of its own (the provider sends 14 days, so the outlook cannot hold
-    /// `days=15`) loses its ended day too when served stale after the place's midnight.
-    @Test func aStaleForecastRowOfItsOwnStartsAtThePlacesToday() throws {
+    /// `days=15`) holds exactly the days asked from its fetch's today: after the place's
+    /// midnight it answers no more, stale or while another worker fetches it (that answer is
+    /// waited for), where it answered with yesterday as `daily[0]`.
+    @Test func aStaleForecastRowOfItsOwnAnswersNoMoreAfterThePlacesMidnight() throws {
         let t = try TestGateway()
         t.clock.current = Timestamp(iso8601: "2026-11-30T15:50:00Z")!  // 23:50 in Shanghai
         t.source.utcOffset = 8 * 3600
@@ -492,7 +497,8 @@ import WeatherProviders
         t.clock.advance(20 * 60)  // 00:10 on 1 December
         t.source.failure = .timeout
         let own = t.weather(token: token, query: "lat=31.2304&lon=121.4737&days=15")
-        #expect(own.status == 200 && own.json["cache"] as? String == "stale" && dates(own) == days(from: "2026-12-01", 14))
+        #expect(own.status == 504, "the failure, not 15 days from yesterday: \(own.status)")
+        #expect(t.weather(token: token, query: "lat=31.2304&lon=121.4737&days=7").json["cache"] as? String == "stale", "cut from the outlook")
     }
 
     /// A trip within the outlook's reach that the outlook cannot hold because the provider sent

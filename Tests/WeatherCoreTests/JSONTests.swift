@@ -180,9 +180,9 @@ import Testing
     }
 
     /// A stale copy after its place's midnight: the ended days dropped byte for byte as
-    /// `WeatherReport.json` would have written the rest, and a forecast cut from it given what is
-    /// left when that is fewer than asked but no fewer than `atLeast`.
-    @Test func aStaleCopyLosesItsEndedDaysAndAForecastTakesWhatIsLeft() throws {
+    /// `WeatherReport.json` would have written the rest; a forecast cut from what is left only
+    /// when it holds every day asked.
+    @Test func aStaleCopyLosesItsEndedDays() throws {
         let full = outlook(days: 15)
         for ended in [1, 2, 14] {
             var expected = full
@@ -194,13 +194,11 @@ import Testing
         #expect(ReportSlice.dropping(days: 1, from: Array("{}".utf8)) == nil)
 
         let left = try #require(ReportSlice.dropping(days: 1, from: full.json))
-        #expect(ReportSlice.forecast(left, days: 15, atLeast: 14) == left, "14 days from today for days=15")
-        #expect(ReportSlice.forecast(left, days: 15, atLeast: 15) == nil)
-        #expect(ReportSlice.forecast(left, days: 15) == nil, "strict without atLeast")
+        #expect(ReportSlice.forecast(left, days: 14) == left)
+        #expect(ReportSlice.forecast(left, days: 15) == nil, "14 days left do not answer days=15")
         var seven = full
         seven.daily = Array(full.daily[1..<8])
-        #expect(ReportSlice.forecast(left, days: 7, atLeast: 6) == seven.json, "never more than asked")
-        #expect(ReportSlice.forecast(left, days: 1, atLeast: 0) != nil && ReportSlice.forecast(left, days: 0, atLeast: 0) == nil)
+        #expect(ReportSlice.forecast(left, days: 7) == seven.json)
     }
 
     @Test func aTripIsItsDatesWithoutCurrent() throws {

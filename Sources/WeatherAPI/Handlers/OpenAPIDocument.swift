@@ -1289,7 +1289,7 @@ let openAPIDocument = ##"""
             "items": {
               "$ref": "#/components/schemas/DailyWeather"
             },
-            "description": "Exactly the days asked: today (the location's local date) and the next `days - 1` days, in order. A `stale` copy served after the location's midnight leaves out the days that have ended since it was fetched, so it still starts at today and may hold fewer days than asked (`days=15` just after midnight: 14)."
+            "description": "Exactly the days asked: today (the location's local date) and the next `days - 1` days, in order. A `stale` copy served after the location's midnight leaves out the days that have ended since it was fetched, so it still starts at today; one that no longer holds every day asked (`days=15` just after midnight) is not served, and the request gets the provider failure instead."
           },
           "fetchedAt": {
             "type": "string",

@@ -146,9 +146,10 @@ final class WeatherHandler {
                     fresh.forget(key)
                 }
             }
-            return try Self.served(answer, for: query)
+            return (answer.body, answer.state)
         }
-        return try Self.served(try weatherBody(point: point, query: query, context: &context), for: query)
+        let answer = try weatherBody(point: point, query: query, context: &context)
+        return (answer.body, answer.state)
     }
 
     /// `query`'s answer cut from `outlook`, kept under `key` while the outlook is fresh; nil when
@@ -162,31 +163,19 @@ final class WeatherHandler {
     /// The request's own copy (fresh or stale) standing in for `error`, which it is without one
     /// and for a storage failure.
     func ownCopy(key: String, for query: WeatherQuery, insteadOf error: HTTPError, now: Timestamp) throws(HTTPError) -> ([UInt8], String) {
-        guard error.code != HTTPError.storageUnavailable.code, let own = try storedCopy(key: key, now: now) else { throw error }
-        return try Self.served(own, for: query, insteadOf: error)
-    }
-
-    /// What a request gets from a copy of its own row, and the copy's state: a stale forecast
-    /// without the days that have ended since its fetch (`CellBody.daysEnded`), so that it starts
-    /// at the place's today; a trip's row as it is (its dates are its own). Throws the copy's
-    /// failure, or `error`, when no day is left.
-    static func served(_ copy: CellBody, for query: WeatherQuery, insteadOf error: HTTPError = .providerError) throws(HTTPError) -> ([UInt8], String) {
-        guard copy.daysEnded > 0, case .forecast = query else { return (copy.body, copy.state) }
-        guard let body = ReportSlice.dropping(days: copy.daysEnded, from: copy.body) else { throw copy.failure ?? error }
-        return (body, copy.state)
+        guard error.code != HTTPError.storageUnavailable.code, let own = try storedCopy(key: key, now: now), own.answers(query) else { throw error }
+        return (own.body, own.state)
     }
 
     /// `query`'s answer cut from an outlook; nil when the outlook does not hold its days. A
     /// forecast from a stale outlook that has outlived the place's midnight (`CellBody.daysEnded`)
-    /// leaves out the days that have ended and gets what is left from the place's today, up to
-    /// the days asked: `days=15` just after midnight gets 14. A trip is cut by its dates from
-    /// the outlook as stored.
+    /// is cut from the place's today, leaving out the days that have ended, and only when the
+    /// days asked are all there (API.md: `daily` covers exactly the days asked; `days=15` just
+    /// after midnight is not). A trip is cut by its dates from the outlook as stored.
     static func cut(_ outlook: CellBody, for query: WeatherQuery) -> [UInt8]? {
         switch query {
         case .forecast(let days) where outlook.daysEnded > 0:
-            ReportSlice.dropping(days: outlook.daysEnded, from: outlook.body).flatMap {
-                ReportSlice.forecast($0, days: days, atLeast: days - outlook.daysEnded)
-            }
+            ReportSlice.dropping(days: outlook.daysEnded, from: outlook.body).flatMap { ReportSlice.forecast($0, days: days) }
         case .forecast(let days): ReportSlice.forecast(outlook.body, days: days)
         case .trip(let start, let end): ReportSlice.trip(outlook.body, start: start, end: end)
         case .outlook: outlook.body
@@ -225,9 +214,18 @@ final class WeatherHandler {
         /// none covering the days): the error the request would have had without it.
         var failure: HTTPError?
         /// For a stale copy of a forecast: how many of the days its `daily` begins with have ended
-        /// at the place since the fetch (`staleCopy`); a forecast leaves them out (`served`,
-        /// `cut`), a trip is cut by its dates.
+        /// at the place since the fetch (`staleCopy`); a forecast cut from it leaves them out
+        /// (`cut`), a forecast's own row no longer answers (`answers`), a trip is cut by its dates.
         var daysEnded = 0
+
+        /// Whether this copy of `query`'s own row answers it: not a stale forecast that has
+        /// outlived the place's midnight, whose row holds exactly the days asked from a day that
+        /// has ended (API.md: `daily` covers exactly the days asked, so neither that nor a
+        /// shorter `daily` will do).
+        func answers(_ query: WeatherQuery) -> Bool {
+            guard daysEnded > 0, case .forecast = query else { return true }
+            return false
+        }
     }
 
     /// The copy of `key` this worker or the store holds: fresh (`hit`; kept by this worker
@@ -271,7 +269,9 @@ final class WeatherHandler {
     func weatherBody(point: GridPoint, query: WeatherQuery, context: inout Context) throws(HTTPError) -> CellBody {
         let now = context.now
         let key = "\(point.key)|\(query.cacheKind)"
-        let copy = try storedCopy(key: key, now: now)
+        // A copy that cannot answer is none: no stale answer, and while another worker fetches,
+        // its answer is waited for.
+        let copy = try storedCopy(key: key, now: now).flatMap { $0.answers(query) ? $0 : nil }
         if let copy, copy.state == "hit" { return copy }
         /// The stale copy standing in for `failure`, or that failure.
         func staleOr(_ failure: HTTPError) throws(HTTPError) -> CellBody {

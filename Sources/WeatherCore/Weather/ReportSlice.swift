@@ -5,12 +5,11 @@
 /// Runs once per worker, cell and kind of answer while the outlook is fresh (the worker keeps
 /// the cut in `FreshBodies`), so it costs a cached request nothing.
 public enum ReportSlice {
-    /// `body` with `daily` cut to its first `days` entries, or to all of them when it has fewer
-    /// but at least `atLeast` (a stale copy that has lost the days ended since, see `dropping`);
-    /// nil when it has fewer, or is not a report.
-    public static func forecast(_ body: [UInt8], days: Int, atLeast: Int? = nil) -> [UInt8]? {
-        guard days > 0, let report = Parts(body), report.days.count >= max(1, min(days, atLeast ?? days)) else { return nil }
-        if report.days.count <= days { return body }
+    /// `body` with `daily` cut to its first `days` entries; nil when it has fewer, or is not a
+    /// report.
+    public static func forecast(_ body: [UInt8], days: Int) -> [UInt8]? {
+        guard days > 0, let report = Parts(body), report.days.count >= days else { return nil }
+        if report.days.count == days { return body }
         return report.joined(days: report.days.prefix(days), keepingCurrent: true)
     }
 

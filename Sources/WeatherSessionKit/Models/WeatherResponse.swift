@@ -22,9 +22,8 @@ public struct WeatherResponse: Sendable, Equatable, Codable {
     public var timezone: String
     /// Current conditions; present for `/v1/weather`, `nil` for `/trip`.
     public var current: CurrentConditions?
-    /// One entry per day asked for, in order, from the place's today for `/v1/weather`. A
-    /// ``CacheStatus/stale`` copy served after the place's midnight leaves out the days that
-    /// have ended since it was fetched, so it may hold fewer days than asked.
+    /// One entry per day asked for, in order, from the place's today for `/v1/weather`, also in
+    /// a ``CacheStatus/stale`` copy served after the place's midnight.
     public var daily: [DailyForecast]
     /// When the gateway (or its cache) fetched the data from the provider.
     public var fetchedAt: Date
