@@ -157,8 +157,23 @@ import WeatherCore
         try handle.close()
 
         let store = try SQLiteGatewayStore(path: path)
+        let other = try SQLiteGatewayStore(path: path)  // another worker, which never meets it
+        #expect(other.isHealthy())
         #expect(throws: StoreError.self) { try store.createTestSession(999, createdAt: now) }
         #expect(store.lastFailure.map { $0.code & 0xff == 11 || $0.code & 0xff == 26 } == true, "\(String(describing: store.lastFailure))")
         #expect(!store.isHealthy())
+        #expect(!other.isHealthy(), "told through the -writer page")
+        #expect(try SQLiteGatewayStore(path: path).isHealthy() == false, "and a worker started later")
+
+        // A sound file put in its place (the damaged one kept aside): healthy again, although
+        // the -writer page (which a restore removes) still holds the mark.
+        let sound = dir.appendingPathComponent("sound.sqlite3").path
+        do {
+            let fresh = try SQLiteGatewayStore(path: sound)
+            fresh.closeForStop()
+        }
+        try FileManager.default.moveItem(atPath: path, toPath: path + ".damaged")
+        try FileManager.default.moveItem(atPath: sound, toPath: path)
+        #expect(try SQLiteGatewayStore(path: path).isHealthy())
     }
 }

@@ -386,6 +386,18 @@ public final class Database {
     /// Tells every process a revocation was committed (call after the commit).
     public func noteRevocation() { writerLock?.noteRevocation() }
 
+    /// Tells every worker of the machine that the file this connection has open is damaged
+    /// (`-writer` page), so that each answers health 503, not only the one that met the damage.
+    public func noteDamage() {
+        if let opened = fileIdentity { writerLock?.noteDamage(inode: opened.ino) }
+    }
+
+    /// Whether some worker found the file this connection has open damaged (`noteDamage`).
+    public var damageNoted: Bool {
+        guard let marked = writerLock?.damagedInode, let opened = fileIdentity else { return false }
+        return marked == opened.ino
+    }
+
     /// The provider pauses of the `-writer` page, shared by every worker; nil without one.
     public var providerPauses: (any ProviderPauseBoard)? { writerLock.map(SharedProviderPauses.init(page:)) }
 

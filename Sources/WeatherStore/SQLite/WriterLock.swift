@@ -22,10 +22,12 @@ import Glibc
 /// its commit), so that a worker may keep access grants it looked up for as long as the counter
 /// has not moved (`SQLiteGatewayStore.accessGrant`). It also carries the checkpoint mark: the
 /// WAL's length at the last checkpoint any worker made (`Database.checkpointIfDue`), and the
-/// provider pauses (`SharedProviderPauses`). Page layout: magic (0..<8), boot id (8..<48),
-/// checkpoint mark (48..<56), revocation generation (56..<64), mutex (64..<128), provider pause
-/// slots (128..<256: eight of a name tag and a pause, 8 bytes each). Pages made before the mark
-/// or the slots existed have zeros there, which reads as "never" and "no pause".
+/// provider pauses (`SharedProviderPauses`), and the damage mark: the database file a worker
+/// found damaged. Page layout: magic (0..<8), boot id (8..<48), checkpoint mark (48..<56),
+/// revocation generation (56..<64), mutex (64..<128), provider pause slots (128..<256: eight of
+/// a name tag and a pause, 8 bytes each), damage mark (256..<264). Pages made before the mark,
+/// the slots or the damage mark existed have zeros there, which reads as "never", "no pause"
+/// and "none".
 final class WriterLock {
     private let page: UnsafeMutableRawPointer
     private var mutex: UnsafeMutablePointer<pthread_mutex_t> { (page + 64).assumingMemoryBound(to: pthread_mutex_t.self) }
@@ -59,6 +61,16 @@ final class WriterLock {
         return nil
     }
     private static let pauseOffset = 128, pauseSlots = 8
+
+    /// The inode of the database file some worker found damaged, plus one; 0 when none was. A
+    /// file put in its place has another inode, and a restore removes the page altogether.
+    private var damage: UnsafeMutablePointer<UInt64> { (page + 256).assumingMemoryBound(to: UInt64.self) }
+    /// The inode of the database file some worker found damaged; nil when none was.
+    var damagedInode: UInt64? {
+        let mark = csqlite_atomic_load(damage)
+        return mark == 0 ? nil : mark - 1
+    }
+    func noteDamage(inode: UInt64) { csqlite_atomic_store(damage, inode &+ 1) }
 
     private static let size = 4096
     private static let magic: UInt64 = 0x636C_6F73_6574_5731  // "closetW1"

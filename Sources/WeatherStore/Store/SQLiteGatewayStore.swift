@@ -622,7 +622,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     public var databaseFileIsGone: Bool { !db.isStillAtItsPath }
 
     public func isHealthy() -> Bool {
-        guard !sawDamage, (try? reopenIfFaulted()) != nil, !databaseFileIsGone else { return false }
+        guard !sawDamage, !db.damageNoted, (try? reopenIfFaulted()) != nil, !databaseFileIsGone else { return false }
         guard let pending = try? Migrator.pending(in: db) else { return false }
         return pending.isEmpty
     }
@@ -647,7 +647,10 @@ public final class SQLiteGatewayStore: GatewayStore {
         lastFailure = e
         let primary = e.code & 0xff
         if primary == 8 || primary == 10 || primary == 14 { needsReopen = true }  // READONLY, IOERR, CANTOPEN
-        if primary == 11 || primary == 26 { sawDamage = true }  // CORRUPT, NOTADB
+        if primary == 11 || primary == 26 {  // CORRUPT, NOTADB
+            sawDamage = true
+            db.noteDamage()
+        }
         return e
     }
 
