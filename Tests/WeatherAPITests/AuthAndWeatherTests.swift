@@ -483,6 +483,42 @@ import WeatherProviders
         #expect(later.json["cache"] as? String == "stale" && dates(later) == days(from: "2026-12-03", 7))
     }
 
+    /// While another worker fetches a cell's outlook just after the place's midnight, a forecast
+    /// the stale outlook holds only with its ended day (`days=15`) waits for the fresh one and is
+    /// cut from it: no provider call of its own (a review found one a cell each midnight).
+    @Test func daysFifteenAfterMidnightWaitsForTheOutlookAnotherWorkerFetches() throws {
+        let t = try TestGateway()
+        t.clock.current = Timestamp(iso8601: "2026-11-30T15:50:00Z")!  // 23:50 in Shanghai
+        t.source.utcOffset = 8 * 3600
+        let token = t.createSession()["weatherAccessToken"] as? String
+        #expect(t.weather(token: token, query: "lat=31.2304&lon=121.4737&days=2").status == 200)
+        t.clock.advance(20 * 60)  // 00:10 on 1 December
+        let point = GridPoint.snapping(lat: 31.2304, lon: 121.4737, degrees: t.config.gridDegrees)
+        let outlookKey = "\(point.key)|\(WeatherQuery.outlook.cacheKind)"
+        let other = "pid-\(getpid())-other", stamp = t.clock.now(), path = t.config.databasePath
+        #expect(try t.store.acquireFetchLock(key: outlookKey, owner: other, now: stamp, until: stamp.adding(seconds: 60)))
+        let body = WeatherReport(
+            provider: "caiyun", location: point, timezone: "Asia/Shanghai", current: .unknown,
+            daily: FakeWeatherSource.days(for: .outlook, now: stamp.adding(seconds: 8 * 3600)), fetchedAt: stamp.iso8601
+        ).json
+        // The other worker stores its answer a moment later and lets its claim go.
+        let stored = DispatchSemaphore(value: 0)
+        DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) {
+            if let store = try? SQLiteGatewayStore(path: path) {
+                try? store.storeWeather(
+                    key: outlookKey, body: body, fetchedAt: stamp, freshUntil: stamp.adding(seconds: 600), staleUntil: stamp.adding(seconds: 1200),
+                    firstDayEndsAt: nil)
+                try? store.releaseFetchLock(key: outlookKey, owner: other)
+            }
+            stored.signal()
+        }
+        let fifteen = t.weather(token: token, query: "lat=31.2304&lon=121.4737&days=15")
+        stored.wait()
+        #expect(fifteen.status == 200 && fifteen.json["cache"] as? String == "hit", "\(fifteen.status)")
+        #expect(dates(fifteen) == days(from: "2026-12-01", 15))
+        #expect(t.source.calls == 1, "no call of its own")
+    }
+
     /// A forecast row of its own (the provider sends 14 days, so the outlook cannot hold
     /// `days=15`) holds exactly the days asked from its fetch's today: after the place's
     /// midnight it answers no more, stale or while another worker fetches it (that answer is

@@ -3,6 +3,7 @@ import Testing
 @testable import WeatherAPI
 import WeatherCore
 import WeatherCrypto
+import WeatherStore
 
 /// The database records which hash key its installation hashes were made with (migration 0007),
 /// and a worker on another key does not start once sessions are stored (end to end:
@@ -39,6 +40,18 @@ import WeatherCrypto
             try t.store.recordHashKey(fingerprint: Bootstrap.fingerprint(ofHashKey: first), when: .always, now: t.clock.now())
                 == Bootstrap.fingerprint(ofHashKey: first))
         try Bootstrap.verifyHashKey(first, store: t.store, now: t.clock.now())
+    }
+
+    /// A store whose record was read but cannot be written (busy, read-only, full) is judged by
+    /// what was read: another key with sessions stored stops the worker (a review: the failed
+    /// write let it serve on).
+    @Test func aMismatchReadStopsTheWorkerEvenWhenTheStoreCannotBeWritten() throws {
+        let t = try TestGateway()
+        try Bootstrap.verifyHashKey(first, store: t.store, now: t.clock.now())
+        _ = t.createSession()
+        let readOnly = SQLiteGatewayStore(database: try Database(path: t.config.databasePath, readOnly: true, gatewayFile: false))
+        #expect(throws: StartupError.self) { try Bootstrap.verifyHashKey(second, store: readOnly, now: t.clock.now()) }
+        #expect(try Bootstrap.verifyHashKey(first, store: readOnly, now: t.clock.now()) == .matches)
     }
 
     /// Two workers starting at once on a new database with different keys: the first record

@@ -266,11 +266,15 @@ public enum Bootstrap {
     /// one read at the usual start) and records it when there is none: a new database, or the
     /// first start of the release that brought the record (which then takes the key it finds).
     /// Throws `hashKeyMismatch` when another key is recorded and the database holds sessions, or
-    /// when another worker recorded its own key first on a new database (of two workers starting
-    /// together with different keys, one stops). A recorded key with no session stored is
-    /// replaced, in the same transaction that finds none (nothing was hashed with it), as a
-    /// missing key is made again. A store that cannot say (a read-only copy, a full disk) is no
-    /// reason to stop: it shows its trouble elsewhere, and the next start checks again.
+    /// when another worker recorded its own key between this one's read and its write (two
+    /// workers starting together on a new database with different keys: one stops). A recorded
+    /// key with no session stored is replaced, in the same transaction that finds none (nothing
+    /// was hashed with it), as a missing key is made again; so a worker on another key started
+    /// later, before the first session, takes the record, and the first stops at its next start.
+    /// A store that cannot be read (a copy from before the record, a damaged file) is no reason
+    /// to stop: it shows its trouble elsewhere, and the next start checks again. One that was
+    /// read but cannot be written (busy, read-only, full) is judged by what was read: another
+    /// key with sessions stored, or none known, stops the worker.
     @discardableResult
     public static func verifyHashKey(_ key: [UInt8], store: any GatewayStore, now: Timestamp) throws -> HashKeyCheck {
         let fingerprint = fingerprint(ofHashKey: key)
@@ -278,7 +282,11 @@ public enum Bootstrap {
         do { recorded = try store.recordedHashKey()?.fingerprint } catch { return .matches }
         guard recorded != fingerprint else { return .matches }
         let when: HashKeyRecording = recorded == nil ? .ifNoneRecorded : .whileNoSessionIsStored
-        guard let standing = try? store.recordHashKey(fingerprint: fingerprint, when: when, now: now) else { return .matches }
+        guard let standing = try? store.recordHashKey(fingerprint: fingerprint, when: when, now: now) else {
+            // A review: a mismatch read and then dropped because the write failed served on.
+            if recorded != nil, (try? store.holdsAnySession()) != false { throw StartupError(hashKeyMismatch) }
+            return .matches
+        }
         guard standing == fingerprint else { throw StartupError(hashKeyMismatch) }
         return recorded == nil ? .recorded(sessionsStored: (try? store.holdsAnySession()) ?? true) : .replaced
     }

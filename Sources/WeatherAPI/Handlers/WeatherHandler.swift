@@ -127,6 +127,25 @@ final class WeatherHandler {
             }
             if let cut = keptCut(of: outlook, for: query, key: key, now: now) { return (cut, outlook.state) }
             if let failure = outlook.failure { return try ownCopy(key: key, for: query, insteadOf: failure, now: now) }
+            // The stale outlook another worker is fetching holds the days asked but for those
+            // ended since the place's midnight: the fresh one will hold them, so it is waited for
+            // and cut, not a provider called for this request's own row (a review: one more
+            // call a cell each midnight for `days=15`).
+            if outlook.state == Self.staleWhileRefreshing, outlook.daysEnded > 0, case .forecast = query, let source,
+                Self.cut(CellBody(body: outlook.body, state: outlook.state), for: query) != nil
+            {
+                do throws(HTTPError) {
+                    let (budget, claimSeconds) = Self.fetchBudget(of: source)
+                    if let awaited = try awaitOtherWorker(
+                        key: outlookKey, query: .outlook, source: source, budget: budget, claimSeconds: claimSeconds, context: &context),
+                        let cut = Self.cut(awaited, for: query)
+                    {
+                        return (cut, awaited.state)
+                    }
+                } catch {
+                    return try ownCopy(key: key, for: query, insteadOf: error, now: now)
+                }
+            }
             // The outlook came back short of its 15 days, so it could not hold the trip, and the
             // trip alone is further than a provider is asked for: the provider's shortfall, not
             // days this gateway cannot cover (a date re-check; "asking again will not help" was
@@ -295,8 +314,7 @@ final class WeatherHandler {
             context.addProviders(paused.trail)
             return try staleOr(Self.failure(of: paused))
         }
-        let budget = source.worstCaseSeconds + 1
-        let claimSeconds = Int64(budget.rounded(.up)) + 1
+        let (budget, claimSeconds) = Self.fetchBudget(of: source)
         // Without the claim, another worker is calling the provider for this cell right now. One
         // that has ended (killed mid-fetch) is taken over: by the claim itself, or once a waiter
         // sees it end (`awaitOtherWorker` gives nil), at most once a request.
@@ -362,6 +380,13 @@ final class WeatherHandler {
         case .failure:
             return try staleOr(Self.failure(of: fetched))
         }
+    }
+
+    /// How long a fetch may take (the providers' worst case and a second), and how long its claim
+    /// holds, in whole seconds, a second more.
+    static func fetchBudget(of source: any WeatherSource) -> (seconds: Double, claimSeconds: Int64) {
+        let budget = source.worstCaseSeconds + 1
+        return (budget, Int64(budget.rounded(.up)) + 1)
     }
 
     /// 504 `provider_timeout` or 502 `provider_error` for a failed fetch, with `Retry-After` while
