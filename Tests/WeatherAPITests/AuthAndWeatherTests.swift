@@ -483,6 +483,23 @@ import WeatherProviders
         #expect(later.json["cache"] as? String == "stale" && dates(later) == days(from: "2026-12-03", 7))
     }
 
+    /// A copy fetched under a clock since set back by two days: its first day has not begun at
+    /// the place, so while the providers fail no forecast is served from it (it would start at
+    /// the day after tomorrow); a trip within its dates still is.
+    @Test func aStaleCopyWhoseFirstDayHasNotBegunServesNoForecast() throws {
+        let t = try TestGateway()
+        t.clock.current = Timestamp(iso8601: "2026-11-30T15:50:00Z")!  // 23:50 in Shanghai
+        t.source.utcOffset = 8 * 3600
+        let legacy = t.config.legacyToken
+        #expect(dates(t.weather(token: nil, legacy: legacy, query: "lat=31.2304&lon=121.4737&days=2")) == days(from: "2026-11-30", 2))
+        t.clock.current = Timestamp(iso8601: "2026-11-28T15:50:00Z")!  // set back two days
+        t.source.failure = .providerError
+        let forecast = t.weather(token: nil, legacy: legacy, query: "lat=31.2304&lon=121.4737&days=2")
+        #expect(forecast.status == 502, "not a forecast from 30 November on 28 November: \(forecast.status)")
+        let trip = t.weather(token: nil, legacy: legacy, query: "lat=31.2304&lon=121.4737&start=2026-11-30&end=2026-12-01", path: "/v1/weather/trip")
+        #expect(trip.status == 200 && trip.json["cache"] as? String == "stale" && dates(trip) == days(from: "2026-11-30", 2), "\(trip.status)")
+    }
+
     /// While another worker fetches a cell's outlook just after the place's midnight, a forecast
     /// the stale outlook holds only with its ended day (`days=15`) waits for the fresh one and is
     /// cut from it: no provider call of its own (a review found one a cell each midnight).

@@ -195,6 +195,7 @@ final class WeatherHandler {
         switch query {
         case .forecast(let days) where outlook.daysEnded > 0:
             ReportSlice.dropping(days: outlook.daysEnded, from: outlook.body).flatMap { ReportSlice.forecast($0, days: days) }
+        case .forecast where outlook.daysEnded < 0: nil
         case .forecast(let days): ReportSlice.forecast(outlook.body, days: days)
         case .trip(let start, let end): ReportSlice.trip(outlook.body, start: start, end: end)
         case .outlook: outlook.body
@@ -235,6 +236,8 @@ final class WeatherHandler {
         /// For a stale copy of a forecast: how many of the days its `daily` begins with have ended
         /// at the place since the fetch (`staleCopy`); a forecast cut from it leaves them out
         /// (`cut`), a forecast's own row no longer answers (`answers`), a trip is cut by its dates.
+        /// -1 for a copy whose first day has not begun at the place (fetched under a clock since
+        /// set back): no forecast is served from it.
         var daysEnded = 0
 
         /// Whether this copy of `query`'s own row answers it: not a stale forecast that has
@@ -242,7 +245,7 @@ final class WeatherHandler {
         /// has ended (API.md: `daily` covers exactly the days asked, so neither that nor a
         /// shorter `daily` will do).
         func answers(_ query: WeatherQuery) -> Bool {
-            guard daysEnded > 0, case .forecast = query else { return true }
+            guard daysEnded != 0, case .forecast = query else { return true }
             return false
         }
     }
@@ -270,9 +273,13 @@ final class WeatherHandler {
     /// moves that by its hour). A trip's row, and one stored without an end (no offset from the
     /// provider, or before migration 0006), has none. Counted, not cut: the body is read only
     /// where a forecast is served from it.
+    /// A first day that ends more than a day and an hour (the longest day, a clock change's) from
+    /// now has not begun at the place: the copy was fetched under a clock since set back, and a
+    /// forecast from it would start at tomorrow (a review).
     static func staleCopy(_ cached: CachedWeather, now: Timestamp) -> CellBody {
-        guard let end = cached.firstDayEndsAt, now.seconds >= end else { return CellBody(body: cached.body, state: "stale") }
-        return CellBody(body: cached.body, state: "stale", daysEnded: 1 + Int((now.seconds - end) / 86_400))
+        guard let end = cached.firstDayEndsAt else { return CellBody(body: cached.body, state: "stale") }
+        if now.seconds >= end { return CellBody(body: cached.body, state: "stale", daysEnded: 1 + Int((now.seconds - end) / 86_400)) }
+        return CellBody(body: cached.body, state: "stale", daysEnded: end - now.seconds > 90_000 ? -1 : 0)
     }
 
     /// Fresh by this clock: before its `freshUntil`, and not fresh for longer than the TTL from
