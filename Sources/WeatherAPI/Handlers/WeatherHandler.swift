@@ -240,10 +240,10 @@ final class WeatherHandler {
         /// set back): no forecast is served from it.
         var daysEnded = 0
 
-        /// Whether this copy of `query`'s own row answers it: not a stale forecast that has
-        /// outlived the place's midnight, whose row holds exactly the days asked from a day that
-        /// has ended (API.md: `daily` covers exactly the days asked, so neither that nor a
-        /// shorter `daily` will do).
+        /// Whether this copy of `query`'s own row answers it: not a stale forecast whose first day
+        /// is no longer the place's today (it has ended, or not begun), since its row holds
+        /// exactly the days asked from that day (API.md: `daily` covers exactly the days asked,
+        /// so neither those days nor fewer will do).
         func answers(_ query: WeatherQuery) -> Bool {
             guard daysEnded != 0, case .forecast = query else { return true }
             return false
@@ -267,15 +267,15 @@ final class WeatherHandler {
     }
 
     /// A stale copy, with the days its `daily` begins with that have ended at the place since
-    /// the fetch counted (`CellBody.daysEnded`): it outlived the place's midnight, the providers
-    /// failing or another worker fetching the cell just after it, and a forecast served from it
-    /// began with yesterday. Days after the first count as 24 hours (a clock change in between
-    /// moves that by its hour). A trip's row, and one stored without an end (no offset from the
-    /// provider, or before migration 0006), has none. Counted, not cut: the body is read only
-    /// where a forecast is served from it.
-    /// A first day that ends more than a day and an hour (the longest day, a clock change's) from
-    /// now has not begun at the place: the copy was fetched under a clock since set back, and a
-    /// forecast from it would start at tomorrow (a review).
+    /// the fetch counted (`CellBody.daysEnded`): such a copy outlived the place's midnight (the
+    /// providers failing, or another worker fetching the cell just after it), and a forecast
+    /// served from it as stored began with yesterday. Days after the first count as 24 hours (a
+    /// clock change in between moves that by its hour). A first day that ends more than a day
+    /// and an hour (the longest day) from now has not begun at the place: the copy was fetched
+    /// under a clock since set back, and a forecast from it would start at tomorrow (-1; a
+    /// review). A trip's row, and one stored without an end (no offset from the provider, or
+    /// before migration 0006), counts none. Counted, not cut: the body is read only where a
+    /// forecast is cut from it.
     static func staleCopy(_ cached: CachedWeather, now: Timestamp) -> CellBody {
         guard let end = cached.firstDayEndsAt else { return CellBody(body: cached.body, state: "stale") }
         if now.seconds >= end { return CellBody(body: cached.body, state: "stale", daysEnded: 1 + Int((now.seconds - end) / 86_400)) }
