@@ -103,6 +103,21 @@ import Glibc
             stale.status == 1 && cleanUp.hasPrefix("FAIL") && cleanUp.contains("4 day(s) ago") && cleanUp.contains("prune timer or cron"), "\(stale.stdout)")
         _ = ChildProcessOutput.run("/usr/bin/sqlite3", [h.databasePath, "UPDATE weather_maintenance SET started_at = started_at + 4 * 86400"])
 
+        // The mark a worker leaves on meeting a damaged file, left on a sound one (a repair made
+        // in place, or a new file with the old one's inode number): every worker answers health
+        // 503 until `check` finds the file sound and clears it (a review).
+        var st = stat()
+        #expect(stat(h.databasePath, &st) == 0)
+        let page = try FileHandle(forUpdating: URL(fileURLWithPath: h.databasePath + "-writer"))
+        try page.seek(toOffset: 256)
+        try page.write(contentsOf: withUnsafeBytes(of: (UInt64(st.st_ino) + 1).littleEndian) { Data($0) })
+        try page.close()
+        #expect(try h.request("GET", "/v1/health").status == 503)
+        let clearing = try ctl(["check"], h)
+        #expect(clearing.status == 0 && clearing.stdout.contains("cleared the damage mark"), "\(clearing.stdout)")
+        #expect(try h.request("GET", "/v1/health").status == 200)
+        #expect(try !ctl(["check"], h).stdout.contains("cleared the damage mark"), "said once")
+
         // A database others may read (files made before this release kept a shell's 0644), in
         // a folder that lets them in: said, and a failure.
         chmod((h.databasePath as NSString).deletingLastPathComponent, 0o755)
@@ -432,6 +447,26 @@ import Glibc
         let first = try ctl(["migrate", "--json"], env)
         #expect(first.status == 0, "\(first.stderr)")
         #expect(try first.json()["applied"] as? [String] == migrationFileNames)
+
+        // Started afresh beside the -writer page of a database a worker found damaged: the new
+        // file is not damaged, whatever inode number it gets (ext4 reuses one at once).
+        let writer = env["WEATHER_DB_PATH"]! + "-writer"
+        func damageWord() throws -> UInt64 {
+            let page = try FileHandle(forReadingFrom: URL(fileURLWithPath: writer))
+            defer { try? page.close() }
+            try page.seek(toOffset: 256)
+            return (try page.read(upToCount: 8) ?? Data()).reversed().reduce(0) { $0 << 8 | UInt64($1) }
+        }
+        let page = try FileHandle(forUpdating: URL(fileURLWithPath: writer))
+        try page.seek(toOffset: 256)
+        try page.write(contentsOf: withUnsafeBytes(of: UInt64(12_345).littleEndian) { Data($0) })
+        try page.close()
+        #expect(try damageWord() == 12_345)
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: env["WEATHER_DB_PATH"]! + suffix) }
+        let afresh = try ctl(["migrate", "--json"], env)
+        let afreshApplied = try afresh.json()["applied"] as? [String]
+        #expect(afresh.status == 0 && afreshApplied == migrationFileNames, "\(afresh.stderr)")
+        #expect(try damageWord() == 0)
         let second = try ctl(["migrate", "--json"], env)
         #expect(second.status == 0)
         #expect(try second.json()["applied"] as? [String] == [])

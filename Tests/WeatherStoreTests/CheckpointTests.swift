@@ -164,6 +164,11 @@ import WeatherCore
         #expect(!store.isHealthy())
         #expect(!other.isHealthy(), "told through the -writer page")
         #expect(try SQLiteGatewayStore(path: path).isHealthy() == false, "and a worker started later")
+        // Cleared for a file found sound (`weatherctl check`) or made anew (`migrate`): then the
+        // other worker is healthy; the one that met the damage keeps its own 503 until it restarts.
+        #expect(other.clearDamageMark() && !other.clearDamageMark())
+        #expect(other.isHealthy() && !store.isHealthy())
+        store.db.noteDamage()
 
         // A sound file put in its place (the damaged one kept aside): healthy again, although
         // the -writer page (which a restore removes) still holds the mark.

@@ -128,10 +128,11 @@ final class WeatherHandler {
             if let cut = keptCut(of: outlook, for: query, key: key, now: now) { return (cut, outlook.state) }
             if let failure = outlook.failure { return try ownCopy(key: key, for: query, insteadOf: failure, now: now) }
             // The stale outlook another worker is fetching holds the days asked but for those
-            // ended since the place's midnight: the fresh one will hold them, so it is waited for
-            // and cut, not a provider called for this request's own row (a review: one more
-            // call a cell each midnight for `days=15`).
-            if outlook.state == Self.staleWhileRefreshing, outlook.daysEnded > 0, case .forecast = query, let source,
+            // ended since the place's midnight (or it was fetched under a clock since set back):
+            // the fresh one will hold them, so it is waited for and cut, not a provider called
+            // for this request's own row (a review: one more call a cell each midnight for
+            // `days=15`).
+            if outlook.state == Self.staleWhileRefreshing, outlook.daysEnded != 0, case .forecast = query, let source,
                 Self.cut(CellBody(body: outlook.body, state: outlook.state), for: query) != nil
             {
                 do throws(HTTPError) {

@@ -36,6 +36,10 @@ public protocol OperatorStore: GatewayStore {
     /// The database's own consistency check: `"ok"` when sound, else its first complaints.
     func integrityCheck() throws(StoreError) -> String
 
+    /// Clears the mark a worker leaves on meeting a damaged database file (every worker then
+    /// answers health 503); true when there was one. For a file found sound, or made anew.
+    func clearDamageMark() -> Bool
+
     /// The journal mode in force (`wal` for the gateway).
     func journalMode() throws(StoreError) -> String
 

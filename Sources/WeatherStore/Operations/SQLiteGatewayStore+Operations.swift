@@ -375,6 +375,8 @@ extension SQLiteGatewayStore: OperatorStore {
 
     // MARK: Health and migrations
 
+    public func clearDamageMark() -> Bool { db.clearDamageMark() }
+
     public func integrityCheck() throws(StoreError) -> String {
         try operate {
             let lines = try db.statement("PRAGMA integrity_check(20)").rows { $0.text(0) ?? "" }

@@ -392,6 +392,14 @@ public final class Database {
         if let opened = fileIdentity { writerLock?.noteDamage(inode: opened.ino) }
     }
 
+    /// Clears the damage mark (`noteDamage`); true when there was one. For a file found sound,
+    /// or made anew: an inode number is reused at once on ext4, and a repair in place keeps it.
+    public func clearDamageMark() -> Bool {
+        guard let lock = writerLock, lock.damagedInode != nil else { return false }
+        lock.clearDamage()
+        return true
+    }
+
     /// Whether some worker found the file this connection has open damaged (`noteDamage`).
     public var damageNoted: Bool {
         guard let marked = writerLock?.damagedInode, let opened = fileIdentity else { return false }

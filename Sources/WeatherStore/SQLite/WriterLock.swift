@@ -71,6 +71,7 @@ final class WriterLock {
         return mark == 0 ? nil : mark - 1
     }
     func noteDamage(inode: UInt64) { csqlite_atomic_store(damage, inode &+ 1) }
+    func clearDamage() { csqlite_atomic_store(damage, 0) }
 
     private static let size = 4096
     private static let magic: UInt64 = 0x636C_6F73_6574_5731  // "closetW1"

@@ -6,7 +6,8 @@ import Glibc
 #endif
 
 /// `weatherctl check`: is this installation fit to serve? Each check prints ok or FAIL; any FAIL
-/// makes the exit status 1. Reads only: it never creates the database or the key file.
+/// makes the exit status 1. It never creates the database or the key file, and writes nothing but
+/// the clearing of a damage mark on the `-writer` page once the file is found sound.
 enum CheckCommand {
     static let spec = CommandSpec(
         name: "check",
@@ -25,7 +26,9 @@ enum CheckCommand {
             this user (run as root: by the folder's owner, the service user) on a file system that
             is not read-only and has at least 64 MiB free; other users of the machine cannot read the
             database (its folder keeps them out, or its files give them nothing); the database exists and opens; the hash key is the one it
-            records (where it holds sessions; see weatherctl adopt-hash-key); PRAGMA integrity_check is ok;
+            records (where it holds sessions; see weatherctl adopt-hash-key); PRAGMA integrity_check is ok
+            (and then, for the live database, the mark a worker leaves on the -writer page when it
+            meets a damaged file, which makes every worker answer health 503, is cleared);
             journal_mode is wal (for a copy opened immutable, as its header records); the clean-up
             (weatherctl prune, or the workers') ran in the last three days or not yet (not with
             --copy); no migration
@@ -132,7 +135,14 @@ enum CheckCommand {
         }
         probe("integrity") { () throws(StoreError) in
             let answer = try store.integrityCheck()
-            return (answer == "ok", "integrity_check: \(answer.prefix(200))")
+            // A sound live file: the mark a worker left on meeting damage (health 503 on every
+            // worker) goes, so a repair made in place, or a new file that got the damaged one's
+            // inode number, answers health 200 again (a review).
+            let cleared = answer == "ok" && !copy && store.clearDamageMark()
+            return (
+                answer == "ok",
+                "integrity_check: \(answer.prefix(200))" + (cleared ? "; cleared the damage mark a worker had left (health answers 200 again)" : "")
+            )
         }
         probe("journal mode") { () throws(StoreError) in
             let mode = try store.journalMode()

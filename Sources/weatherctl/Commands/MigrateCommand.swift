@@ -40,7 +40,11 @@ enum MigrateCommand {
     }
 
     private static func applyMigrations(_ config: GatewayConfig, _ context: CommandContext) throws(CLIError) {
+        let existed = access(config.databasePath, F_OK) == 0
         let store = try context.openStore(config, .creating)
+        // A database made anew beside the -writer page of one found damaged (deleted, then
+        // started afresh) often gets its inode number: the damage mark is not its own.
+        if !existed { _ = store.clearDamageMark() }
         let unknown = try context.storeCall { () throws(StoreError) in try store.unknownMigrations() }
         guard unknown.isEmpty else {
             throw .failure(
