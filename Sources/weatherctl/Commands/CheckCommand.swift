@@ -141,7 +141,10 @@ enum CheckCommand {
             let cleared = answer == "ok" && !copy && store.clearDamageMark()
             return (
                 answer == "ok",
-                "integrity_check: \(answer.prefix(200))" + (cleared ? "; cleared the damage mark a worker had left (health answers 200 again)" : "")
+                "integrity_check: \(answer.prefix(200))"
+                    + (cleared
+                        ? "; cleared the damage mark a worker had left (restart the service so that the workers that met the damage answer health 200 too)"
+                        : "")
             )
         }
         probe("journal mode") { () throws(StoreError) in
