@@ -631,6 +631,32 @@ import WeatherProviders
         #expect(t.log.lines.last?.contains("providers=caiyun:ok,caiyun:ok") == true, "\(t.log.lines.last ?? "")")
     }
 
+    /// A forecast row of its own read because the outlook's fetch failed is not kept by the
+    /// worker past that request: kept to its own end, it answered with yesterday as `daily[0]`
+    /// after the outlook had recovered (a review).
+    @Test func anOwnRowReadWhileTheOutlookFailsIsNotKeptPastTheRequest() throws {
+        let t = try TestGateway()
+        t.clock.current = Timestamp(iso8601: "2026-11-30T16:05:00Z")!  // 00:05 in Shanghai
+        t.source.utcOffset = 8 * 3600
+        t.source.dayNotTurned = true  // a lagging provider: short answers, kept as long as the day has run
+        t.source.outlookDays = 14
+        let token = t.createSession()["weatherAccessToken"] as? String
+        func ask(_ days: Int) -> TestGateway.Answer { t.weather(token: token, query: "lat=31.2304&lon=121.4737&days=\(days)") }
+        #expect(ask(3).json["cache"] as? String == "miss")  // the outlook, fresh until 00:10
+        t.clock.advance(240)  // 00:09: days=15 is a row of its own, fresh until 00:18
+        #expect(ask(15).json["cache"] as? String == "miss" && t.source.lastQuery == .forecast(days: 15))
+        t.clock.advance(120)  // 00:11: the outlook is stale and its fetch fails
+        t.source.failure = .providerError
+        #expect(ask(15).json["cache"] as? String == "hit", "the row of its own, from the store")
+        t.clock.advance(30)  // the provider recovers and has turned its day
+        t.source.failure = nil
+        t.source.dayNotTurned = false
+        t.source.outlookDays = 15
+        let recovered = ask(15)
+        #expect(recovered.json["cache"] as? String == "miss" && t.source.lastQuery == .outlook, "\(recovered.json["cache"] ?? "")")
+        #expect(dates(recovered) == days(from: "2026-12-01", 15))
+    }
+
     /// A provider that always sends fewer days: the forecast's own row is kept in memory while
     /// the outlook it stands in for is fresh (no read of SQLite for each request).
     @Test func aForecastRowOfItsOwnIsKeptWhileTheShortOutlookIsFresh() throws {

@@ -181,9 +181,12 @@ final class WeatherHandler {
     }
 
     /// The request's own copy (fresh or stale) standing in for `error`, which it is without one
-    /// and for a storage failure.
+    /// and for a storage failure. Read for this request only: kept to its own end, a row fetched
+    /// while the outlook could not hold its days went on answering after the outlook had
+    /// recovered (a review; the outlook's own path keeps such a row no longer than the outlook).
     func ownCopy(key: String, for query: WeatherQuery, insteadOf error: HTTPError, now: Timestamp) throws(HTTPError) -> ([UInt8], String) {
         guard error.code != HTTPError.storageUnavailable.code, let own = try storedCopy(key: key, now: now), own.answers(query) else { throw error }
+        fresh.forget(key)
         return (own.body, own.state)
     }
 
