@@ -132,8 +132,8 @@ final class WeatherHandler {
             // the fresh one will hold them, so it is waited for and cut, not a provider called
             // for this request's own row (a review: one more call a cell each midnight for
             // `days=15`).
-            if outlook.state == Self.staleWhileRefreshing, outlook.daysEnded != 0, case .forecast = query, let source,
-                Self.cut(CellBody(body: outlook.body, state: outlook.state), for: query) != nil
+            if outlook.state == Self.staleWhileRefreshing, outlook.daysEnded != 0, case .forecast(let days) = query, let source,
+                ReportSlice.forecast(outlook.body, days: days) != nil
             {
                 do throws(HTTPError) {
                     let (budget, claimSeconds) = Self.fetchBudget(of: source)
