@@ -6,6 +6,14 @@ import Glibc
 
 /// The weather routes through nginx to 2+ workers, against loopback fake providers.
 @Suite(.serialized) struct WeatherEndToEndTests {
+    /// The date `offset` days from now in Shanghai: the fake Caiyun's days.
+    static func shanghaiDay(_ offset: Int) -> String {
+        let f = DateFormatter()
+        f.dateFormat = "yyyy-MM-dd"
+        f.timeZone = TimeZone(identifier: "Asia/Shanghai")
+        return f.string(from: Date().addingTimeInterval(Double(offset) * 86400))
+    }
+
     func session(_ h: GatewayHarness) throws -> [String: String] {
         ["X-Weather-Session-Token": try h.createSession()["weatherAccessToken"] as! String]
     }
@@ -128,12 +136,7 @@ import Glibc
         let h = try GatewayHarness(workers: 2, env: fake.environment(providers: "caiyun"))
         h.companions.append(fake)
         let auth = try session(h)
-        func day(_ offset: Int) -> String {
-            let f = DateFormatter()
-            f.dateFormat = "yyyy-MM-dd"
-            f.timeZone = TimeZone(identifier: "Asia/Shanghai")  // the fake Caiyun's days
-            return f.string(from: Date().addingTimeInterval(Double(offset) * 86400))
-        }
+        let day = Self.shanghaiDay
         for (from, to) in [(1, 3), (10, 14), (0, 0)] {
             let trip = try h.request("GET", "/v1/weather/trip?lat=31.2304&lon=121.4737&start=\(day(from))&end=\(day(to))", headers: auth)
             #expect(trip.status == 200, "\(trip.text)")
@@ -150,6 +153,31 @@ import Glibc
         #expect((far.json["error"] as? [String: Any])?["message"] as? String == "the weather providers of this gateway do not cover the days asked")
         #expect(far.headers["retry-after"] == nil)
         #expect(try fake.calls().count == 1, "Caiyun was asked for days it does not have")
+    }
+
+    /// A provider whose day has not turned (its series still starts at the place's yesterday)
+    /// answers the cell's outlook a day short, and `days=15` is then asked for on its own: the
+    /// same URL, whose answer the transport gives again. One call, not two (a billed call more a
+    /// cell every minute of such a lag), and the log line and the counters say so.
+    @Test func theOutlookAndDaysFifteenFromALaggingProviderCostOneCall() throws {
+        let fake = try FakeProviders()
+        let h = try GatewayHarness(workers: 1, env: fake.environment(providers: "caiyun"))
+        h.companions.append(fake)
+        let auth = try session(h)
+        let day = Self.shanghaiDay
+        try fake.setMode("caiyun", "day_not_turned")
+        let fifteen = try h.request("GET", "/v1/weather?lat=31.2304&lon=121.4737&days=15", headers: auth)
+        #expect(fifteen.status == 200, "\(fifteen.text)")
+        #expect((fifteen.json["daily"] as? [[String: Any]])?.compactMap { $0["date"] as? String } == (-1...13).map(day))
+        #expect(try fake.calls().count == 1)
+        #expect(h.log.contains("providers=caiyun:ok,caiyun:repeat"), "\(h.log)")
+        // The outlook's own cut (14 days from today) is served from the same single call.
+        let seven = try h.request("GET", "/v1/weather?lat=31.2304&lon=121.4737&days=7", headers: auth)
+        #expect((seven.json["daily"] as? [[String: Any]])?.compactMap { $0["date"] as? String } == (0...6).map(day))
+        #expect(try seven.json["cache"] as? String == "hit" && fake.calls().count == 1)
+        h.stopApp()  // the worker writes what it counted
+        #expect(h.sql("SELECT coalesce(sum(value), 0) FROM weather_counters WHERE name = 'provider.caiyun.calls'") == "1")
+        #expect(h.sql("SELECT coalesce(sum(value), 0) FROM weather_counters WHERE name = 'provider.caiyun.errors'") == "0")
     }
 
     @Test func notConfiguredIs503() throws {

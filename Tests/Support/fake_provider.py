@@ -15,7 +15,9 @@ Routes (one server serves both providers; point both base URLs at http://127.0.0
     POST /_reset                       forget calls and modes
 
 Modes: ok, integers, missing_optional, extra_fields, html_error, rate_limited, unauthorized,
-error_body, garbage, slow, reset, short (one day fewer than asked), broken_gzip_503.
+error_body, garbage, slow, reset, short (one day fewer than asked), broken_gzip_503,
+day_not_turned (Caiyun only: the series starts at the place's yesterday, as a provider whose day
+has not turned answers just after midnight).
 """
 
 import argparse
@@ -37,6 +39,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 MODES = {
     "ok", "integers", "missing_optional", "extra_fields", "html_error", "rate_limited",
     "unauthorized", "error_body", "garbage", "slow", "reset", "short", "broken_gzip_503",
+    "day_not_turned",
 }
 # Modes that answer like "ok" but frame the body differently, to exercise the client's HTTP/1.1.
 FRAMINGS = {
@@ -112,6 +115,8 @@ def utc_now():
 def caiyun_payload(fixtures, steps, mode):
     body = copy.deepcopy(fixtures["caiyun"])
     today = (utc_now() + dt.timedelta(hours=8)).date()  # Caiyun's local today in Asia/Shanghai
+    if mode == "day_not_turned":
+        today -= dt.timedelta(days=1)
     if mode == "short":
         steps = max(0, steps - 1)
     daily = body["result"]["daily"]

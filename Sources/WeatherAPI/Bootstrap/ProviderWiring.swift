@@ -7,7 +7,9 @@ import WeatherProviders
 public enum ProviderWiring {
     /// The provider chain `config` describes, sharing pauses through `pauses`.
     public static func source(for config: GatewayConfig, pauses: (any ProviderPauseBoard)? = nil) throws -> any WeatherSource {
-        let transport = HTTP1Transport()
+        // The outlook and `days=15` are one URL: a provider whose day has not turned answers the
+        // first a day short, and the second, asked at once, gets that answer again.
+        let transport = RepeatedCallTransport(HTTP1Transport())
         var providers: [any WeatherProvider] = []
         for name in config.providers {
             switch name {
@@ -70,7 +72,7 @@ final class ChainWeatherSource: WeatherSource {
     /// The chain's outcome in the handler's terms: calls for the counters, the log trail.
     static func weatherFetch(_ outcome: ChainOutcome) -> WeatherFetch {
         let attempts = outcome.attempts.filter(\.calledProvider).map { (provider: $0.provider, failed: $0.calledAndFailed) }
-        let trail = outcome.attempts.map { "\($0.provider):\($0.failure?.code ?? "ok")" }.joined(separator: ",")
+        let trail = outcome.attempts.map { "\($0.provider):\($0.code)" }.joined(separator: ",")
         switch outcome.result {
         case .success(let report): return WeatherFetch(result: .success(report), attempts: attempts, trail: trail)
         case .failure(.timeout): return WeatherFetch(result: .failure(.timeout), attempts: attempts, retryAfter: outcome.retryAfter, trail: trail)

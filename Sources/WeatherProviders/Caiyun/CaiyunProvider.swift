@@ -56,9 +56,16 @@ public struct CaiyunProvider: WeatherProvider {
     /// Calls Caiyun for `query` at the snapped `point`; trips Caiyun cannot cover fail with
     /// `.notCovered` before any network call.
     public func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) throws(ProviderFailure) -> WeatherReport {
-        guard canCover(query, now: now) else { throw .notCovered }
-        let response = try transport.get(requestURL(for: query, at: point), timeoutSeconds: timeoutSeconds)
-        return try Self.report(from: response, for: query, at: point, now: now)
+        try call(query, at: point, now: now).result.get()
+    }
+
+    /// `fetch`, saying whether a request went out: an outlook and `days=15` are the same URL, and
+    /// the transport may give the second the first one's answer (`RepeatedCallTransport`).
+    public func call(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) -> ProviderCall {
+        guard canCover(query, now: now) else { return ProviderCall(result: .failure(.notCovered), sent: false) }
+        return ProviderCall.get(requestURL(for: query, at: point), through: transport, timeoutSeconds: timeoutSeconds) {
+            (response) throws(ProviderFailure) in try Self.report(from: response, for: query, at: point, now: now)
+        }
     }
 
     /// `{base}/v2.6/{token}/{lon},{lat}/weather?...`: longitude first, as Caiyun wants it.

@@ -5,7 +5,8 @@ public struct ProviderAttempt: Sendable, Equatable {
     /// `nil` when this provider produced the report.
     public var failure: ProviderFailure?
     /// Whether the provider was actually called. `false` when it was skipped because it cannot
-    /// cover the query: such a skip costs nothing and is neither a provider call nor an error.
+    /// cover the query, or answered from its answer to the same call moments earlier
+    /// (`RepeatedCallTransport`): that costs nothing and is neither a provider call nor an error.
     public var calledProvider: Bool
 
     /// Creates an attempt record.
@@ -17,6 +18,10 @@ public struct ProviderAttempt: Sendable, Equatable {
 
     /// True when this attempt produced the report.
     public var succeeded: Bool { failure == nil }
+
+    /// The attempt in the request's log line: the failure's code, `ok`, or `repeat` for a report
+    /// made from the answer to the same call moments earlier, without a call.
+    public var code: String { failure?.code ?? (calledProvider ? "ok" : "repeat") }
 
     /// A call that failed, for the error counters: not one whose answer lacked the dates asked
     /// (a trip near the end of Caiyun's days, which a place's time zone decides), which says

@@ -69,17 +69,19 @@ public struct ProviderChain: Sendable {
                 lastFailure = pause.failure
                 continue
             }
-            do {
-                let report = try provider.fetch(query, at: point, now: now)
+            // An answer given again without a call (`ProviderCall.sent`) is no provider call.
+            let call = provider.call(query, at: point, now: now)
+            switch call.result {
+            case .success(let report):
                 cooldowns.succeeded(provider.name)
                 _ = recordPauses()
-                attempts.append(ProviderAttempt(provider: provider.name, failure: nil, calledProvider: true))
+                attempts.append(ProviderAttempt(provider: provider.name, failure: nil, calledProvider: call.sent))
                 return ChainOutcome(result: .success(report), attempts: attempts)
-            } catch {
+            case .failure(let error):
                 // Only a failure no query could avoid pauses the provider: what one client asks
                 // must not stop the gateway asking it for everyone.
                 if provider.failsEveryQuery(error) { pausing.append((provider.name, error)) }
-                attempts.append(ProviderAttempt(provider: provider.name, failure: error, calledProvider: true))
+                attempts.append(ProviderAttempt(provider: provider.name, failure: error, calledProvider: call.sent))
                 lastFailure = error
             }
         }

@@ -17,6 +17,10 @@ public protocol WeatherProvider: Sendable {
     /// Calls the provider and normalises its answer.
     func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) throws(ProviderFailure) -> WeatherReport
 
+    /// `fetch`, saying whether a request went out (`ProviderChain` counts calls by it). Default:
+    /// `fetch`, always a call.
+    func call(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) -> ProviderCall
+
     /// Whether `failure`, from this provider, means it can serve no query right now (so the chain
     /// pauses it) rather than something about this query alone. Default: `failure.failsEveryQuery`.
     func failsEveryQuery(_ failure: ProviderFailure) -> Bool
@@ -25,6 +29,11 @@ public protocol WeatherProvider: Sendable {
 extension WeatherProvider {
     /// `failure.failsEveryQuery`: what a provider whose errors say nothing more uses.
     public func failsEveryQuery(_ failure: ProviderFailure) -> Bool { failure.failsEveryQuery }
+
+    /// `fetch`, always counted as a call.
+    public func call(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) -> ProviderCall {
+        ProviderCall(result: Result { () throws(ProviderFailure) in try fetch(query, at: point, now: now) }, sent: true)
+    }
 
     /// Providers without a known horizon cover everything until their answer says otherwise.
     public func canCover(_ query: WeatherQuery, now: Timestamp) -> Bool { true }

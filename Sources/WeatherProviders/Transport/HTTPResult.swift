@@ -9,6 +9,10 @@ public struct HTTPResult: Sendable, Equatable {
     public var retryAfterSeconds: Int?
     /// The raw response body, at most the transport's body cap.
     public var body: [UInt8]
+    /// No request went out: this is the answer to the same call moments earlier, given again by
+    /// `RepeatedCallTransport`. The providers pass it on (`ProviderCall.sent`), so that the
+    /// counters count no call for it.
+    public var isRepeat = false
 
     /// Creates a result; tests use this to feed fixture bytes to the normalisers.
     public init(status: Int, retryAfterSeconds: Int? = nil, body: [UInt8]) {

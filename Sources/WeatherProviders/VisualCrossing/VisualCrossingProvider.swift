@@ -28,8 +28,15 @@ public struct VisualCrossingProvider: WeatherProvider {
     /// Calls Visual Crossing for `query` at the snapped `point`. Visual Crossing serves any date
     /// (forecast, history, statistics), so it relies on the default `canCover` (always true).
     public func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) throws(ProviderFailure) -> WeatherReport {
-        let response = try transport.get(requestURL(for: query, at: point), timeoutSeconds: timeoutSeconds)
-        return try Self.report(from: response, for: query, at: point, now: now)
+        try call(query, at: point, now: now).result.get()
+    }
+
+    /// `fetch`, saying whether a request went out: an outlook and `days=15` are the same URL, and
+    /// the transport may give the second the first one's answer (`RepeatedCallTransport`).
+    public func call(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) -> ProviderCall {
+        ProviderCall.get(requestURL(for: query, at: point), through: transport, timeoutSeconds: timeoutSeconds) {
+            (response) throws(ProviderFailure) in try Self.report(from: response, for: query, at: point, now: now)
+        }
     }
 
     /// `.../timeline/{lat},{lon}[/{start}/{end}]?unitGroup=metric&include=current,days&key=K&contentType=json&iconSet=icons2`.

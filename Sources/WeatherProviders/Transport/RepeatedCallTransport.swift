@@ -1,0 +1,63 @@
+import WeatherCore
+
+/// An `HTTPTransport` that answers a call repeated within moments with the answer to the first,
+/// marked `HTTPResult.isRepeat`, instead of sending it again.
+///
+/// While a provider's day has not turned (its series still starts at the place's yesterday, just
+/// after midnight) the cell's outlook comes back a day short, and the gateway then asks for
+/// `days=15` on its own: the very same URL, milliseconds later, for the very same answer, which
+/// the provider normaliser only cuts differently. Each such request cost a second billed call (a
+/// midnight economy run: 7.7 calls a cell in the first ten minutes of a lag with only `days=15`,
+/// 3.9 with `days=7`). Kept here, the second cut costs none, whichever of the gateway's paths
+/// asks for it.
+///
+/// Only the last 2xx answer is kept (a failed call leaves it), only for `windowSeconds` from its
+/// arrival, and only the same URL gets it: an answer some seconds old is what the cache would have
+/// given. One worker serves one request at a time, so the window holds one request's calls and
+/// those of the request right after it, never more than the providers' answer of a moment ago.
+public final class RepeatedCallTransport: HTTPTransport, @unchecked Sendable {
+    /// How long an answer is given again: the gap between the outlook's call and the forecast's
+    /// (a cache write and a fetch claim), with room for a busy database.
+    public static let defaultWindowSeconds = 2.0
+
+    private let base: any HTTPTransport
+    private let windowNanoseconds: UInt64
+    private let clock: @Sendable () -> UInt64
+    private let mutex = PthreadMutex()
+    private var last: (url: String, result: HTTPResult, arrived: UInt64)?
+
+    /// - Parameters:
+    ///   - base: the transport that sends calls.
+    ///   - windowSeconds: how long after its arrival an answer is given again.
+    ///   - clock: monotonic nanoseconds; tests move it by hand.
+    public init(
+        _ base: any HTTPTransport, windowSeconds: Double = RepeatedCallTransport.defaultWindowSeconds,
+        clock: @escaping @Sendable () -> UInt64 = { MonotonicTime.now() }
+    ) {
+        precondition(windowSeconds >= 0 && windowSeconds.isFinite, "window must be a finite number of seconds")
+        self.base = base
+        self.windowNanoseconds = UInt64(windowSeconds * 1_000_000_000)
+        self.clock = clock
+    }
+
+    public func get(_ url: String, timeoutSeconds: Double) throws(ProviderFailure) -> HTTPResult {
+        let now = clock()
+        mutex.lock()
+        if let kept = last, now &- kept.arrived >= windowNanoseconds { last = nil }  // not held past its window
+        let kept = last
+        mutex.unlock()
+        if let kept, kept.url == url {
+            var again = kept.result
+            again.isRepeat = true
+            return again
+        }
+        let result = try base.get(url, timeoutSeconds: timeoutSeconds)
+        if (200...299).contains(result.status) {
+            let arrived = clock()
+            mutex.lock()
+            last = (url, result, arrived)
+            mutex.unlock()
+        }
+        return result
+    }
+}
