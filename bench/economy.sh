@@ -7,13 +7,19 @@
 # per cache TTL" means provider calls (the fake's GET /_calls) <= distinct (0.05 cell, kind)
 # pairs asked for, a forecast of any `days` being one kind (the cell's outlook, since session 16). Limits are on but raised to 10,000,000 (every session comes from 127.0.0.1).
 #
+# CAIYUN_MODE=day_not_turned runs the same day against a Caiyun whose series starts at the place's
+# yesterday (as just after midnight, before its day has turned: every outlook a day short, so
+# `days=15` needs a row of its own) and reports the calls that costs beyond the pairs instead of
+# failing on them.
+#
 # usage: bench/economy.sh [--label TEXT]
 # Environment: USERS (10000), ECON_THREADS (4 threads, one connection each), WORKERS (2),
-# WEATHER_CACHE_TTL (600), GATEWAY_BIN, RESULTS. Exits non-zero when the assertion fails.
+# WEATHER_CACHE_TTL (600), CAIYUN_MODE (ok), GATEWAY_BIN, RESULTS. Exits non-zero when the
+# assertion fails.
 source "$(dirname "$0")/lib.sh"
 
 bench_args "$@"
-users=${USERS:-10000} threads=${ECON_THREADS:-4}
+users=${USERS:-10000} threads=${ECON_THREADS:-4} caiyun_mode=${CAIYUN_MODE:-ok}
 export WORKERS=${WORKERS:-2} NGINX_WORKERS=${NGINX_WORKERS:-1} WEATHER_CACHE_TTL=${WEATHER_CACHE_TTL:-600}
 export WEATHER_CACHE_STALE_TTL=${WEATHER_CACHE_STALE_TTL:-21600}
 ttl=$WEATHER_CACHE_TTL
@@ -29,6 +35,7 @@ start_nginx "$conf"
 gw="http://127.0.0.1:$port"
 wait_http "$gw/v1/health"
 curl -s -X POST "$FAKE_URL/_reset" >/dev/null
+[ "$caiyun_mode" = ok ] || curl -sf -X POST "$FAKE_URL/_mode?provider=caiyun&mode=$caiyun_mode" >/dev/null || die "the fake has no mode $caiyun_mode"
 
 log "simulating $users users with $threads connections (must finish within the cache TTL, $ttl s)"
 started=$(date +%s.%N)
@@ -66,7 +73,7 @@ ok=$(( calls <= pairs ))
 in_ttl=$(awk -v e="$elapsed" -v t="$ttl" 'BEGIN { print (e < t) ? 1 : 0 }')
 
 {
-  results_header "bench/economy.sh${label:+ ($label)}" "USERS=$users ECON_THREADS=$threads WORKERS=$WORKERS WEATHER_CACHE_TTL=$ttl bench/economy.sh $args"
+  results_header "bench/economy.sh${label:+ ($label)}" "USERS=$users ECON_THREADS=$threads WORKERS=$WORKERS WEATHER_CACHE_TTL=$ttl CAIYUN_MODE=$caiyun_mode bench/economy.sh $args"
   echo "$users simulated users within 30 km of 31.23,121.47 (session, 3-5 weather requests at their own point with days 1, 3, 7 or 15, one trip to one of 10 cities 7-60 days ahead), compressed into $elapsed s (cache TTL $ttl s), $threads connections, $WORKERS workers, limits on at 10,000,000, fake providers."
   echo
   echo "| users | requests | errors | distinct cells | distinct (cell, kind) | provider calls (Caiyun + VC) | cache rows | hit / miss / stale |"
@@ -76,8 +83,10 @@ in_ttl=$(awk -v e="$elapsed" -v t="$ttl" 'BEGIN { print (e < t) ? 1 : 0 }')
   echo "- sessions created $creates, weather answers $weather, trip answers $trips; error statuses: ${statuses:-none}; requests wrk dropped unsent and the script sent again: $resent"
   echo "- provider calls per request: $(ratio "$calls" "$requests"); calls <= distinct (cell, kind) pairs: $([ "$ok" = 1 ] && echo yes || echo NO); whole run within one cache TTL: $([ "$in_ttl" = 1 ] && echo yes || echo NO)"
   echo "- Caiyun (first in the order; asked only for cells' outlooks, trips past its 15 days go to Visual Crossing) calls per distinct cell: $caiyun for $all_cells cells ($([ "$caiyun" -le "$all_cells" ] && echo "at most one each" || echo "MORE than one each"))"
+  [ "$caiyun_mode" = ok ] || echo "- Caiyun in mode \`$caiyun_mode\`: $caiyun calls for $weather_cells home cells and the trips within 13 days, $(( caiyun - weather_cells )) beyond one a home cell"
 } >"$OUT/section.md"
 cat "$OUT/section.md" >>"$RESULTS"
 cat "$OUT/section.md"
 log "appended to $RESULTS"
+[ "$caiyun_mode" != ok ] && ok=1  # a lagging provider costs more: reported above, not a failure
 [ "$ok" = 1 ] && [ "$in_ttl" = 1 ] && [ "$errors" = 0 ] || die "economy check failed (calls $calls, pairs $pairs, errors $errors, ${elapsed}s)"
