@@ -28,7 +28,8 @@ final class ManualNanoseconds: @unchecked Sendable {
         #expect(base.urls == ["https://p.test/a", "https://p.test/a", "https://p.test/b"])
     }
 
-    /// A 429 (or any non-2xx) is never given again, and a call that fails leaves the last answer.
+    /// A 429 (or any non-2xx) is never given again, a call that fails leaves the last answer, and
+    /// an answer over `maxKeptBytes` is not kept.
     @Test func onlyASuccessIsGivenAgainAndAFailedCallLeavesIt() throws {
         let base = RecordingTransport([
             .success(HTTPResult(status: 429, retryAfterSeconds: 30, body: [])),
@@ -42,6 +43,12 @@ final class ManualNanoseconds: @unchecked Sendable {
         #expect(throws: ProviderFailure.timeout) { try transport.get("https://p.test/b", timeoutSeconds: 1) }
         let again = try transport.get("https://p.test/a", timeoutSeconds: 1)
         #expect(again.body == [1] && again.isRepeat && base.urls.count == 3)
+
+        // A body larger than any forecast is not held between calls.
+        let big = RecordingTransport(body: [UInt8](repeating: 0x20, count: RepeatedCallTransport.maxKeptBytes + 1))
+        let bigTransport = RepeatedCallTransport(big, clock: { 0 })
+        _ = try bigTransport.get("https://p.test/a", timeoutSeconds: 1)
+        #expect(try !bigTransport.get("https://p.test/a", timeoutSeconds: 1).isRepeat && big.urls.count == 2)
     }
 
     /// Caiyun's series of 15 days from 30 November, the place's yesterday half a minute after
@@ -92,9 +99,51 @@ final class ManualNanoseconds: @unchecked Sendable {
         let fell = chain.fetch(.forecast(days: 15), at: shanghai, now: fixtureNow)
         #expect(
             fell.attempts == [
-                ProviderAttempt(provider: "caiyun", failure: .notCovered, calledProvider: false),
+                ProviderAttempt(provider: "caiyun", failure: .notCovered, calledProvider: true, repeated: true),
                 ProviderAttempt(provider: "next", failure: nil, calledProvider: true),
             ])
         #expect(fell.providerCalls == 1 && fell.providerErrors == 0 && base.urls.count == 1 && next.calls == 1)
+
+        // Alone, Caiyun answered without the days: the provider's shortfall (502 "try again
+        // later"), not days no provider covers, which only a skip without asking is (a review:
+        // the repeat passed for a skip).
+        let alone = ProviderChain([caiyun])
+        _ = alone.fetch(.outlook, at: shanghai, now: fixtureNow)
+        let short = alone.fetch(.forecast(days: 15), at: shanghai, now: fixtureNow)
+        #expect(short.result == .failure(.providerError) && short.providerCalls == 0 && short.attempts.map(\.code) == ["not_covered"])
+    }
+
+    /// An answer given again neither starts nor lengthens a pause, nor ends a run of failures:
+    /// only calls do (a review: a kept maintenance page given to the probe after a pause doubled
+    /// the pause for every worker without a call).
+    @Test func anAnswerGivenAgainNeitherPausesNorEndsARunOfFailures() throws {
+        let clock = ProviderChainTests.SetClock()
+        func chain(_ answers: [Result<HTTPResult, ProviderFailure>]) -> (ProviderChain, RecordingTransport) {
+            let base = RecordingTransport(answers)
+            let caiyun = CaiyunProvider(baseURL: "https://caiyun.test", token: "t", transport: RepeatedCallTransport(base, clock: { 0 }), timeoutSeconds: 1)
+            return (ProviderChain([caiyun]), base)
+        }
+        var cooldowns = ProviderCooldowns(longest: 30)
+        func fetch(_ chain: ProviderChain, _ query: WeatherQuery, at second: Int64) -> ChainOutcome {
+            clock.current = fixtureNow.adding(seconds: second)
+            return chain.fetch(query, at: shanghai, now: clock.current, cooldowns: &cooldowns, clock: clock)
+        }
+        // A 200 that is not JSON pauses Caiyun for 1 s; the same page given again after it does not.
+        let (page, pageCalls) = chain([.success(HTTPResult(status: 200, body: Array("<html>down for maintenance</html>".utf8)))])
+        #expect(fetch(page, .forecast(days: 7), at: 0).retryAfter == 1)
+        let again = fetch(page, .forecast(days: 7), at: 1)
+        #expect(again.attempts.map(\.code) == ["not_json"] && again.attempts.first?.repeated == true && again.retryAfter == nil)
+        #expect(fetch(page, .forecast(days: 7), at: 1).attempts.map(\.code) == ["not_json"], "not skipped: no new pause")
+        #expect(pageCalls.urls.count == 1)
+
+        // A success given again leaves a run of failures as it is: the next failure pauses 2 s.
+        cooldowns = ProviderCooldowns(longest: 30)
+        let (flaky, flakyCalls) = chain([.success(HTTPResult(status: 200, body: try Fixture.bytes(Fixture.caiyunWeather))), .failure(.timeout)])
+        #expect(fetch(flaky, .forecast(days: 7), at: 10).providerCalls == 1)  // kept
+        #expect(fetch(flaky, .forecast(days: 3), at: 10).retryAfter == 1)  // another URL times out: 1 s
+        let repeated = fetch(flaky, .forecast(days: 7), at: 11)
+        #expect(repeated.attempts.map(\.code) == ["repeat"] && repeated.providerCalls == 0)
+        #expect(fetch(flaky, .forecast(days: 3), at: 11).retryAfter == 2, "the second failure in a row")
+        #expect(flakyCalls.urls.count == 3)
     }
 }

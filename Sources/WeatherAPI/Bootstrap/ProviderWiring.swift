@@ -71,7 +71,7 @@ final class ChainWeatherSource: WeatherSource {
 
     /// The chain's outcome in the handler's terms: calls for the counters, the log trail.
     static func weatherFetch(_ outcome: ChainOutcome) -> WeatherFetch {
-        let attempts = outcome.attempts.filter(\.calledProvider).map { (provider: $0.provider, failed: $0.calledAndFailed) }
+        let attempts = outcome.attempts.filter(\.sentRequest).map { (provider: $0.provider, failed: $0.calledAndFailed) }
         let trail = outcome.attempts.map { "\($0.provider):\($0.code)" }.joined(separator: ",")
         switch outcome.result {
         case .success(let report): return WeatherFetch(result: .success(report), attempts: attempts, trail: trail)

@@ -62,7 +62,7 @@ public struct CaiyunProvider: WeatherProvider {
     /// `fetch`, saying whether a request went out: an outlook and `days=15` are the same URL, and
     /// the transport may give the second the first one's answer (`RepeatedCallTransport`).
     public func call(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) -> ProviderCall {
-        guard canCover(query, now: now) else { return ProviderCall(result: .failure(.notCovered), sent: false) }
+        guard canCover(query, now: now) else { return ProviderCall(result: .failure(.notCovered)) }  // the chain asks `canCover` first
         return ProviderCall.get(requestURL(for: query, at: point), through: transport, timeoutSeconds: timeoutSeconds) {
             (response) throws(ProviderFailure) in try Self.report(from: response, for: query, at: point, now: now)
         }

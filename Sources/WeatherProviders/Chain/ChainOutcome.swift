@@ -18,7 +18,7 @@ public struct ChainOutcome: Sendable, Equatable {
     }
 
     /// Provider calls made (skips excluded): what the `stats` provider-call counter adds.
-    public var providerCalls: Int { attempts.count(where: \.calledProvider) }
+    public var providerCalls: Int { attempts.count(where: \.sentRequest) }
 
     /// Provider calls that failed: what the `stats` provider-error counter adds. An answer
     /// without the dates asked (`.notCovered`) is not one: the provider did what it offers.

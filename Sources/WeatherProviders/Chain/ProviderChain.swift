@@ -69,19 +69,21 @@ public struct ProviderChain: Sendable {
                 lastFailure = pause.failure
                 continue
             }
-            // An answer given again without a call (`ProviderCall.sent`) is no provider call.
+            // An answer given again (`ProviderCall.repeated`) is the provider's answer, but no
+            // call: it neither ends a pause nor starts or lengthens one (the call that brought it
+            // did what it does), and the counters count neither a call nor an error for it.
             let call = provider.call(query, at: point, now: now)
             switch call.result {
             case .success(let report):
-                cooldowns.succeeded(provider.name)
+                if !call.repeated { cooldowns.succeeded(provider.name) }
                 _ = recordPauses()
-                attempts.append(ProviderAttempt(provider: provider.name, failure: nil, calledProvider: call.sent))
+                attempts.append(ProviderAttempt(provider: provider.name, failure: nil, calledProvider: true, repeated: call.repeated))
                 return ChainOutcome(result: .success(report), attempts: attempts)
             case .failure(let error):
                 // Only a failure no query could avoid pauses the provider: what one client asks
                 // must not stop the gateway asking it for everyone.
-                if provider.failsEveryQuery(error) { pausing.append((provider.name, error)) }
-                attempts.append(ProviderAttempt(provider: provider.name, failure: error, calledProvider: call.sent))
+                if !call.repeated && provider.failsEveryQuery(error) { pausing.append((provider.name, error)) }
+                attempts.append(ProviderAttempt(provider: provider.name, failure: error, calledProvider: true, repeated: call.repeated))
                 lastFailure = error
             }
         }

@@ -1,16 +1,17 @@
 import WeatherCore
 
-/// What asking one provider came to: its report or why there is none, and whether a request went
-/// out for it (not when the transport gave an answer again: `RepeatedCallTransport`).
+/// What asking one provider came to: its report or why there is none, and whether it was judged
+/// on the answer to the same call moments earlier instead of a request of its own
+/// (`RepeatedCallTransport`).
 public struct ProviderCall: Sendable {
     public var result: Result<WeatherReport, ProviderFailure>
-    /// False for an answer given again, or a query refused before any call: the counters count no
-    /// provider call for it, nor an error.
-    public var sent: Bool
+    /// No request went out (`ProviderAttempt.repeated`): the counters count no call or error for
+    /// it, and it pauses nobody.
+    public var repeated: Bool
 
-    public init(result: Result<WeatherReport, ProviderFailure>, sent: Bool) {
+    public init(result: Result<WeatherReport, ProviderFailure>, repeated: Bool = false) {
         self.result = result
-        self.sent = sent
+        self.repeated = repeated
     }
 
     /// One GET of `url` through `transport`, its answer judged by `report`.
@@ -22,8 +23,8 @@ public struct ProviderCall: Sendable {
         do {
             response = try transport.get(url, timeoutSeconds: timeoutSeconds)
         } catch {
-            return ProviderCall(result: .failure(error), sent: true)
+            return ProviderCall(result: .failure(error))
         }
-        return ProviderCall(result: Result { () throws(ProviderFailure) in try report(response) }, sent: !response.isRepeat)
+        return ProviderCall(result: Result { () throws(ProviderFailure) in try report(response) }, repeated: response.isRepeat)
     }
 }

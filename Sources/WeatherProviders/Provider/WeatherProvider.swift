@@ -17,8 +17,8 @@ public protocol WeatherProvider: Sendable {
     /// Calls the provider and normalises its answer.
     func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) throws(ProviderFailure) -> WeatherReport
 
-    /// `fetch`, saying whether a request went out (`ProviderChain` counts calls by it). Default:
-    /// `fetch`, always a call.
+    /// `fetch`, saying whether its answer was the one to the same call moments earlier rather than
+    /// a request of its own (`ProviderChain` counts calls by it). Default: `fetch`, always a call.
     func call(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) -> ProviderCall
 
     /// Whether `failure`, from this provider, means it can serve no query right now (so the chain
@@ -32,7 +32,7 @@ extension WeatherProvider {
 
     /// `fetch`, always counted as a call.
     public func call(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) -> ProviderCall {
-        ProviderCall(result: Result { () throws(ProviderFailure) in try fetch(query, at: point, now: now) }, sent: true)
+        ProviderCall(result: Result { () throws(ProviderFailure) in try fetch(query, at: point, now: now) })
     }
 
     /// Providers without a known horizon cover everything until their answer says otherwise.

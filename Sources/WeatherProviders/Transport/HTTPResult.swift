@@ -10,7 +10,7 @@ public struct HTTPResult: Sendable, Equatable {
     /// The raw response body, at most the transport's body cap.
     public var body: [UInt8]
     /// No request went out: this is the answer to the same call moments earlier, given again by
-    /// `RepeatedCallTransport`. The providers pass it on (`ProviderCall.sent`), so that the
+    /// `RepeatedCallTransport`. The providers pass it on (`ProviderCall.repeated`), so that the
     /// counters count no call for it.
     public var isRepeat = false
 

@@ -13,12 +13,15 @@ import WeatherCore
 ///
 /// Only the last 2xx answer is kept (a failed call leaves it), only for `windowSeconds` from its
 /// arrival, and only the same URL gets it: an answer some seconds old is what the cache would have
-/// given. One worker serves one request at a time, so the window holds one request's calls and
-/// those of the request right after it, never more than the providers' answer of a moment ago.
+/// given. A body over `maxKeptBytes` is not kept, so that a worker holds at most that much between
+/// calls (the kept answer goes with the next call after its window). Each worker has its own transport, so only that worker's own calls of the last moments
+/// are answered again.
 public final class RepeatedCallTransport: HTTPTransport, @unchecked Sendable {
     /// How long an answer is given again: the gap between the outlook's call and the forecast's
     /// (a cache write and a fetch claim), with room for a busy database.
     public static let defaultWindowSeconds = 2.0
+    /// The largest body kept: a forecast is about 30 KB, and the transport takes up to 2 MiB.
+    public static let maxKeptBytes = 256 * 1024
 
     private let base: any HTTPTransport
     private let windowNanoseconds: UInt64
@@ -43,7 +46,7 @@ public final class RepeatedCallTransport: HTTPTransport, @unchecked Sendable {
     public func get(_ url: String, timeoutSeconds: Double) throws(ProviderFailure) -> HTTPResult {
         let now = clock()
         mutex.lock()
-        if let kept = last, now &- kept.arrived >= windowNanoseconds { last = nil }  // not held past its window
+        if let kept = last, now &- kept.arrived >= windowNanoseconds { last = nil }  // its window is over
         let kept = last
         mutex.unlock()
         if let kept, kept.url == url {
@@ -52,7 +55,7 @@ public final class RepeatedCallTransport: HTTPTransport, @unchecked Sendable {
             return again
         }
         let result = try base.get(url, timeoutSeconds: timeoutSeconds)
-        if (200...299).contains(result.status) {
+        if (200...299).contains(result.status) && result.body.count <= Self.maxKeptBytes {
             let arrived = clock()
             mutex.lock()
             last = (url, result, arrived)
