@@ -14,8 +14,8 @@ import WeatherCore
 /// Only the last 2xx answer is kept (a failed call leaves it), only for `windowSeconds` from its
 /// arrival, and only the same URL gets it: an answer some seconds old is what the cache would have
 /// given. A body over `maxKeptBytes` is not kept, so that a worker holds at most that much between
-/// calls (the kept answer goes with the next call after its window). Each worker has its own transport, so only that worker's own calls of the last moments
-/// are answered again.
+/// calls (the kept answer goes with the next call after its window). Each worker has its own
+/// transport, so only that worker's own calls of the last moments are answered again.
 public final class RepeatedCallTransport: HTTPTransport, @unchecked Sendable {
     /// How long an answer is given again: the gap between the outlook's call and the forecast's
     /// (a cache write and a fetch claim), with room for a busy database.
