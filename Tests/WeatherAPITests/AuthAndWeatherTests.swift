@@ -502,8 +502,11 @@ import WeatherProviders
 
     /// While another worker fetches a cell's outlook just after the place's midnight, a forecast
     /// the stale outlook holds only with its ended day (`days=15`) waits for the fresh one and is
-    /// cut from it: no provider call of its own (a review found one a cell each midnight).
-    @Test func daysFifteenAfterMidnightWaitsForTheOutlookAnotherWorkerFetches() throws {
+    /// cut from it: no provider call of its own (a review found one a cell each midnight). When
+    /// that fetch fails (its claim let go, nothing stored), the answer is its failure, still
+    /// without a call: the stale outlook, fetched before midnight, is not that fetch's answer.
+    @Test(arguments: [true, false])
+    func daysFifteenAfterMidnightWaitsForTheOutlookAnotherWorkerFetches(otherStores: Bool) throws {
         let t = try TestGateway()
         t.clock.current = Timestamp(iso8601: "2026-11-30T15:50:00Z")!  // 23:50 in Shanghai
         t.source.utcOffset = 8 * 3600
@@ -522,15 +525,22 @@ import WeatherProviders
         let stored = DispatchSemaphore(value: 0)
         DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) {
             if let store = try? SQLiteGatewayStore(path: path) {
-                try? store.storeWeather(
-                    key: outlookKey, body: body, fetchedAt: stamp, freshUntil: stamp.adding(seconds: 600), staleUntil: stamp.adding(seconds: 1200),
-                    firstDayEndsAt: nil)
+                if otherStores {
+                    try? store.storeWeather(
+                        key: outlookKey, body: body, fetchedAt: stamp, freshUntil: stamp.adding(seconds: 600), staleUntil: stamp.adding(seconds: 1200),
+                        firstDayEndsAt: nil)
+                }
                 try? store.releaseFetchLock(key: outlookKey, owner: other)
             }
             stored.signal()
         }
         let fifteen = t.weather(token: token, query: "lat=31.2304&lon=121.4737&days=15")
         stored.wait()
+        guard otherStores else {
+            #expect(fifteen.status == 502 && fifteen.errorCode == "provider_error", "\(fifteen.status)")
+            #expect(t.source.calls == 1, "no call of its own")
+            return
+        }
         #expect(fifteen.status == 200 && fifteen.json["cache"] as? String == "hit", "\(fifteen.status)")
         #expect(dates(fifteen) == days(from: "2026-12-01", 15))
         #expect(t.source.calls == 1, "no call of its own")
@@ -1075,6 +1085,24 @@ extension WeatherCounterTests {
         }
     }
 
+    /// The other worker's fetch stored an answer that is already not fresh by the waiter's clock
+    /// (whole seconds: a TTL of one second, a fetch in the last second before the place's
+    /// midnight): the waiter fetches itself (nil), where it answered 502 although the provider
+    /// had answered (a black-box drill). A pause still answers first.
+    @Test func aFetchWhoseAnswerIsNoLongerFreshIsFetchedAgainNot502() throws {
+        let none = try WeatherHandler.awaitFetch(
+            pollAgain: { true }, freshBody: { () throws(StoreError) -> [UInt8]? in nil },
+            fetchState: { () throws(StoreError) -> FetchLockState in .released },
+            fetchedMeanwhile: { () throws(StoreError) -> Bool in true })
+        #expect(none == nil)
+        #expect(throws: HTTPError.providerTimeout) {
+            try WeatherHandler.awaitFetch(
+                pollAgain: { true }, freshBody: { () throws(StoreError) -> [UInt8]? in nil },
+                fetchState: { () throws(StoreError) -> FetchLockState in .released }, paused: { .providerTimeout },
+                fetchedMeanwhile: { () throws(StoreError) -> Bool in true })
+        }
+    }
+
     /// The worker fetching the cell was killed mid-fetch: the waiter stops waiting at once (nil:
     /// it fetches itself), after reading the cache once more; it used to wait until the claim
     /// ran out and answer 504.
@@ -1303,6 +1331,34 @@ extension WeatherCounterTests {
         #expect(answer.status == 504 && answer.errorCode == "provider_timeout" && answer.headers["retry-after"] == "1")
         #expect(t2.log.lines.last?.contains(" providers=caiyun:cooling_down") == true, "\(t2.log.lines.last ?? "")")
         #expect(p1.calls == 1 && p2.calls == 0)
+        while !fetching.isFinished { usleep(1_000) }
+    }
+
+    /// The other worker's fetch succeeded, but what it stored is fresh only until the second the
+    /// waiter's request came in (a TTL of one second): the waiter fetches the cell itself and
+    /// answers 200, where it answered 502 with no provider failing (a black-box drill).
+    @Test func aWaiterWhoseAwaitedAnswerIsAlreadyStaleFetchesItself() throws {
+        let (p1, p2, t1, t2, _, token) = try twoWorkers()
+        p2.failure = nil
+        let point = GridPoint.snapping(lat: 40, lon: 116, degrees: t1.config.gridDegrees)
+        let key = "\(point.key)|\(WeatherQuery.outlook.cacheKind)"
+        let fetchedAt = t1.clock.now()
+        #expect(try t1.store.acquireFetchLock(key: key, owner: "pid-1", now: fetchedAt, until: fetchedAt.adding(seconds: 60)))
+        t1.clock.advance(1)  // the waiter's request comes in the next second
+        // The first worker's fetch ends while the second waits: its answer stored, fresh until
+        // the second the waiter came in, and its lock released, as `weatherBody` does.
+        nonisolated(unsafe) let store = t1.store  // that thread's only, until it ends
+        let fetching = Thread {
+            usleep(100_000)
+            try? store.storeWeather(
+                key: key, body: Array("{\"provider\":\"caiyun\",\"daily\":[]}".utf8), fetchedAt: fetchedAt,
+                freshUntil: fetchedAt.adding(seconds: 1), staleUntil: fetchedAt.adding(seconds: 3600), firstDayEndsAt: nil)
+            try? store.releaseFetchLock(key: key, owner: "pid-1")
+        }
+        fetching.start()
+        let answer = t2.weather(token: token, query: "lat=40&lon=116")
+        #expect(answer.status == 200 && answer.json["cache"] as? String == "miss", "\(answer.status) \(String(decoding: answer.body, as: UTF8.self))")
+        #expect(p1.calls == 0 && p2.calls == 1)
         while !fetching.isFinished { usleep(1_000) }
     }
 

@@ -417,7 +417,8 @@ final class WeatherHandler {
     /// When that fetch ends without a body and every provider that could serve `query` is then
     /// in a pause (shared by the workers: that fetch's own failures are recorded before its lock
     /// is released), the answer is that failure with its `Retry-After`. Nil when the fetching
-    /// worker has ended without letting its claim go: this one should fetch.
+    /// worker has ended without letting its claim go, or when its fetch stored an answer that is
+    /// already not fresh by this request's clock: this one should fetch.
     private func awaitOtherWorker(
         key: String, query: WeatherQuery, source: any WeatherSource, budget: Double, claimSeconds: Int64, context: inout Context
     ) throws(HTTPError) -> CellBody? {
@@ -445,6 +446,14 @@ final class WeatherHandler {
                     guard let paused = source.pausedFetch(query, now: now()) else { return nil }
                     trail = paused.trail
                     return Self.failure(of: paused)
+                },
+                // A copy fetched since a claim's length before this request came is that fetch's
+                // answer (or a later one): it succeeded, though its freshness, counted in whole
+                // seconds, ended by this request's (a TTL of a second; a fetch in the last second
+                // before the place's midnight). The copy that was there before would be older.
+                fetchedMeanwhile: { () throws(StoreError) -> Bool in
+                    guard let stored = try store.cachedWeather(key: key, now: now()) else { return false }
+                    return stored.fetchedAt.seconds >= requestTime.seconds - claimSeconds
                 })
         else { return nil }
         // Fresh, but until when is the fetching worker's: this one keeps no copy or cut of it.
@@ -457,7 +466,9 @@ final class WeatherHandler {
     /// claim ran out instead of being let go (that worker died or overran: nothing failed that
     /// a 502 could name); nil when that worker has ended with its claim still live
     /// (`abandoned`: killed mid-fetch; the caller fetches itself instead of waiting for the claim
-    /// to run out and answering 504); 504 when `pollAgain` says time is up; 503 when storage fails. A pause
+    /// to run out and answering 504), and nil too when that fetch stored an answer no longer fresh
+    /// (`fetchedMeanwhile`: it was 502 although the provider had answered, a black-box drill with a
+    /// TTL of one second); 504 when `pollAgain` says time is up; 503 when storage fails. A pause
     /// alone does not end the wait: one begun by another cell's fetch says nothing of this one,
     /// whose call may still succeed. Polling only reads: the waiters of a slow fetch used to take
     /// the write lock every 20 ms each.
@@ -468,7 +479,7 @@ final class WeatherHandler {
     /// two reads: 9 of 600 first requests for new cells, two at a time, in session 9's test.)
     static func awaitFetch(
         pollAgain: () -> Bool, freshBody: () throws(StoreError) -> [UInt8]?, fetchState: () throws(StoreError) -> FetchLockState,
-        paused: () -> HTTPError? = { nil }
+        paused: () -> HTTPError? = { nil }, fetchedMeanwhile: () throws(StoreError) -> Bool = { false }
     ) throws(HTTPError) -> [UInt8]? {
         var failure: HTTPError?
         do throws(StoreError) {
@@ -478,7 +489,13 @@ final class WeatherHandler {
                 guard state != .held else { continue }
                 if let body = try freshBody() { return body }
                 if state == .abandoned { return nil }
-                failure = paused() ?? (state == .expired ? .providerTimeout : .providerError)
+                if let paused = paused() {
+                    failure = paused
+                } else if try fetchedMeanwhile() {
+                    return nil
+                } else {
+                    failure = state == .expired ? .providerTimeout : .providerError
+                }
             }
         } catch {
             throw .storageUnavailable
