@@ -138,7 +138,8 @@ final class WeatherHandler {
                 do throws(HTTPError) {
                     let (budget, claimSeconds) = Self.fetchBudget(of: source)
                     if let awaited = try awaitOtherWorker(
-                        key: outlookKey, query: .outlook, source: source, budget: budget, claimSeconds: claimSeconds, context: &context),
+                        key: outlookKey, query: .outlook, seen: outlook.fetchedAt, source: source, budget: budget, claimSeconds: claimSeconds,
+                        context: &context),
                         let cut = Self.cut(awaited, for: query)
                     {
                         return (cut, awaited.state)
@@ -243,6 +244,9 @@ final class WeatherHandler {
         /// -1 for a copy whose first day has not begun at the place (fetched under a clock since
         /// set back): no forecast is served from it.
         var daysEnded = 0
+        /// For a stale copy: its fetch's time, which tells a waiter whether the row it finds after
+        /// another worker's fetch is that fetch's answer (`awaitOtherWorker`'s `seen`).
+        var fetchedAt: Timestamp?
 
         /// Whether this copy of `query`'s own row answers it: not a stale forecast whose first day
         /// is no longer the place's today (it has ended, or not begun), since its row holds
@@ -281,9 +285,10 @@ final class WeatherHandler {
     /// before migration 0006), counts none. Counted, not cut: the body is read only where a
     /// forecast is cut from it.
     static func staleCopy(_ cached: CachedWeather, now: Timestamp) -> CellBody {
-        guard let end = cached.firstDayEndsAt else { return CellBody(body: cached.body, state: "stale") }
-        if now.seconds >= end { return CellBody(body: cached.body, state: "stale", daysEnded: 1 + Int((now.seconds - end) / 86_400)) }
-        return CellBody(body: cached.body, state: "stale", daysEnded: end - now.seconds > 90_000 ? -1 : 0)
+        var copy = CellBody(body: cached.body, state: "stale", fetchedAt: cached.fetchedAt)
+        guard let end = cached.firstDayEndsAt else { return copy }
+        copy.daysEnded = now.seconds >= end ? 1 + Int((now.seconds - end) / 86_400) : end - now.seconds > 90_000 ? -1 : 0
+        return copy
     }
 
     /// Fresh by this clock: before its `freshUntil`, and not fresh for longer than the TTL from
@@ -301,7 +306,8 @@ final class WeatherHandler {
         let key = "\(point.key)|\(query.cacheKind)"
         // A copy that cannot answer is none: no stale answer, and while another worker fetches,
         // its answer is waited for.
-        let copy = try storedCopy(key: key, now: now).flatMap { $0.answers(query) ? $0 : nil }
+        let stored = try storedCopy(key: key, now: now)
+        let copy = stored.flatMap { $0.answers(query) ? $0 : nil }
         if let copy, copy.state == "hit" { return copy }
         /// The stale copy standing in for `failure`, or that failure.
         func staleOr(_ failure: HTTPError) throws(HTTPError) -> CellBody {
@@ -341,7 +347,9 @@ final class WeatherHandler {
                 stale.state = Self.staleWhileRefreshing
                 return stale
             }
-            if let body = try awaitOtherWorker(key: key, query: query, source: source, budget: budget, claimSeconds: claimSeconds, context: &context) {
+            if let body = try awaitOtherWorker(
+                key: key, query: query, seen: stored?.fetchedAt, source: source, budget: budget, claimSeconds: claimSeconds, context: &context)
+            {
                 return body
             }
         }
@@ -418,9 +426,11 @@ final class WeatherHandler {
     /// in a pause (shared by the workers: that fetch's own failures are recorded before its lock
     /// is released), the answer is that failure with its `Retry-After`. Nil when the fetching
     /// worker has ended without letting its claim go, or when its fetch stored an answer that is
-    /// already not fresh by this request's clock: this one should fetch.
+    /// already not fresh by this request's clock: this one should fetch. `seen`: the fetch time of
+    /// the copy this request found before it tried to claim the cell (nil: none).
     private func awaitOtherWorker(
-        key: String, query: WeatherQuery, source: any WeatherSource, budget: Double, claimSeconds: Int64, context: inout Context
+        key: String, query: WeatherQuery, seen: Timestamp?, source: any WeatherSource, budget: Double, claimSeconds: Int64,
+        context: inout Context
     ) throws(HTTPError) -> CellBody? {
         let started = MonotonicTime.now(), requestTime = context.now
         let deadline = started + UInt64(budget * 1_000_000_000)
@@ -447,13 +457,16 @@ final class WeatherHandler {
                     trail = paused.trail
                     return Self.failure(of: paused)
                 },
-                // A copy fetched since a claim's length before this request came is that fetch's
-                // answer (or a later one): it succeeded, though its freshness, counted in whole
-                // seconds, ended by this request's (a TTL of a second; a fetch in the last second
-                // before the place's midnight). The copy that was there before would be older.
+                // A copy other than the one this request found before it tried to claim the cell is
+                // the awaited fetch's answer (or a later one): that fetch succeeded, though the
+                // copy's freshness, counted in whole seconds, ended by this request's clock (a TTL
+                // of a second; a fetch in the second before a cell stops being fresh at the
+                // place's midnight). The fetching worker stores before it lets its claim go, and
+                // this request read the cache before its claim failed, so it cannot take that
+                // answer for the copy it found.
                 fetchedMeanwhile: { () throws(StoreError) -> Bool in
                     guard let stored = try store.cachedWeather(key: key, now: now()) else { return false }
-                    return stored.fetchedAt.seconds >= requestTime.seconds - claimSeconds
+                    return stored.fetchedAt != seen
                 })
         else { return nil }
         // Fresh, but until when is the fetching worker's: this one keeps no copy or cut of it.
