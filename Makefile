@@ -1,6 +1,6 @@
 # The two commands of the README: `make run` and `make test`. Both install what they need.
 SWIFT ?= swift
-.PHONY: deps build run test format format-check dist bench soak fuzz clean
+.PHONY: deps build run test format format-check dist bench soak sanitize fuzz clean
 
 deps:
 	@scripts/install-deps.sh
@@ -40,6 +40,10 @@ soak: deps
 	$(SWIFT) build -c release
 	bench/soak.sh
 	bench/crash.sh
+
+## Every test on ThreadSanitizer and AddressSanitizer builds (scripts/sanitize.sh; not in make test).
+sanitize: deps
+	scripts/sanitize.sh
 
 ## The request parsers under libFuzzer for FUZZ_SECONDS (60); new inputs go to fuzz/corpus.
 fuzz: deps

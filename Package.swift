@@ -20,6 +20,8 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CHTTPClient", pkgConfig: "libssl", providers: [.apt(["libssl-dev", "zlib1g-dev"])]),
+        // Our own C: a sanitizer build's default options (`make sanitize`); empty in other builds.
+        .target(name: "CSanitizerOptions"),
 
         .target(name: "WeatherCore", swiftSettings: swiftSettings),
         .target(name: "WeatherCrypto", dependencies: ["CCrypto", "WeatherCore"], swiftSettings: swiftSettings),
@@ -33,12 +35,12 @@ let package = Package(
         .target(name: "FastCGIRuntime", dependencies: ["CFastCGI", "WeatherAPI", "WeatherCore"], swiftSettings: swiftSettings),
         .executableTarget(
             name: "weather-fcgi",
-            dependencies: ["FastCGIRuntime", "WeatherAPI", "WeatherStore", "WeatherCore"],
+            dependencies: ["FastCGIRuntime", "WeatherAPI", "WeatherStore", "WeatherCore", "CSanitizerOptions"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
             name: "weatherctl",
-            dependencies: ["WeatherAPI", "WeatherStore", "WeatherCore", "WeatherCrypto", "WeatherProviders"],
+            dependencies: ["WeatherAPI", "WeatherStore", "WeatherCore", "WeatherCrypto", "WeatherProviders", "CSanitizerOptions"],
             swiftSettings: swiftSettings
         ),
         .target(name: "WeatherSessionKit", swiftSettings: swiftSettings),

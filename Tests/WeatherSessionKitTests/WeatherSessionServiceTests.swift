@@ -273,8 +273,9 @@ struct WeatherSessionServiceTests {
     @Test func deadlinesCountFromWhenTheRequestWentOut() async throws {
         let h = Harness()
         let sentAt = h.clock.now()
-        h.gateway.respond(to: .createSession) { [clock = h.clock, gateway = h.gateway] request in
+        h.gateway.respond(to: .createSession) { [clock = h.clock, weak gateway = h.gateway] request in
             clock.advance(by: 100)
+            guard let gateway else { throw URLError(.cancelled) }
             return gateway.simulate(request)
         }
         _ = try await h.service.accessToken()

@@ -70,8 +70,11 @@ final class FakeGateway: WeatherHTTPTransport, @unchecked Sendable {
 
     /// Holds every request to `route` until `gate` opens; the simulation answers it then.
     func hold(_ route: Route, until gate: Gate) {
-        respond(to: route) { [self] request in
+        // Held weakly: the gateway keeps its overrides, so a strong capture would keep it (and
+        // every request it recorded) alive after the test (LeakSanitizer, session 23).
+        respond(to: route) { [weak self] request in
             await gate.wait()
+            guard let self else { throw URLError(.cancelled) }
             return simulate(request)
         }
     }
