@@ -38,6 +38,22 @@ import Glibc
         #expect(h.sql("SELECT group_concat(cache_key) FROM weather_cache") == "31.25,121.45|forecast")
     }
 
+    /// A provider named by host name, as in production, is reached: the worker resolves it on its
+    /// resolver thread (every other end-to-end test names the fake by address, which resolves
+    /// without one), so `make sanitize` sees that thread in a real worker too.
+    @Test func aProviderNamedByHostNameIsReached() throws {
+        let fake = try FakeProviders()
+        var env = fake.environment(providers: "caiyun")
+        env["CAIYUN_BASE_URL"] = "http://localhost:\(fake.port)"
+        let h = try GatewayHarness(workers: 1, env: env)
+        h.companions.append(fake)
+        let r = try h.request("GET", "/v1/weather?lat=31.2304&lon=121.4737", headers: try session(h))
+        #expect(r.status == 200, "\(r.text)")
+        #expect(r.json["provider"] as? String == "caiyun")
+        #expect(try fake.calls().count == 1)
+        #expect(h.log.contains("providers=caiyun:ok"), "\(h.log)")
+    }
+
     @Test func secondRequestInCellIsAHitAndSixteenConcurrentMissesMakeOneCall() throws {
         let fake = try FakeProviders()
         let h = try GatewayHarness(workers: 2, env: fake.environment())
