@@ -65,4 +65,40 @@ import WeatherCore
         #expect(try count(store, "SELECT count(*) FROM anonymous_weather_sessions WHERE status = 'revoked'") == 2)
         #expect(try store.revokeInstallation(hash: "inst", now: now) == ["aws_2", "aws_3", "aws_4"])
     }
+
+    /// A revocation noted inside a transaction is announced at its commit, not before (a worker
+    /// that looked the grant up again meanwhile would have found it live) and not when it rolls
+    /// back; outside one, at once.
+    @Test func aRevocationIsAnnouncedAtItsCommitOnly() throws {
+        let (store, _) = try store()
+        let db = store.db
+        let before = try #require(db.revocationGeneration)
+        struct Stop: Error {}
+        try db.transaction {
+            db.noteRevocation()
+            #expect(db.revocationGeneration == before, "not before the commit")
+        }
+        #expect(db.revocationGeneration == before + 1)
+        #expect(throws: Stop.self) {
+            try db.transaction {
+                db.noteRevocation()
+                throw Stop()
+            }
+        }
+        try db.transaction {}
+        #expect(db.revocationGeneration == before + 1, "rolled back: none, and none carried into the next commit")
+        db.noteRevocation()
+        #expect(db.revocationGeneration == before + 2)
+    }
+
+    /// A connection that could not open the `-writer` page when it started (a full disk, no file
+    /// descriptor left) opens it when it revokes: its revocation reaches the other workers.
+    @Test func aConnectionWithoutThePageOpensItToAnnounce() throws {
+        let (store, path) = try store()
+        let before = try #require(store.db.revocationGeneration)
+        let late = try Database(path: path)  // no page, as after a failed opening
+        #expect(late.revocationGeneration == nil)
+        try late.transaction { late.noteRevocation() }
+        #expect(store.db.revocationGeneration == before + 1, "announced through the page")
+    }
 }

@@ -64,6 +64,54 @@ import WeatherCore
         lock.unlock()
     }
 
+    /// A holder that died may have died between its COMMIT and announcing the revocation that
+    /// commit made (`Database.transaction`): the next holder announces it, so that no worker
+    /// keeps serving a revoked session's grant (a review of the state workers share; its drill
+    /// killed a revoking process there, and the retried revoke announced nothing).
+    @Test func aHolderThatDiedLeavesARevocationAnnounced() throws {
+        let path = try lockFile()
+        let lock = try #require(WriterLock(path: path, timeout: 2))
+        let before = lock.revocationGeneration
+        let done = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) let shared = lock
+        let holder = Thread {
+            _ = shared.lock()  // and exit without unlocking or announcing
+            done.signal()
+        }
+        holder.start()
+        done.wait()
+        while !holder.isFinished { usleep(1000) }
+        #expect(lock.revocationGeneration == before, "nothing announced while the holder lived")
+        #expect(lock.lock())
+        #expect(lock.revocationGeneration == before + 1, "taken over from a dead holder: announced")
+        lock.unlock()
+        #expect(lock.lock())
+        lock.unlock()
+        #expect(lock.revocationGeneration == before + 1, "an ordinary turn announces nothing")
+    }
+
+    /// A page whose boot id is zeros was set up by a process that could not read one (a sandbox
+    /// without `/proc/sys`): it is not set up afresh under its holder (two holders at once, in a
+    /// review's drill), and the first process that can read the id records it.
+    @Test func aPageWithoutABootIdKeepsItsMutexAndGetsTheId() throws {
+        let path = try lockFile()
+        let holder = try #require(WriterLock(path: path, timeout: 0))
+        #expect(holder.lock())
+        let fd = open(path, O_RDWR)
+        defer { close(fd) }
+        let zeros = [UInt8](repeating: 0, count: 40)
+        #expect(zeros.withUnsafeBytes { pwrite(fd, $0.baseAddress, 40, 8) } == 40)
+        let other = try #require(WriterLock(path: path, timeout: 0))
+        #expect(!other.lock(), "still held: the mutex was not set up afresh")
+        var recorded = [UInt8](repeating: 0, count: 36)
+        #expect(recorded.withUnsafeMutableBytes { pread(fd, $0.baseAddress, 36, 8) } == 36)
+        let boot = try String(contentsOfFile: "/proc/sys/kernel/random/boot_id", encoding: .utf8).prefix(36)
+        #expect(String(decoding: recorded, as: UTF8.self) == boot, "the boot id is recorded now")
+        holder.unlock()
+        #expect(other.lock())
+        other.unlock()
+    }
+
     @Test func aLockFileFromAnotherBootIsSetUpAfresh() throws {
         let path = try lockFile()
         let lock = try #require(WriterLock(path: path, timeout: 0))

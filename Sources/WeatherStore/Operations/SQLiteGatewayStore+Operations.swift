@@ -110,10 +110,10 @@ extension SQLiteGatewayStore: OperatorStore {
                     try db.run(
                         "UPDATE anonymous_weather_sessions SET status = 'revoked', revoked_at = coalesce(revoked_at, ?2) WHERE id IN (\(batch))",
                         bindings)
+                    db.noteRevocation()  // announced at the commit
                     return ids
                 }
                 guard !ids.isEmpty else { return revoked }
-                db.noteRevocation()
                 revoked += ids
                 try afterBatch(revoked.count)
                 if ids.count < batchSize { return revoked }

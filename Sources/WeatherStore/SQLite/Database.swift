@@ -285,7 +285,10 @@ public final class Database {
 
     /// Runs `body` in a `BEGIN IMMEDIATE` transaction: the write lock is taken up front, so two
     /// workers never both read then both write. Rolls back when `body` throws.
-    /// With a `WriterLock`, waits for it first (see there), and holds it until the end.
+    /// With a `WriterLock`, waits for it first (see there), and holds it until the end. A
+    /// revocation `body` noted (`noteRevocation`) is announced after the COMMIT and before the
+    /// queue is let go, so a writer killed between the two leaves it to the queue's next holder
+    /// (`WriterLock.lock`, owner dead), not unannounced.
     public func transaction<T>(_ body: () throws -> T) throws -> T {
         let asked = MonotonicTime.now()
         let queued = writerLock?.lock(waiting: !writerSeemsStuck) ?? false
@@ -298,15 +301,22 @@ public final class Database {
             throw error
         }
         writeWaitNs &+= MonotonicTime.now() &- asked
+        inTransaction = true
+        revocationInTransaction = false
+        defer { inTransaction = false }
         do {
             let value = try body()
             try runControl("COMMIT")
+            if revocationInTransaction { announceRevocation() }
             return value
         } catch {
             try? runControl("ROLLBACK")  // the original error is the one worth reporting
             throw error
         }
     }
+
+    /// Inside `transaction`: whether its body noted a revocation, to be announced at its commit.
+    private var inTransaction = false, revocationInTransaction = false
 
     /// BEGIN, COMMIT and ROLLBACK as cached statements (`execute` would parse them every time).
     private func runControl(_ sql: String) throws(DatabaseError) {
@@ -383,8 +393,21 @@ public final class Database {
     /// The revocation generation of the `-writer` page; nil without one.
     public var revocationGeneration: UInt64? { writerLock?.revocationGeneration }
 
-    /// Tells every process a revocation was committed (call after the commit).
-    public func noteRevocation() { writerLock?.noteRevocation() }
+    /// Tells every process of the machine that a revocation was committed, so that they drop the
+    /// access grants they keep (`SQLiteGatewayStore.accessGrant`). Inside `transaction`, at its
+    /// commit (a revocation rolled back is none); outside, at once.
+    public func noteRevocation() {
+        if inTransaction { revocationInTransaction = true } else { announceRevocation() }
+    }
+
+    /// Moves the page's revocation generation. A connection that could not open the page before
+    /// (a full disk at start, no file descriptor left) tries again first: without it, its
+    /// revocations would reach no other worker's grants, and nothing would say so (a review of
+    /// the state workers share).
+    private func announceRevocation() {
+        if writerLock == nil { attachWriterPage(create: false) }
+        writerLock?.noteRevocation()
+    }
 
     /// Tells every worker of the machine that the file this connection has open is damaged
     /// (`-writer` page), so that each answers health 503, not only the one that met the damage.

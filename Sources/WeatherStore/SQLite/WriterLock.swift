@@ -18,8 +18,8 @@ import Glibc
 /// `timeout` seconds and the transaction goes on to SQLite's busy handler, so a stuck holder
 /// costs a 503, never a hang.
 ///
-/// The same page carries the revocation generation: a counter every revocation moves on (after
-/// its commit), so that a worker may keep access grants it looked up for as long as the counter
+/// The same page carries the revocation generation: a counter every revocation moves on (at its
+/// commit, before the queue is let go; a holder that died is taken to have revoked), so that a worker may keep access grants it looked up for as long as the counter
 /// has not moved (`SQLiteGatewayStore.accessGrant`). It also carries the checkpoint mark: the
 /// WAL's length at the last checkpoint any worker made (`Database.checkpointIfDue`), and the
 /// provider pauses (`SharedProviderPauses`), and the damage mark: the database file a worker
@@ -140,7 +140,14 @@ final class WriterLock {
         page = p
         let boot = Self.bootId()
         let recorded = UnsafeRawBufferPointer(start: page + 8, count: 40)
-        if page.load(as: UInt64.self) != Self.magic || !recorded.starts(with: boot) {
+        // A page set up by a process that could not read the boot id (a sandbox without
+        // `/proc/sys`) records none: that says nothing of a reboot, and setting the mutex up
+        // afresh under the workers using it would let two of them hold it (a review). The first
+        // process that can read the id records it.
+        let bootUnknown = recorded.allSatisfy { $0 == 0 }
+        if page.load(as: UInt64.self) == Self.magic && bootUnknown {
+            UnsafeMutableRawBufferPointer(start: page + 8, count: 40).copyBytes(from: boot + [UInt8](repeating: 0, count: 40 - boot.count))
+        } else if page.load(as: UInt64.self) != Self.magic || !recorded.starts(with: boot) {
             // Pauses until times of the last boot's clock are forgotten with its mutex.
             UnsafeMutableRawBufferPointer(start: page + Self.pauseOffset, count: 16 * Self.pauseSlots).initializeMemory(as: UInt8.self, repeating: 0)
             var attr = pthread_mutexattr_t()
@@ -179,7 +186,12 @@ final class WriterLock {
         if rc == EBUSY && waiting { rc = csqlite_mutex_lock_within(mutex, Int32(clamping: timeout)) }
         if rc == EOWNERDEAD {
             // The previous holder died mid-transaction; SQLite rolls its transaction back itself.
+            // Or it died just after its COMMIT, before announcing a revocation that commit made
+            // (`Database.transaction`): announced here for it, as nothing else would (its client's
+            // repeated revoke finds the session revoked already and announces nothing). Other
+            // workers' grants are only looked up again.
             pthread_mutex_consistent(mutex)
+            noteRevocation()
             rc = 0
         }
         return rc == 0

@@ -219,7 +219,6 @@ public final class SQLiteGatewayStore: GatewayStore {
             try revokeAll(sessionId: sessionId, now: now)
             return .reused
         }
-        if outcome == .reused { db.noteRevocation() }
         return outcome
     }
 
@@ -291,7 +290,6 @@ public final class SQLiteGatewayStore: GatewayStore {
         else { return .notProven }
         guard row.sessionActive else { return .alreadyRevoked }
         try write { try revokeAll(sessionId: sessionId, now: now) }
-        db.noteRevocation()
         return .revoked
     }
 
@@ -301,11 +299,11 @@ public final class SQLiteGatewayStore: GatewayStore {
             try revokeAll(sessionId: id, now: now)
             return true
         }
-        if revoked { db.noteRevocation() }
         return revoked
     }
 
-    /// Every caller notes the revocation (`Database.noteRevocation`) once its transaction commits.
+    /// Inside a `write`: the revocation is announced to every worker at its commit
+    /// (`Database.noteRevocation`).
     private func revokeAll(sessionId: String, now: Timestamp) throws {
         try db.run(
             "UPDATE anonymous_weather_sessions SET status = 'revoked', revoked_at = coalesce(revoked_at, ?2) WHERE id = ?1",
@@ -313,6 +311,7 @@ public final class SQLiteGatewayStore: GatewayStore {
         try db.run(
             "UPDATE weather_session_tokens SET revoked_at = ?2 WHERE session_id = ?1 AND revoked_at IS NULL",
             [.text(sessionId), .text(now.iso8601)])
+        db.noteRevocation()
     }
 
     public func touchSessions(_ seen: [String: Timestamp]) throws(StoreError) {
