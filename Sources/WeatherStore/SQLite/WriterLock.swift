@@ -141,13 +141,12 @@ final class WriterLock {
         let boot = Self.bootId()
         let recorded = UnsafeRawBufferPointer(start: page + 8, count: 40)
         // A page set up by a process that could not read the boot id (a sandbox without
-        // `/proc/sys`) records none: that says nothing of a reboot, and setting the mutex up
-        // afresh under the workers using it would let two of them hold it (a review). The first
-        // process that can read the id records it.
-        let bootUnknown = recorded.allSatisfy { $0 == 0 }
-        if page.load(as: UInt64.self) == Self.magic && bootUnknown {
-            UnsafeMutableRawBufferPointer(start: page + 8, count: 40).copyBytes(from: boot + [UInt8](repeating: 0, count: 40 - boot.count))
-        } else if page.load(as: UInt64.self) != Self.magic || !recorded.starts(with: boot) {
+        // `/proc/sys`) records none, and is set up afresh by the first process that can, as one
+        // of another boot: it may be one (a mutex left locked by a crash would then be held for
+        // ever), and nothing on the page tells. Under workers holding it, that lets two hold it
+        // once, and SQLite's own lock still keeps their writes apart (session 23: a review tried
+        // keeping such a mutex, and a second review found the crash case it broke).
+        if page.load(as: UInt64.self) != Self.magic || !recorded.starts(with: boot) {
             // Pauses until times of the last boot's clock are forgotten with its mutex.
             UnsafeMutableRawBufferPointer(start: page + Self.pauseOffset, count: 16 * Self.pauseSlots).initializeMemory(as: UInt8.self, repeating: 0)
             var attr = pthread_mutexattr_t()
