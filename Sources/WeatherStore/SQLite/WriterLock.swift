@@ -19,8 +19,9 @@ import Glibc
 /// costs a 503, never a hang.
 ///
 /// The same page carries the revocation generation: a counter every revocation moves on (at its
-/// commit, before the queue is let go; a holder that died is taken to have revoked), so that a worker may keep access grants it looked up for as long as the counter
-/// has not moved (`SQLiteGatewayStore.accessGrant`). It also carries the checkpoint mark: the
+/// commit, before the queue is let go; a holder that died is taken to have revoked), so that a
+/// worker may keep access grants it looked up for as long as the counter has not moved
+/// (`SQLiteGatewayStore.accessGrant`). It also carries the checkpoint mark: the
 /// WAL's length at the last checkpoint any worker made (`Database.checkpointIfDue`), and the
 /// provider pauses (`SharedProviderPauses`), and the damage mark: the database file a worker
 /// found damaged. Page layout: magic (0..<8), boot id (8..<48), checkpoint mark (48..<56),
@@ -144,8 +145,8 @@ final class WriterLock {
         // `/proc/sys`) records none, and is set up afresh by the first process that can, as one
         // of another boot: it may be one (a mutex left locked by a crash would then be held for
         // ever), and nothing on the page tells. Under workers holding it, that lets two hold it
-        // once, and SQLite's own lock still keeps their writes apart (session 23: a review tried
-        // keeping such a mutex, and a second review found the crash case it broke).
+        // once, and SQLite's own lock still keeps their writes apart (session 23 kept such a
+        // mutex for one commit; a review found it then held for ever after a crash).
         if page.load(as: UInt64.self) != Self.magic || !recorded.starts(with: boot) {
             // Pauses until times of the last boot's clock are forgotten with its mutex.
             UnsafeMutableRawBufferPointer(start: page + Self.pauseOffset, count: 16 * Self.pauseSlots).initializeMemory(as: UInt8.self, repeating: 0)
