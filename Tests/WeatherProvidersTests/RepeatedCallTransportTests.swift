@@ -28,6 +28,29 @@ final class ManualNanoseconds: @unchecked Sendable {
         #expect(base.urls == ["https://p.test/a", "https://p.test/a", "https://p.test/b"])
     }
 
+    /// Within the window, but with the wall clock moved by the cache's TTL (a TTL of a second, a
+    /// test's clock moved on) or set back, the provider is asked again: a repeat stored as a fresh
+    /// copy would outlive its TTL.
+    @Test func anAnswerAsOldAsTheCacheTTLIsNotGivenAgain() throws {
+        let wall = ManualNanoseconds()  // counted in whole seconds here
+        let base = RecordingTransport([.success(HTTPResult(status: 200, body: [1])), .success(HTTPResult(status: 200, body: [2]))])
+        let transport = RepeatedCallTransport(
+            base, windowSeconds: 2, clock: { 0 }, freshSeconds: 1, wallClock: { Timestamp(seconds: Int64(wall.now)) })
+        _ = try transport.get("https://p.test/a", timeoutSeconds: 1)
+        #expect(try transport.get("https://p.test/a", timeoutSeconds: 1).isRepeat, "the same second: repeated")
+        wall.advance(1)
+        let later = try transport.get("https://p.test/a", timeoutSeconds: 1)
+        #expect(later.body == [2] && !later.isRepeat && base.urls.count == 2)
+
+        let elapsed = ManualNanoseconds()  // seconds the wall clock has gone back
+        let back = RecordingTransport(body: [3])
+        let setBack = RepeatedCallTransport(
+            back, clock: { 0 }, freshSeconds: 600, wallClock: { Timestamp(seconds: 2_000_000_000 - Int64(elapsed.now)) })
+        _ = try setBack.get("https://p.test/a", timeoutSeconds: 1)
+        elapsed.advance(5)
+        #expect(try !setBack.get("https://p.test/a", timeoutSeconds: 1).isRepeat && back.urls.count == 2, "a clock set back: asked again")
+    }
+
     /// A 429 (or any non-2xx) is never given again, a call that fails leaves the last answer, and
     /// an answer over `maxKeptBytes` is not kept.
     @Test func onlyASuccessIsGivenAgainAndAFailedCallLeavesIt() throws {

@@ -90,6 +90,33 @@ import WeatherCore
         #expect(lock.revocationGeneration == before + 1, "an ordinary turn announces nothing")
     }
 
+    /// The worker that replaces a killed one (or `weatherctl`) takes a dead holder's turn over as
+    /// it opens the page: the revocation that holder may have committed is announced then, not
+    /// only at the machine's next write.
+    @Test func openingThePageTakesADeadHoldersTurnOver() throws {
+        let path = try lockFile().replacingOccurrences(of: "-writer", with: "")
+        try Database(path: path).execute("CREATE TABLE t (x INTEGER)")
+        let lock = try #require(WriterLock(path: path + "-writer", timeout: 0))
+        let before = lock.revocationGeneration
+        let done = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) let shared = lock
+        let holder = Thread {
+            _ = shared.lock()  // and exit without unlocking, as a killed worker would
+            done.signal()
+        }
+        holder.start()
+        done.wait()
+        while !holder.isFinished { usleep(1000) }
+        let replacement = try Database(path: path)
+        replacement.attachWriterPage(waitSeconds: 0)
+        #expect(lock.revocationGeneration == before + 1, "announced as the page was opened")
+        #expect(lock.lock(), "and the turn is free")
+        lock.unlock()
+        let another = try Database(path: path)
+        another.attachWriterPage(waitSeconds: 0)
+        #expect(lock.revocationGeneration == before + 1, "a free turn announces nothing")
+    }
+
     @Test func aLockFileFromAnotherBootIsSetUpAfresh() throws {
         let path = try lockFile()
         let lock = try #require(WriterLock(path: path, timeout: 0))

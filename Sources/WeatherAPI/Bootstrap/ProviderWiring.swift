@@ -9,7 +9,7 @@ public enum ProviderWiring {
     public static func source(for config: GatewayConfig, pauses: (any ProviderPauseBoard)? = nil) throws -> any WeatherSource {
         // The outlook and `days=15` are one URL: a provider whose day has not turned answers the
         // first a day short, and the second, asked at once, gets that answer again.
-        let transport = RepeatedCallTransport(HTTP1Transport())
+        let transport = RepeatedCallTransport(HTTP1Transport(), freshSeconds: config.cacheTTL)
         var providers: [any WeatherProvider] = []
         for name in config.providers {
             switch name {

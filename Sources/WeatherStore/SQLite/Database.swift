@@ -385,9 +385,13 @@ public final class Database {
     /// Opens the database's `-writer` page (`WriterLock`) if it is not open yet: its writers'
     /// queue, waited for at most `waitSeconds`, and its revocation generation. Without one
     /// (read-only directory) both are skipped. Without `create`, only a page that exists.
+    /// A holder of the queue that died is taken over at once (only tried, never waited for): a
+    /// revocation it committed just before it was killed is announced as the worker replacing it
+    /// starts (`WriterLock.lock`), not only at the machine's next write.
     public func attachWriterPage(waitSeconds: Int = 5, create: Bool = true) {
         guard writerLock == nil, let name = sqlite3_db_filename(handle, "main"), name.pointee != 0 else { return }
         writerLock = WriterLock(databasePath: String(cString: name), timeout: waitSeconds, create: create)
+        if let lock = writerLock, lock.lock(waiting: false) { lock.unlock() }
     }
 
     /// The revocation generation of the `-writer` page; nil without one.
