@@ -11,6 +11,20 @@ import WeatherCore
         return dir.appendingPathComponent("w.sqlite3-writer").path
     }
 
+    /// Takes `lock` on a thread that then ends without letting it go, as a killed worker would
+    /// (and without announcing anything): the mutex is "owner dead" afterwards.
+    func leaveHeldByAThreadThatEnded(_ lock: WriterLock) {
+        let done = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) let shared = lock
+        let holder = Thread {
+            _ = shared.lock()
+            done.signal()
+        }
+        holder.start()
+        done.wait()
+        while !holder.isFinished { usleep(1000) }
+    }
+
     @Test func oneHolderAtATimeAndWaitingEndsAtTheDeadline() throws {
         let path = try lockFile()
         let a = try #require(WriterLock(path: path, timeout: 0))
@@ -51,15 +65,7 @@ import WeatherCore
     @Test func aHolderThatDiedIsTakenOver() throws {
         let path = try lockFile()
         let lock = try #require(WriterLock(path: path, timeout: 2))
-        let done = DispatchSemaphore(value: 0)
-        nonisolated(unsafe) let shared = lock
-        let holder = Thread {
-            _ = shared.lock()  // and exit without unlocking, as a killed worker would
-            done.signal()
-        }
-        holder.start()
-        done.wait()
-        while !holder.isFinished { usleep(1000) }
+        leaveHeldByAThreadThatEnded(lock)
         #expect(lock.lock(), "owner dead: the next writer takes the lock over")
         lock.unlock()
     }
@@ -72,15 +78,7 @@ import WeatherCore
         let path = try lockFile()
         let lock = try #require(WriterLock(path: path, timeout: 2))
         let before = lock.revocationGeneration
-        let done = DispatchSemaphore(value: 0)
-        nonisolated(unsafe) let shared = lock
-        let holder = Thread {
-            _ = shared.lock()  // and exit without unlocking or announcing
-            done.signal()
-        }
-        holder.start()
-        done.wait()
-        while !holder.isFinished { usleep(1000) }
+        leaveHeldByAThreadThatEnded(lock)
         #expect(lock.revocationGeneration == before, "nothing announced while the holder lived")
         #expect(lock.lock())
         #expect(lock.revocationGeneration == before + 1, "taken over from a dead holder: announced")
@@ -98,15 +96,7 @@ import WeatherCore
         try Database(path: path).execute("CREATE TABLE t (x INTEGER)")
         let lock = try #require(WriterLock(path: path + "-writer", timeout: 0))
         let before = lock.revocationGeneration
-        let done = DispatchSemaphore(value: 0)
-        nonisolated(unsafe) let shared = lock
-        let holder = Thread {
-            _ = shared.lock()  // and exit without unlocking, as a killed worker would
-            done.signal()
-        }
-        holder.start()
-        done.wait()
-        while !holder.isFinished { usleep(1000) }
+        leaveHeldByAThreadThatEnded(lock)
         let replacement = try Database(path: path)
         replacement.attachWriterPage(waitSeconds: 0)
         #expect(lock.revocationGeneration == before + 1, "announced as the page was opened")
