@@ -1304,7 +1304,7 @@ let openAPIDocument = ##"""
               "miss",
               "stale"
             ],
-            "description": "`hit`: fresh cached copy (WEATHER_CACHE_TTL, default 600 s); `miss`: fetched now; `stale`: the providers are failing (or another worker is fetching) and an older copy within WEATHER_CACHE_STALE_TTL (default 6 h) is served."
+            "description": "`hit`: fresh cached copy (WEATHER_CACHE_TTL, default 600 s); `miss`: fetched for this request (an answer the same worker had for the very same provider call less than 2 s before, and within the TTL, stands in for a second call); `stale`: the providers are failing (or another worker is fetching) and an older copy within WEATHER_CACHE_STALE_TTL (default 6 h) is served."
           }
         }
       },
@@ -1370,7 +1370,7 @@ let openAPIDocument = ##"""
               "miss",
               "stale"
             ],
-            "description": "`hit`: fresh cached copy (WEATHER_CACHE_TTL, default 600 s); `miss`: fetched now; `stale`: the providers are failing (or another worker is fetching) and an older copy within WEATHER_CACHE_STALE_TTL (default 6 h) is served."
+            "description": "`hit`: fresh cached copy (WEATHER_CACHE_TTL, default 600 s); `miss`: fetched for this request (an answer the same worker had for the very same provider call less than 2 s before, and within the TTL, stands in for a second call); `stale`: the providers are failing (or another worker is fetching) and an older copy within WEATHER_CACHE_STALE_TTL (default 6 h) is served."
           }
         }
       },
