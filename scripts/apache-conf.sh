@@ -32,6 +32,7 @@ LoadModule headers_module $mods/mod_headers.so
 LoadModule proxy_module $mods/mod_proxy.so
 LoadModule proxy_fcgi_module $mods/mod_proxy_fcgi.so
 LoadModule unique_id_module $mods/mod_unique_id.so
+LoadModule setenvif_module $mods/mod_setenvif.so
 TypesConfig /etc/mime.types
 <Directory />
     AllowOverride None

@@ -50,8 +50,8 @@ import Glibc
         try HTTPClient.sendAll(fd, ArraySlice(Array("GET /v1/health\r\n".utf8)))
         var buffer = [UInt8](repeating: 0, count: 512)
         #expect(buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, 512, 0) } <= 0, "HTTP/0.9 was answered")
-        // The coordinates of a query spelled %3F or ; (a 404) are not logged either.
-        for path in ["/v1/weather%3Flat=31.2304&lon=121.4737", "/v1/weather;lat=31.2304&lon=121.4737"] {
+        // The coordinates of a query spelled %3F or ;, or put in the path (404s), are not logged either.
+        for path in ["/v1/weather%3Flat=31.2304&lon=121.4737", "/v1/weather;lat=31.2304&lon=121.4737", "/v1/weather/31.2304,121.4737"] {
             _ = try HTTPClient.send(port: h.port, "GET", path)
         }
         // Raw coordinates reach no log: not the access log, not nginx's error logs even when no
@@ -60,6 +60,7 @@ import Glibc
         #expect(try HTTPClient.send(port: h.port, "GET", "/v1/weather?lat=31.2304&lon=121.4737").status == 503)
         let logs = logFiles(under: h.directory.appendingPathComponent("nginx").path)
         #expect(logs["access.log"]?.contains("\"GET /v1/weather HTTP/1.1\" 200") == true, "\(logs["access.log"] ?? "no access log")")
+        #expect(logs["access.log"]?.contains("\"GET /v1/weather/ HTTP/1.1\" 404") == true, "\(logs["access.log"] ?? "no access log")")
         #expect(logs["access.log"]?.contains("\"GET /v1/weather HTTP/1.1\" 503") == true && logs["access.log"]?.contains("upstream=502") == true)
         expectNoCoordinates(in: logs.merging(["gateway": h.log]) { $1 }, written: ["access.log", "gateway"])
     }
@@ -306,6 +307,11 @@ import Glibc
             expectEnvelope(r, c.code, c.name)
             #expect(r.headers["x-request-id"]?.isEmpty == false, "\(c.name): \(r.headers)")
         }
+        // Coordinates spelled into the path (404s) are not logged: %U, the decoded path, logged
+        // the first one's whole.
+        for path in ["/v1/weather%3Flat=31.2304&lon=121.4737", "/v1/weather;lat=31.2304&lon=121.4737", "/v1/weather/31.2304,121.4737"] {
+            #expect(try HTTPClient.send(port: port, "GET", path).status == 404, "\(path)")
+        }
         // No worker to answer: 503 in the envelope, not Apache's page.
         h.stopApp()
         let down = try HTTPClient.send(port: port, "GET", "/v1/weather?lat=31.2304&lon=121.4737")
@@ -314,6 +320,7 @@ import Glibc
         // Raw coordinates reach no log (the flow asked for 31.2304,121.4737 too).
         let logs = logFiles(under: apache.directory + "/logs")
         #expect(logs["closet-weather-access.log"]?.contains("\"GET /v1/weather HTTP/1.1\" 200") == true, "\(logs.keys.sorted())")
+        #expect(logs["closet-weather-access.log"]?.contains("\"GET /v1/weather/ HTTP/1.1\" 404") == true, "\(logs.keys.sorted())")
         expectNoCoordinates(in: logs.merging(["gateway": h.log]) { $1 }, written: ["closet-weather-access.log", "gateway"])
     }
 }
