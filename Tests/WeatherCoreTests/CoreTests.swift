@@ -163,6 +163,10 @@ import Testing
         #expect(throws: ConfigError(variable: "WEATHER_PROVIDERS", problem: "names an unknown provider \"caiyn\" (caiyun, visualcrossing)")) {
             try ConfigLoader.load(environment: ["WEATHER_PROVIDERS": "caiyn"])
         }
+        // A provider named twice would be called twice when it fails.
+        #expect(throws: ConfigError(variable: "WEATHER_PROVIDERS", problem: "names caiyun twice")) {
+            try ConfigLoader.load(environment: ["WEATHER_PROVIDERS": "caiyun,visualcrossing, caiyun"])
+        }
         #expect(throws: ConfigError(variable: "WEATHER_TRUSTED_PROXIES", problem: "has an invalid CIDR \"10.0.0.0/33\"")) {
             try ConfigLoader.load(environment: ["WEATHER_TRUSTED_PROXIES": "10.0.0.0/33"])
         }

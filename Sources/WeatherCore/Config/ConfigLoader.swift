@@ -166,6 +166,10 @@ public enum ConfigLoader {
                 let shown = shownItem(name, max: 20, allowed: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_")
                 throw ConfigError(variable: "WEATHER_PROVIDERS", problem: "names an unknown provider \(shown) (caiyun, visualcrossing)")
             }
+            // A name given twice would call a failing provider twice a request, on its quota.
+            for (i, name) in p.enumerated() where p[..<i].contains(name) {
+                throw ConfigError(variable: "WEATHER_PROVIDERS", problem: "names \(name) twice")
+            }
             c.providers = p
         }
         if let t = try double("WEATHER_PROVIDER_TIMEOUT", 0.1...60) { c.providerTimeout = t }
