@@ -188,6 +188,17 @@ let shanghai = GridPoint(lat: 31.3, lon: 121.5)
         }
     }
 
+    /// The answer's `unit` echo must be the system asked for; without the echo the request's
+    /// `unit=metric:v2` is trusted (Caiyun documents the echo but an older answer may lack it).
+    @Test func anAnswerInAnotherUnitSystemIsUnparseable() throws {
+        for unit in ["imperial", "metric", "metric:v1", "SI"] {
+            let body = try modified { $0["unit"] = unit }
+            #expect(throws: ProviderFailure.unparseable, "unit \(unit)") { try report(body) }
+        }
+        #expect(try report(modified { $0["unit"] = nil }).daily.count == 7)
+        #expect(try report(modified { $0["unit"] = CaiyunProvider.unitSystem }).daily.count == 7)
+    }
+
     @Test func forecastFixtureNormalisesFieldByField() throws {
         let r = try report(Fixture.bytes(Fixture.caiyunWeather))
         #expect(r.provider == "caiyun")

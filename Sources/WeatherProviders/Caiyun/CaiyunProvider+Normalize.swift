@@ -5,7 +5,8 @@ extension CaiyunProvider {
     ///
     /// Non-2xx → `.httpStatus`; not JSON → `.notJSON`; `status != "ok"` → `.providerError`;
     /// no `timezone`, `result.daily`, daily series, or (for a forecast) `result.realtime` →
-    /// `.unparseable`; fewer days than asked → `.notCovered`.
+    /// `.unparseable`; fewer days than asked → `.notCovered`. An echoed `unit` other than the one
+    /// asked for is `.unparseable` too: its numbers would be Fahrenheit or mph labelled as metric.
     public static func report(
         from response: HTTPResult, for query: WeatherQuery, at point: GridPoint, now: Timestamp
     ) throws(ProviderFailure) -> WeatherReport {
@@ -15,6 +16,7 @@ extension CaiyunProvider {
         let answer = try ProviderObject.parse(response.body)
         // Read first and alone, so an error answer is recognised whatever else it contains.
         guard try answer.string("status") == "ok" else { throw .providerError }
+        if let unit = try answer.string("unit"), unit != unitSystem { throw .unparseable }
         let payload = try CaiyunPayload(answer)
         guard let timezone = Plausible.timeZoneName(payload.timezone), let result = payload.result, let daily = result.daily else {
             throw .unparseable

@@ -6,6 +6,8 @@ public struct CaiyunProvider: WeatherProvider {
     public static let providerName = "caiyun"
     /// Caiyun's daily series has at most this many steps, starting at the location's local today.
     public static let maxDailySteps = 15
+    /// The unit system asked for: °C, km/h wind, mm/h everywhere. Caiyun echoes it in `unit`.
+    public static let unitSystem = "metric:v2"
 
     /// Always `caiyun`.
     public var name: String { Self.providerName }
@@ -80,7 +82,7 @@ public struct CaiyunProvider: WeatherProvider {
         }
         return "\(baseURL)/v2.6/\(ProviderURL.encode(token))/"
             + "\(ProviderURL.coordinate(point.lon)),\(ProviderURL.coordinate(point.lat))"
-            + "/weather?unit=metric:v2&dailysteps=\(steps)&hourlysteps=1"
+            + "/weather?unit=\(Self.unitSystem)&dailysteps=\(steps)&hourlysteps=1"
     }
 }
 
