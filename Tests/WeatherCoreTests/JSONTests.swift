@@ -101,12 +101,23 @@ import Testing
 
     /// Numbers are written as `JSONEncoder` wrote them (old cached bodies and new ones read alike).
     @Test(arguments: [
-        12.3, -0.0, 0, 5, -1.5, 0.1, 0.62, 100, 1e-7, 2.5e-5, 1e15, 1e16, 1e21, 123456789.125, 0.30000000000000004, -273.15, 5e-324, 1.7976931348623157e308,
+        12.3, 0, 5, -1.5, 0.1, 0.62, 100, 1e-7, 2.5e-5, 1e15, 1e16, 1e21, 123456789.125, 0.30000000000000004, -273.15, 5e-324, 1.7976931348623157e308,
     ])
     func numbersAreWrittenAsJSONEncoderWroteThem(_ v: Double) throws {
         var w = JSONWriter()
         w.object { w in w.field("v", v) }
         #expect(String(decoding: w.bytes, as: UTF8.self) == String(decoding: try JSONEncoder().encode(One(v: v)), as: UTF8.self))
+    }
+
+    /// Negative zero (a provider's `-0.0`) is written as `0`, where `JSONEncoder` wrote `-0`.
+    @Test func negativeZeroIsWrittenAsZero() {
+        var w = JSONWriter()
+        w.object { w in
+            w.field("a", -0.0)
+            w.field("b", Double?(-0.0))
+            w.field("c", -1e-300 * 1e-300)
+        }
+        #expect(String(decoding: w.bytes, as: UTF8.self) == #"{"a":0,"b":0,"c":0}"#)
     }
 
     /// The fields come in the declared order (`JSONEncoder` on Linux wrote them in hash order),
@@ -119,7 +130,7 @@ import Testing
         let forecast = report(current: current, values: values)
         #expect(
             String(decoding: forecast.json, as: UTF8.self).hasPrefix(
-                #"{"provider":"caiyun","location":{"lat":31.25,"lon":-121.45},"timezone":"Asia/Shanghai","current":{"observedAt":"2026-11-30T02:00:00Z","temperatureC":12.3,"apparentTemperatureC":null,"humidity":0.62,"windSpeedKph":9.4,"precipitationMmPerHour":0,"condition":"partly_cloudy"},"daily":[{"date":"2026-12-10","temperatureMinC":12.3,"temperatureMaxC":null,"condition":"clear","precipitationProbability":-0},"#
+                #"{"provider":"caiyun","location":{"lat":31.25,"lon":-121.45},"timezone":"Asia/Shanghai","current":{"observedAt":"2026-11-30T02:00:00Z","temperatureC":12.3,"apparentTemperatureC":null,"humidity":0.62,"windSpeedKph":9.4,"precipitationMmPerHour":0,"condition":"partly_cloudy"},"daily":[{"date":"2026-12-10","temperatureMinC":12.3,"temperatureMaxC":null,"condition":"clear","precipitationProbability":0},"#
             ))
         let trip = report(current: nil, values: [])
         #expect(

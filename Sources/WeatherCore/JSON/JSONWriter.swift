@@ -1,7 +1,8 @@
 /// A small JSON writer for the gateway's own responses and cached weather bodies: no reflection,
 /// no intermediate tree. Numbers are written as Swift prints a `Double`, without a trailing `.0`
-/// (`12.5`, `5`, `-0`, `1e+16`: what `JSONEncoder` wrote before it); a number that is not finite
-/// (no JSON for it) is written as `null`.
+/// (`12.5`, `5`, `1e+16`: what `JSONEncoder` wrote before it), except that negative zero is `0`
+/// (a provider's `-0.0` shown as "-0 °C" in an app); a number that is not finite (no JSON for it)
+/// is written as `null`.
 public struct JSONWriter {
     /// What has been written so far.
     public private(set) var bytes: [UInt8] = []
@@ -71,7 +72,7 @@ public struct JSONWriter {
 
     private mutating func number(_ v: Double) {
         guard v.isFinite else { return null() }
-        var text = v.description
+        var text = v == 0 ? "0" : v.description
         if text.hasSuffix(".0") { text.removeLast(2) }
         bytes += text.utf8
     }
