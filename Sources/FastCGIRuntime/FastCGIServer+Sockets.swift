@@ -133,8 +133,18 @@ extension FastCGIServer {
 
     /// `SO_RCVTIMEO` of `fd`; 0 removes it. False when the option cannot be set (not a socket).
     static func setReceiveTimeout(_ fd: Int32, seconds: Int) -> Bool {
+        setTimeout(fd, SO_RCVTIMEO, seconds: seconds)
+    }
+
+    /// `SO_SNDTIMEO` of `fd`; 0 removes it. A write that waits longer for the peer to take more
+    /// then fails, which libfcgi treats as a broken connection and closes.
+    static func setSendTimeout(_ fd: Int32, seconds: Int) -> Bool {
+        setTimeout(fd, SO_SNDTIMEO, seconds: seconds)
+    }
+
+    private static func setTimeout(_ fd: Int32, _ option: Int32, seconds: Int) -> Bool {
         var timeout = timeval(tv_sec: seconds, tv_usec: 0)
-        return setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size)) == 0
+        return setsockopt(fd, SOL_SOCKET, option, &timeout, socklen_t(MemoryLayout<timeval>.size)) == 0
     }
 
     /// Removes a receive timeout an earlier instance left on the listening socket `fd` (systemd

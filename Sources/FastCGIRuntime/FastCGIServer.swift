@@ -42,7 +42,10 @@ public enum FastCGIServer {
     /// `bodySeconds` (0: no limit) bounds each wait for the next piece of a request, its head
     /// (the FastCGI records before the body) and its body: a peer that stops sending in the
     /// middle (a web server that passes bodies on as they arrive; anything else that can reach the
-    /// socket) then costs that request a 400 or its connection, not the worker.
+    /// socket) then costs that request a 400 or its connection, not the worker. It also bounds
+    /// each wait for the peer to take more of what the worker writes (`SO_SNDTIMEO`): a peer
+    /// that stopped reading (a stalled web server; anything on the socket that asks for answers
+    /// and never reads them) held the worker for as long as it kept the connection open.
     ///
     /// Connections are accepted here, not by libfcgi, so each gets that receive timeout before
     /// libfcgi reads its head (libfcgi reads it inside `FCGX_Accept_r`, where a head that stopped
@@ -98,6 +101,7 @@ public enum FastCGIServer {
                 {
                 case .connection(let connection):
                     _ = setReceiveTimeout(connection, seconds: bodySeconds)
+                    _ = setSendTimeout(connection, seconds: bodySeconds)
                     request.ipcFd = connection
                 case .nothing:
                     continue

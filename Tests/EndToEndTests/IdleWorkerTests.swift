@@ -60,6 +60,45 @@ extension IdleWorkerTests {
         #expect(app.isRunning)
     }
 
+    /// A peer on the socket that asks for answers and never reads them (a stalled web server;
+    /// anything else that can reach the socket) costs the worker at most `WEATHER_BODY_TIMEOUT`
+    /// per wait: the worker's write used to block for as long as the connection stayed open, and
+    /// nginx's requests meanwhile found no worker. Here `/openapi.json` (71 KB) on one kept
+    /// connection until the socket's buffer is full.
+    @Test func aPeerThatStopsReadingHoldsTheWorkerNoLongerThanTheBodyTimeout() throws {
+        let h = try GatewayHarness(workers: 1, env: ["WEATHER_BODY_TIMEOUT": "1"])
+        let peer = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(peer >= 0)
+        defer { close(peer) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (i, byte) in h.socketPath.utf8.enumerated() where i < raw.count - 1 { raw[i] = byte }
+        }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(peer, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        try #require(connected == 0)
+        var pairs: [UInt8] = []
+        for (name, value) in ["REQUEST_METHOD": "GET", "REQUEST_URI": "/openapi.json", "REMOTE_ADDR": "127.0.0.1"] {
+            pairs += FastCGIExchange.length(name.utf8.count) + FastCGIExchange.length(value.utf8.count) + Array(name.utf8) + Array(value.utf8)
+        }
+        // FCGI_BEGIN_REQUEST as a responder with FCGI_KEEP_CONN, the params, no body; one at a
+        // time, each after the worker has had time to answer the one before.
+        let request =
+            FastCGIExchange.record(1, [0, 1, 1, 0, 0, 0, 0, 0]) + FastCGIExchange.record(4, pairs) + FastCGIExchange.record(4, [])
+            + FastCGIExchange.record(5, [])
+        for _ in 0..<6 {
+            try FastCGIExchange.send(peer, request)
+            usleep(100_000)
+        }
+        let started = Date()
+        let health = try HTTPClient.send(port: h.port, "GET", "/v1/health", timeout: 8)
+        let waited = Date().timeIntervalSince(started)
+        #expect(health.status == 200, "\(health.status) \(health.text)")
+        #expect(waited < 3, "health answered after \(waited) s")
+    }
+
     /// Plain CGI: the body is read for at most `WEATHER_BODY_TIMEOUT` in all, then answered 400.
     @Test func aCGIBodyThatStopsComingIsRefusedAfterTheBodyTimeout() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cw-cgibody-\(UUID().uuidString.prefix(8))")
