@@ -142,8 +142,18 @@ extension FastCGIServer {
         setTimeout(fd, SO_SNDTIMEO, seconds: seconds)
     }
 
+    /// `SO_RCVTIMEO` of `fd` in milliseconds (at least one).
+    static func setReceiveTimeout(_ fd: Int32, milliseconds: Int64) -> Bool {
+        let ms = max(milliseconds, 1)
+        return setTimeout(fd, SO_RCVTIMEO, timeval(tv_sec: Int(ms / 1000), tv_usec: Int(ms % 1000) * 1000))
+    }
+
     private static func setTimeout(_ fd: Int32, _ option: Int32, seconds: Int) -> Bool {
-        var timeout = timeval(tv_sec: seconds, tv_usec: 0)
+        setTimeout(fd, option, timeval(tv_sec: seconds, tv_usec: 0))
+    }
+
+    private static func setTimeout(_ fd: Int32, _ option: Int32, _ timeout: timeval) -> Bool {
+        var timeout = timeout
         return setsockopt(fd, SOL_SOCKET, option, &timeout, socklen_t(MemoryLayout<timeval>.size)) == 0
     }
 

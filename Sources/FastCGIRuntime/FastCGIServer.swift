@@ -63,6 +63,7 @@ public enum FastCGIServer {
         guard FCGX_Init() == 0 else { throw FastCGIError("FCGX_Init failed") }
         installSignalHandlers()
         var request = FCGX_Request()
+        let screen = RequestScreen()
         // No listening socket for libfcgi: a connection whose head fails is closed by libfcgi,
         // whose own accept on -1 then fails at once (EBADF) and hands control back here.
         guard FCGX_InitRequest(&request, -1, Int32(FCGI_FAIL_ACCEPT_ON_INTR)) == 0 else {
@@ -115,13 +116,29 @@ public enum FastCGIServer {
             // byte now and then could stretch without end (`FCGX_Free` resets it after a close).
             request.keepConnection = 1
             request.detached = 1
+            // Nothing reaches libfcgi before the screen has seen it (`RequestScreen`).
+            var bodyLimit = Int.max
+            switch screen.screen(request.ipcFd, waitSeconds: bodySeconds) {
+            case .whole, .unscreened: break
+            case .headAndBody(let bytes): bodyLimit = bytes
+            case .drop:
+                close(request.ipcFd)
+                request.ipcFd = -1
+                continue
+            }
             // The head: libfcgi's own accept never runs (the connection is there), so an error is
             // a head that did not come (timed out, cut off, not FastCGI); libfcgi closed it.
             guard FCGX_Accept_r(&request) >= 0 else { continue }
-            let webServerKeepsConnection = request.keepConnection != 0  // its FCGI_KEEP_CONN
+            // A body cut short is read only as far as it was screened, and its connection ends.
+            let webServerKeepsConnection = request.keepConnection != 0 && bodyLimit == Int.max  // its FCGI_KEEP_CONN
             let params = environment(request.envp, keeping: wanted)
             let input = request.in
-            let response = handler(params) { count in readStream(input, count) }
+            var bodyLeft = bodyLimit
+            let response = handler(params) { count in
+                let bytes = readStream(input, min(count, bodyLeft))
+                bodyLeft -= bytes.count
+                return bytes
+            }
             put(response.cgiHead(), to: request.out)
             if params["REQUEST_METHOD"] != "HEAD" { put(response.body, to: request.out) }
             // Closed below, in bounded time; libfcgi closes it on a write error, without its drain

@@ -1,0 +1,145 @@
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Records written to a worker's socket directly, as anything that can reach the socket could
+/// (not only the web server): what libfcgi would read badly never reaches it (`RequestScreen`).
+/// One worker without a supervisor, so a worker that dies stays dead.
+@Suite struct RawFastCGITests {
+    /// libfcgi answers `FCGI_GET_VALUES` in a 64-byte stack buffer without a bound: a record
+    /// naming `FCGI_MPXS_CONNS` four times killed the worker ("stack smashing detected").
+    @Test func aManagementRecordIsDroppedUnread() throws {
+        let h = try GatewayHarness(workers: 1)
+        let name = Array("FCGI_MPXS_CONNS".utf8)
+        let pairs = Array(repeating: [UInt8(name.count), 0] + name, count: 4).flatMap { $0 }
+        let getValues: [UInt8] = [1, 9, 0, 0, 0, UInt8(pairs.count), 0, 0] + pairs
+        // Alone, and after a whole request of another id than the one libfcgi serves (it skips
+        // those records and reads on).
+        let begin: [UInt8] = [0, 1, 0, 0, 0, 0, 0, 0]
+        let behindAnotherRequest =
+            FastCGIExchange.record(1, begin) + [1, 1, 0, 2, 0, 8, 0, 0] + begin + [1, 4, 0, 2, 0, 0, 0, 0] + [1, 5, 0, 2, 0, 0, 0, 0] + getValues
+        for bytes in [getValues, behindAnotherRequest] {
+            let peer = try RawPeer(h.socketPath)
+            try peer.send(bytes)
+            #expect(peer.endsWithin(seconds: 3), "the connection was kept")
+            #expect(peer.received.isEmpty, "libfcgi answered it: \(peer.received.prefix(16))")
+            #expect(h.app?.isRunning == true, "the worker died")
+        }
+        #expect(try HTTPClient.send(port: h.port, "GET", "/v1/health", timeout: 5).status == 200)
+    }
+
+    /// libfcgi keeps every parameter of a head without end (300 MB grew a worker to 319 MB): the
+    /// connection is dropped once a request's records pass 64 KiB, long before the wait runs out.
+    @Test func aHeadWithoutEndIsDroppedAtTheLimit() throws {
+        let h = try GatewayHarness(workers: 1, env: ["WEATHER_BODY_TIMEOUT": "20"])
+        let peer = try RawPeer(h.socketPath)
+        let started = Date()
+        try peer.send(FastCGIExchange.record(1, [0, 1, 0, 0, 0, 0, 0, 0]))
+        let value = [UInt8](repeating: UInt8(ascii: "a"), count: 8_000)
+        var sent = 0
+        while sent < 4_000_000, (try? peer.send(FastCGIExchange.record(4, [3] + FastCGIExchange.length(value.count) + Array("X_N".utf8) + value))) != nil {
+            sent += value.count
+        }
+        #expect(sent < 4_000_000, "4 MB of parameters were taken")
+        #expect(peer.endsWithin(seconds: 3))
+        #expect(Date().timeIntervalSince(started) < 5, "dropped after \(Date().timeIntervalSince(started)) s")
+        #expect(try HTTPClient.send(port: h.port, "GET", "/v1/health", timeout: 5).status == 200)
+    }
+
+    /// A head that comes a byte at a time, each byte within the wait, held the worker for as long
+    /// as it trickled: the whole head must now come within `WEATHER_BODY_TIMEOUT` of its first byte.
+    @Test func aTrickledHeadIsDroppedAfterTheWait() throws {
+        let h = try GatewayHarness(workers: 1, env: ["WEATHER_BODY_TIMEOUT": "1"])
+        let head =
+            FastCGIExchange.record(1, [0, 1, 0, 0, 0, 0, 0, 0])
+            + FastCGIExchange.record(4, [14, 3] + Array("REQUEST_METHODGET".utf8) + [11, 10] + Array("REQUEST_URI/v1/health".utf8))
+            + FastCGIExchange.record(4, []) + FastCGIExchange.record(5, [])
+        let peer = try RawPeer(h.socketPath)
+        let started = Date()
+        var sent = 0
+        while sent < head.count - 1, (try? peer.send([head[sent]])) != nil, !peer.endsWithin(seconds: 0.2) {
+            sent += 1
+        }
+        let held = Date().timeIntervalSince(started)
+        #expect(sent < head.count - 1, "the whole head but its last byte was taken over \(held) s")
+        #expect(held < 2.5, "dropped after \(held) s")
+        #expect(peer.received.isEmpty)
+        #expect(try HTTPClient.send(port: h.port, "GET", "/v1/health", timeout: 5).status == 200)
+    }
+
+    /// A body that comes a byte at a time, each within the wait, is answered 400 once the wait
+    /// has run out for the whole request (it took as long as the peer trickled).
+    @Test func aTrickledBodyIsAnsweredWhenTheWaitRunsOut() throws {
+        let h = try GatewayHarness(workers: 1, env: ["WEATHER_BODY_TIMEOUT": "1"])
+        let body = Array("{\"platform\":\"ios\",\"installationId\":\"\(UUID().uuidString)\"}".utf8)
+        var pairs: [UInt8] = []
+        for (name, value) in [
+            "REQUEST_METHOD": "POST", "REQUEST_URI": "/v1/weather/session", "REMOTE_ADDR": "127.0.0.1",
+            "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": "\(body.count)",
+        ] {
+            pairs += FastCGIExchange.length(name.utf8.count) + FastCGIExchange.length(value.utf8.count) + Array(name.utf8) + Array(value.utf8)
+        }
+        let peer = try RawPeer(h.socketPath)
+        let started = Date()
+        try peer.send(FastCGIExchange.record(1, [0, 1, 0, 0, 0, 0, 0, 0]) + FastCGIExchange.record(4, pairs) + FastCGIExchange.record(4, []))
+        var sent = 0
+        while sent < body.count - 1, (try? peer.send(FastCGIExchange.record(5, [body[sent]]))) != nil, !peer.endsWithin(seconds: 0.2) {
+            sent += 1
+        }
+        let held = Date().timeIntervalSince(started)
+        let answer = String(decoding: peer.received, as: UTF8.self)
+        #expect(answer.contains("Status: 400"), "\(answer.prefix(300))")
+        #expect(held < 2.5, "answered after \(held) s, \(sent) bytes")
+    }
+}
+
+/// A client connection to a Unix socket that writes raw bytes and watches for the worker's end.
+final class RawPeer {
+    let fd: Int32
+    private(set) var received: [UInt8] = []
+
+    init(_ path: String) throws {
+        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw ClientError("socket failed") }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (i, byte) in path.utf8.enumerated() where i < raw.count - 1 { raw[i] = byte }
+        }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard connected == 0 else {
+            close(fd)
+            throw ClientError("connect failed")
+        }
+        // A send the worker does not take fails after a second instead of blocking the test.
+        var timeout = timeval(tv_sec: 1, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    deinit { close(fd) }
+
+    func send(_ bytes: [UInt8]) throws { try FastCGIExchange.send(fd, bytes) }
+
+    /// True when the worker closes (or resets) the connection within `seconds`; what it sent
+    /// before is kept in `received`.
+    func endsWithin(seconds: Double) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let left = deadline.timeIntervalSinceNow
+            var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&entry, 1, Int32(max(0, left * 1000))) > 0 else { return false }
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            if n > 0 {
+                received += buffer[0..<n]
+                continue
+            }
+            if n < 0 && (errno == EAGAIN || errno == EINTR) { continue }
+            return true
+        }
+    }
+}
