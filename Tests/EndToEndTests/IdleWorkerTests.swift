@@ -67,29 +67,15 @@ extension IdleWorkerTests {
     /// connection until the socket's buffer is full.
     @Test func aPeerThatStopsReadingHoldsTheWorkerNoLongerThanTheBodyTimeout() throws {
         let h = try GatewayHarness(workers: 1, env: ["WEATHER_BODY_TIMEOUT": "1"])
-        let peer = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        try #require(peer >= 0)
-        defer { close(peer) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (i, byte) in h.socketPath.utf8.enumerated() where i < raw.count - 1 { raw[i] = byte }
-        }
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(peer, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        try #require(connected == 0)
-        var pairs: [UInt8] = []
-        for (name, value) in ["REQUEST_METHOD": "GET", "REQUEST_URI": "/openapi.json", "REMOTE_ADDR": "127.0.0.1"] {
-            pairs += FastCGIExchange.length(name.utf8.count) + FastCGIExchange.length(value.utf8.count) + Array(name.utf8) + Array(value.utf8)
-        }
+        let peer = try RawPeer(h.socketPath)
+        let pairs = FastCGIExchange.params(["REQUEST_METHOD": "GET", "REQUEST_URI": "/openapi.json", "REMOTE_ADDR": "127.0.0.1"])
         // FCGI_BEGIN_REQUEST as a responder with FCGI_KEEP_CONN, the params, no body; one at a
         // time, each after the worker has had time to answer the one before.
         let request =
             FastCGIExchange.record(1, [0, 1, 1, 0, 0, 0, 0, 0]) + FastCGIExchange.record(4, pairs) + FastCGIExchange.record(4, [])
             + FastCGIExchange.record(5, [])
         for _ in 0..<6 {
-            try FastCGIExchange.send(peer, request)
+            try peer.send(request)
             usleep(100_000)
         }
         let started = Date()
@@ -219,11 +205,7 @@ extension IdleWorkerTests {
         let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         try #require(listener >= 0)
         defer { close(listener) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (i, byte) in socketPath.utf8.enumerated() where i < raw.count - 1 { raw[i] = byte }
-        }
+        var address = FastCGIExchange.unixAddress(socketPath)
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
@@ -349,6 +331,21 @@ enum FastCGIExchange {
         [1, type, 0, 1, UInt8(content.count >> 8), UInt8(content.count & 0xFF), 0, 0] + content
     }
 
+    /// FastCGI name-value pairs, the content of `FCGI_PARAMS` records.
+    static func params(_ pairs: [String: String]) -> [UInt8] {
+        pairs.flatMap { name, value in length(name.utf8.count) + length(value.utf8.count) + Array(name.utf8) + Array(value.utf8) }
+    }
+
+    /// The address of the Unix socket at `path`.
+    static func unixAddress(_ path: String) -> sockaddr_un {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (i, byte) in path.utf8.enumerated() where i < raw.count - 1 { raw[i] = byte }
+        }
+        return address
+    }
+
     static func length(_ n: Int) -> [UInt8] {
         n < 128 ? [UInt8(n)] : [UInt8((n >> 24) | 0x80), UInt8((n >> 16) & 0xFF), UInt8((n >> 8) & 0xFF), UInt8(n & 0xFF)]
     }
@@ -375,11 +372,7 @@ enum FastCGIExchange {
         }
         guard connected == 0 else { throw ClientError("connect failed") }
 
-        var pairs: [UInt8] = []
-        for (name, value) in params {
-            pairs += length(name.utf8.count) + length(value.utf8.count) + Array(name.utf8) + Array(value.utf8)
-        }
-        let head = record(1, [0, 1, 0, 0, 0, 0, 0, 0]) + record(4, pairs) + record(4, [])
+        let head = record(1, [0, 1, 0, 0, 0, 0, 0, 0]) + record(4, Self.params(params)) + record(4, [])
         try send(fd, head)
         if pauseBeforeBody > 0 { usleep(UInt32(pauseBeforeBody * 1_000_000)) }
         if let stopAfter {

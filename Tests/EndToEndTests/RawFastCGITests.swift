@@ -74,13 +74,10 @@ import Glibc
     @Test func aTrickledBodyIsAnsweredWhenTheWaitRunsOut() throws {
         let h = try GatewayHarness(workers: 1, env: ["WEATHER_BODY_TIMEOUT": "1"])
         let body = Array("{\"platform\":\"ios\",\"installationId\":\"\(UUID().uuidString)\"}".utf8)
-        var pairs: [UInt8] = []
-        for (name, value) in [
+        let pairs = FastCGIExchange.params([
             "REQUEST_METHOD": "POST", "REQUEST_URI": "/v1/weather/session", "REMOTE_ADDR": "127.0.0.1",
             "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": "\(body.count)",
-        ] {
-            pairs += FastCGIExchange.length(name.utf8.count) + FastCGIExchange.length(value.utf8.count) + Array(name.utf8) + Array(value.utf8)
-        }
+        ])
         let peer = try RawPeer(h.socketPath)
         let started = Date()
         try peer.send(FastCGIExchange.record(1, [0, 1, 0, 0, 0, 0, 0, 0]) + FastCGIExchange.record(4, pairs) + FastCGIExchange.record(4, []))
@@ -103,11 +100,7 @@ final class RawPeer {
     init(_ path: String) throws {
         fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw ClientError("socket failed") }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (i, byte) in path.utf8.enumerated() where i < raw.count - 1 { raw[i] = byte }
-        }
+        var address = FastCGIExchange.unixAddress(path)
         let connected = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
