@@ -49,7 +49,8 @@ import Glibc
     }
 
     /// A head that comes a byte at a time, each byte within the wait, held the worker for as long
-    /// as it trickled: the whole head must now come within `WEATHER_BODY_TIMEOUT` of its first byte.
+    /// as it trickled: the whole head must now come within `WEATHER_BODY_TIMEOUT` of the first look
+    /// that found it incomplete.
     @Test func aTrickledHeadIsDroppedAfterTheWait() throws {
         let h = try GatewayHarness(workers: 1, env: ["WEATHER_BODY_TIMEOUT": "1"])
         let head =
