@@ -15,8 +15,10 @@ import Glibc
 /// it. Web servers never send management records and send a request's head at once; nginx sends
 /// the whole request at once, so the usual cost is one `recv` a request.
 ///
-/// A request is dropped (its connection closed, no answer) when it holds a record with request
-/// id 0, when it takes more than `limit` bytes of records before it is whole, when its head (the
+/// A request is dropped (its connection closed, no answer) when it is not one responder request
+/// on one request id (`FCGI_BEGIN_REQUEST`, `FCGI_PARAMS` to their end, `FCGI_STDIN` to its end:
+/// what nginx and Apache send; no management record, other role, other id or record type), when
+/// it takes more than `limit` bytes of records before it is whole, when its head (the
 /// records up to its empty `FCGI_PARAMS`) is not whole within the wait given, or when its peer
 /// ends the connection first. A body not whole within the wait after a whole head is given to
 /// libfcgi as far as it came (`headAndBody`): the handler answers 400 for the missing part, as
@@ -82,18 +84,29 @@ struct RequestScreen: ~Copyable {
                 let requestID = Int(record[2]) << 8 | Int(record[3])
                 let contentLength = Int(record[4]) << 8 | Int(record[5])
                 let length = 8 + contentLength + Int(record[6])
-                // Version 1 only (libfcgi refuses the rest too); no management records.
+                // One responder request on one id, as web servers send it: libfcgi then reads no
+                // record the screen has not seen. Not let in: a record of another id (libfcgi
+                // skips it and reads on, past the request the screen followed), of another type
+                // (management records, `FCGI_DATA`, a second begin), or another role (libfcgi
+                // would serve an authorizer or a filter as a responder).
                 guard record[0] == 1, requestID != 0 else { return .drop }
+                if let begun {
+                    guard requestID == begun, type == 4 || type == 5 else { return .drop }
+                } else {
+                    guard type == 1, contentLength == 8 else { return .drop }
+                }
                 guard record.count >= length else { break }
-                // libfcgi serves the first request begun and skips records of any other.
-                if type == 1 && begun == nil { begun = requestID }
-                if requestID == begun {
-                    switch type {
-                    case 4 where contentLength == 0: headWhole = true  // the params' end
-                    case 5 where contentLength == 0: return headWhole ? .whole : .drop  // the body's end
-                    case 5: bodyBytes += contentLength
-                    default: break
-                    }
+                switch type {
+                case 1:
+                    guard record[8] == 0, record[9] == 1 else { return .drop }  // FCGI_RESPONDER
+                    begun = requestID
+                case 4:
+                    guard !headWhole else { return .drop }
+                    if contentLength == 0 { headWhole = true }  // the params' end
+                default:
+                    guard headWhole else { return .drop }
+                    if contentLength == 0 { return .whole }  // the body's end
+                    bodyBytes += contentLength
                 }
                 scanned += length
             }
