@@ -1,7 +1,7 @@
 // libFuzzer target for the gateway's request-facing parsers: Request.parse (CGI parameters and
 // body), JSONBody.strings of the session bodies (checked against JSONDecoder), JSONValue (provider answers, checked against
-// JSONDecoder), and WeatherParameters (coordinates, forecast,
-// trip). Built by fuzz/build.sh together with the production sources into one module, so the
+// JSONDecoder), WeatherParameters (coordinates, forecast,
+// trip), and RecordWalk (the FastCGI records a worker's request screen follows). Built by fuzz/build.sh together with the production sources into one module, so the
 // code under test is the shipped code, not a copy.
 //
 // Input layout (every byte sequence is a valid input):
@@ -72,6 +72,7 @@ func split(_ bytes: ArraySlice<UInt8>, on sep: UInt8, max: Int) -> [ArraySlice<U
 func text(_ b: ArraySlice<UInt8>) -> String { String(decoding: b, as: UTF8.self) }
 
 func fuzzOne(_ input: [UInt8]) {
+    fuzzRecordWalk(input)
     guard input.count >= 2 else { return }
     let selector = input[0], flags = input[1]
     var rest = input[2...]
@@ -297,6 +298,31 @@ func sameJSON(_ v: JSONValue, _ f: FuzzJSON) -> Bool {
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     fuzzOne(Array(UnsafeBufferPointer(start: data, count: size)))
     return 0
+}
+
+/// The FastCGI records of a request as the worker's screen walks them (`RecordWalk`), over the
+/// raw input and over the input behind a responder's `FCGI_BEGIN_REQUEST`: the same bytes walked
+/// at once and walked as they would arrive, a few at a time, give the same verdict and the same
+/// count of body bytes; a whole request's walk never counts more body than there are bytes.
+func fuzzRecordWalk(_ input: [UInt8]) {
+    let begin: [UInt8] = [1, 1, 0, 1, 0, 8, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0]
+    for bytes in [input, begin + input] {
+        bytes.withUnsafeBytes { all in
+            var atOnce = RecordWalk()
+            let verdict = atOnce.walk(all)
+            var piecewise = RecordWalk()
+            let step = 1 + Int(input.first ?? 0) % 13
+            var seen = 0
+            var last = RecordWalk.Step.more
+            while last == .more && seen < all.count {
+                seen = min(all.count, seen + step)
+                last = piecewise.walk(UnsafeRawBufferPointer(rebasing: all[0..<seen]))
+            }
+            fuzzCheck(last == verdict, "walked at once: \(verdict), piece by piece: \(last)")
+            fuzzCheck(piecewise.bodyBytes == atOnce.bodyBytes && piecewise.headWhole == atOnce.headWhole, "the walks counted differently")
+            fuzzCheck(atOnce.bodyBytes <= all.count && atOnce.walked <= all.count, "counted past the bytes")
+        }
+    }
 }
 
 /// The body as a provider's answer (up to -max_len, not the request's 4096), normalised by both

@@ -23,6 +23,7 @@ sources=(
          "$root/Sources/WeatherProviders/Provider" -name '*.swift' | sort)
   "$root/Sources/WeatherProviders/Transport/HTTPResult.swift"
   "$root/Sources/WeatherProviders/Transport/HTTPTransport.swift"
+  "$root/Sources/FastCGIRuntime/RecordWalk.swift"
   "$root/fuzz/FuzzRequest.swift"
 )
 # Rebuild only when a source is newer than the binary.

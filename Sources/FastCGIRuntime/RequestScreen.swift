@@ -53,10 +53,7 @@ struct RequestScreen: ~Copyable {
     /// which is what it is set to: a kept connection's idle time).
     func screen(_ fd: Int32, waitSeconds: Int) -> Verdict {
         var have = 0
-        var scanned = 0
-        var begun: Int?
-        var headWhole = false
-        var bodyBytes = 0
+        var walk = RecordWalk()
         var wholeBy: Int64?
         var offsetKept = false
         var timeoutShortened = false
@@ -74,41 +71,13 @@ struct RequestScreen: ~Copyable {
                 // A stop signal drops a request still coming; any other interruption waits on.
                 if errno == EINTR && shutdownRequested == 0 { continue }
                 // The wait ran out (or the connection broke).
-                return headWhole && (errno == EAGAIN || errno == EWOULDBLOCK) ? .headAndBody(bodyBytes) : .drop
+                return walk.headWhole && (errno == EAGAIN || errno == EWOULDBLOCK) ? .headAndBody(walk.bodyBytes) : .drop
             }
             have += n
-            // Whole records only; a record's header says how long it is.
-            while have - scanned >= 8 {
-                let record = UnsafeRawBufferPointer(rebasing: buffer[scanned..<have])
-                let type = record[1]
-                let requestID = Int(record[2]) << 8 | Int(record[3])
-                let contentLength = Int(record[4]) << 8 | Int(record[5])
-                let length = 8 + contentLength + Int(record[6])
-                // One responder request on one id, as web servers send it: libfcgi then reads no
-                // record the screen has not seen. Not let in: a record of another id (libfcgi
-                // skips it and reads on, past the request the screen followed), of another type
-                // (management records, `FCGI_DATA`, a second begin), or another role (libfcgi
-                // would serve an authorizer or a filter as a responder).
-                guard record[0] == 1, requestID != 0 else { return .drop }
-                if let begun {
-                    guard requestID == begun, type == 4 || type == 5 else { return .drop }
-                } else {
-                    guard type == 1, contentLength == 8 else { return .drop }
-                }
-                guard record.count >= length else { break }
-                switch type {
-                case 1:
-                    guard record[8] == 0, record[9] == 1 else { return .drop }  // FCGI_RESPONDER
-                    begun = requestID
-                case 4:
-                    guard !headWhole else { return .drop }
-                    if contentLength == 0 { headWhole = true }  // the params' end
-                default:
-                    guard headWhole else { return .drop }
-                    if contentLength == 0 { return .whole }  // the body's end
-                    bodyBytes += contentLength
-                }
-                scanned += length
+            switch walk.walk(UnsafeRawBufferPointer(rebasing: buffer[0..<have])) {
+            case .whole: return .whole
+            case .drop: return .drop
+            case .more: break
             }
             // More to come. From here on a peek starts after what was peeked, and waits for it.
             if !offsetKept {
@@ -119,7 +88,7 @@ struct RequestScreen: ~Copyable {
                 let now = MonotonicTime.milliseconds()
                 let deadline = wholeBy ?? now + Int64(waitSeconds) * 1000
                 wholeBy = deadline
-                guard deadline > now else { return headWhole ? .headAndBody(bodyBytes) : .drop }
+                guard deadline > now else { return walk.headWhole ? .headAndBody(walk.bodyBytes) : .drop }
                 timeoutShortened = FastCGIServer.setReceiveTimeout(fd, milliseconds: deadline - now) || timeoutShortened
             }
         }
