@@ -39,10 +39,11 @@ public enum FastCGIServer {
     /// request: the listening socket gets a receive timeout (`SO_RCVTIMEO`), which Linux applies
     /// to `accept`, which then fails with `EAGAIN` instead of blocking on.
     ///
-    /// `bodySeconds` (0: no limit) bounds each wait for the next piece of a request, its head
-    /// (the FastCGI records before the body) and its body: a peer that stops sending in the
-    /// middle (a web server that passes bodies on as they arrive; anything else that can reach the
-    /// socket) then costs that request a 400 or its connection, not the worker. It also bounds
+    /// `bodySeconds` (0: no limit) bounds the wait for a request to come whole once it has begun
+    /// to (`RequestScreen`), its head (the FastCGI records before the body) and its body: a peer
+    /// that stops sending in the middle (a web server that passes bodies on as they arrive;
+    /// anything else that can reach the socket) then costs that request a 400 or its connection,
+    /// not the worker; and each wait for a kept connection's next request. It also bounds
     /// each wait for the peer to take more of what the worker writes (`SO_SNDTIMEO`): a peer
     /// that stopped reading (a stalled web server; anything on the socket that asks for answers
     /// and never reads them) held the worker for as long as it kept the connection open.
@@ -234,6 +235,9 @@ public enum FastCGIServer {
             }
             var on: Int32 = 1
             setsockopt(connection, Int32(IPPROTO_TCP), TCP_NODELAY, &on, socklen_t(MemoryLayout<Int32>.size))
+            // Urgent data in line: a peek skips the byte at the urgent mark and `read` may not,
+            // so the request screen and libfcgi would see different bytes.
+            setsockopt(connection, SOL_SOCKET, SO_OOBINLINE, &on, socklen_t(MemoryLayout<Int32>.size))
         }
         // Nothing within 2 s: dropped, as libfcgi dropped a silent Unix connection (the
         // web servers send the head at once). Then the timeout for each further wait (a

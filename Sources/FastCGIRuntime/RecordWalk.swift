@@ -10,6 +10,10 @@
 /// begin), another role (libfcgi would serve an authorizer or a filter as a responder), or
 /// another protocol version.
 struct RecordWalk {
+    /// The most bytes of records one request may take (`RequestScreen.limit`); no name or value
+    /// length in the params may reach it.
+    static let limit = 65_536
+
     enum Step: Equatable {
         /// Every record so far belongs to the request, which is not whole yet.
         case more
@@ -26,6 +30,12 @@ struct RecordWalk {
     /// Body bytes in the `FCGI_STDIN` records walked so far.
     private(set) var bodyBytes = 0
     private var begun: Int?
+    /// Where the walk is in the params' name-value pairs, which may run across records.
+    private var lengthBytesLeft = 0
+    private var length = 0
+    private var readingName = true
+    private var nameLength = 0
+    private var skip = 0
 
     /// Walks on through the whole records of `bytes` (everything the request has sent so far, from
     /// its start, so the same bytes again or with more after them). A walk that has said `whole`
@@ -46,11 +56,19 @@ struct RecordWalk {
             guard record.count >= length else { return .more }
             switch type {
             case 1:
-                guard record[8] == 0, record[9] == 1 else { return .drop }  // FCGI_RESPONDER
+                // libfcgi reads the begin record's padding, and an empty params record's, as the
+                // next record's header (it sets the padding to 0 when it changes the stream's
+                // type): padding there would hide a record from this walk.
+                guard record[8] == 0, record[9] == 1, record[6] == 0 else { return .drop }  // FCGI_RESPONDER
                 begun = requestID
             case 4:
                 guard !headWhole else { return .drop }
-                if contentLength == 0 { headWhole = true }  // the params' end
+                if contentLength == 0 {
+                    guard record[6] == 0 else { return .drop }
+                    headWhole = true  // the params' end
+                } else {
+                    guard walkPairs(UnsafeRawBufferPointer(rebasing: record[8..<(8 + contentLength)])) else { return .drop }
+                }
             default:
                 guard headWhole else { return .drop }
                 if contentLength == 0 { return .whole }  // the body's end
@@ -59,5 +77,43 @@ struct RecordWalk {
             walked += length
         }
         return .more
+    }
+
+    /// Follows the name and value lengths of the params' pairs; false for a length no request
+    /// within `limit` can hold. libfcgi adds a name's and a value's length in an `int`: a 4-byte
+    /// name length of 1 with a value length of 2^31 − 2 came to a negative size, and its malloc
+    /// assertion ended the worker.
+    private mutating func walkPairs(_ content: UnsafeRawBufferPointer) -> Bool {
+        var i = 0
+        while i < content.count {
+            if skip > 0 {
+                let n = min(skip, content.count - i)
+                skip -= n
+                i += n
+                continue
+            }
+            let byte = Int(content[i])
+            i += 1
+            if lengthBytesLeft == 0 && byte & 0x80 != 0 {
+                length = byte & 0x7f  // the first of four bytes
+                lengthBytesLeft = 3
+                continue
+            }
+            if lengthBytesLeft == 0 {
+                length = byte
+            } else {
+                length = length << 8 | byte
+                lengthBytesLeft -= 1
+                if lengthBytesLeft > 0 { continue }
+            }
+            guard length < Self.limit else { return false }
+            if readingName {
+                nameLength = length
+            } else {
+                skip = nameLength + length
+            }
+            readingName.toggle()
+        }
+        return true
     }
 }

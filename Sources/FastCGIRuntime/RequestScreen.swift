@@ -28,7 +28,7 @@ struct RequestScreen: ~Copyable {
     /// 8 KiB) with its FastCGI framing, plus the 4 KiB body the gateway reads, with room to
     /// spare; under the send buffer of a Unix socket (about 200 KB), so a request this long can
     /// be whole in the socket before libfcgi reads any of it.
-    static let limit = 65_536
+    static let limit = RecordWalk.limit
 
     enum Verdict: Equatable {
         /// The whole request has come: libfcgi may read all of it.
@@ -67,18 +67,18 @@ struct RequestScreen: ~Copyable {
             guard have < Self.limit else { return .drop }
             let n = recv(fd, buffer.baseAddress! + have, Self.limit - have, Int32(MSG_PEEK))
             if n == 0 { return .drop }
-            if n < 0 {
-                // A stop signal drops a request still coming; any other interruption waits on.
-                if errno == EINTR && shutdownRequested == 0 { continue }
-                // The wait ran out (or the connection broke).
+            if n > 0 {
+                have += n
+                switch walk.walk(UnsafeRawBufferPointer(rebasing: buffer[0..<have])) {
+                case .whole: return .whole
+                case .drop: return .drop
+                case .more: break
+                }
+            } else if errno != EINTR || shutdownRequested != 0 {
+                // The wait ran out (or the connection broke, or a stop signal came).
                 return walk.headWhole && (errno == EAGAIN || errno == EWOULDBLOCK) ? .headAndBody(walk.bodyBytes) : .drop
             }
-            have += n
-            switch walk.walk(UnsafeRawBufferPointer(rebasing: buffer[0..<have])) {
-            case .whole: return .whole
-            case .drop: return .drop
-            case .more: break
-            }
+            // Any other interruption waits on, for what is left of the time.
             // More to come. From here on a peek starts after what was peeked, and waits for it.
             if !offsetKept {
                 guard Self.setPeekOffset(fd, Int32(have)) else { return .unscreened }

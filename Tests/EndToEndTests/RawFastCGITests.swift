@@ -30,6 +30,92 @@ import Glibc
         #expect(try HTTPClient.send(port: h.port, "GET", "/v1/health", timeout: 5).status == 200)
     }
 
+    /// Requests libfcgi would read otherwise than the screen walks them (found by a review of the
+    /// screen): padding on the begin record or on the params' empty record, which libfcgi reads
+    /// as the next record's header, hiding a management record there; and a name-value pair
+    /// whose lengths add up past `Int32.max` in libfcgi (a negative malloc size, an assertion
+    /// that ended the worker).
+    @Test func recordsLibfcgiWouldMisreadAreDroppedUnread() throws {
+        let h = try GatewayHarness(workers: 1)
+        let name = Array("FCGI_MPXS_CONNS".utf8)
+        let getValuesPairs = Array(repeating: [UInt8(name.count), 0] + name, count: 4).flatMap { $0 }
+        let getValues: [UInt8] = [1, 9, 0, 0, 0, UInt8(getValuesPairs.count), 0, 0] + getValuesPairs
+        func padded(_ type: UInt8, _ content: [UInt8], padding: [UInt8]) -> [UInt8] {
+            [1, type, 0, 1, UInt8(content.count >> 8), UInt8(content.count & 0xFF), UInt8(padding.count), 0] + content + padding
+        }
+        let body = Array("{\"platform\":\"ios\",\"installationId\":\"\(UUID().uuidString)\"}".utf8)
+        let creation = FastCGIExchange.params([
+            "REQUEST_METHOD": "POST", "REQUEST_URI": "/v1/weather/session", "REMOTE_ADDR": "127.0.0.1",
+            "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": "\(body.count)",
+        ])
+        let health = FastCGIExchange.params(["REQUEST_METHOD": "GET", "REQUEST_URI": "/v1/health"])
+        let cases: [(String, [UInt8])] = [
+            (
+                "padding on the begin record",
+                padded(1, [0, 1, 0, 0, 0, 0, 0, 0], padding: getValues) + FastCGIExchange.record(4, health)
+                    + FastCGIExchange.record(4, []) + FastCGIExchange.record(5, [])
+            ),
+            (
+                "padding on the params' end",
+                FastCGIExchange.record(1, [0, 1, 0, 0, 0, 0, 0, 0]) + FastCGIExchange.record(4, creation)
+                    + padded(4, [], padding: getValues) + FastCGIExchange.record(5, body) + FastCGIExchange.record(5, [])
+            ),
+            (
+                "a value length of 2^31 - 2 after a name length of 1",
+                FastCGIExchange.record(1, [0, 1, 0, 0, 0, 0, 0, 0]) + FastCGIExchange.record(4, [0x80, 0, 0, 1, 0xFF, 0xFF, 0xFF, 0xFE] + Array("X".utf8))
+                    + FastCGIExchange.record(4, []) + FastCGIExchange.record(5, [])
+            ),
+        ]
+        for (what, bytes) in cases {
+            let peer = try RawPeer(h.socketPath)
+            try peer.send(bytes)
+            #expect(peer.endsWithin(seconds: 3), "\(what): the connection was kept")
+            #expect(peer.received.isEmpty, "\(what): answered \(peer.received.prefix(16))")
+            #expect(h.app?.isRunning == true, "\(what): the worker died")
+        }
+        #expect(try HTTPClient.send(port: h.port, "GET", "/v1/health", timeout: 5).status == 200)
+    }
+
+    /// Over TCP an urgent byte (`MSG_OOB`) that a later one supersedes was skipped by the screen's
+    /// peeks and read in line by libfcgi, so the two saw different bytes: here a params record of
+    /// 8 bytes for libfcgi that the screen took for the params' end, with a management record
+    /// behind it. Urgent data is now in line for both.
+    @Test func urgentDataOverTCPIsSeenAlikeByTheScreenAndLibfcgi() throws {
+        let worker = try TCPWorker([:])
+        defer { worker.stop() }
+        #expect(FastCGIExchange.firstCreation(port: worker.port).hasPrefix("Status: 201"))
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        var address = FastCGIExchange.loopback(worker.port)
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        try #require(connected == 0)
+        var on: Int32 = 1
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &on, socklen_t(MemoryLayout<Int32>.size))
+        func urgent(_ byte: UInt8) {
+            var b = byte
+            _ = Glibc.send(fd, &b, 1, Int32(MSG_OOB) | Int32(MSG_NOSIGNAL))
+        }
+        let name = Array("FCGI_MPXS_CONNS".utf8)
+        let getValuesPairs = Array(repeating: [UInt8(name.count), 0] + name, count: 4).flatMap { $0 }
+        let getValues: [UInt8] = [1, 9, 0, 0, 0, UInt8(getValuesPairs.count), 0, 0] + getValuesPairs
+        try FastCGIExchange.send(fd, FastCGIExchange.record(1, [0, 1, 0, 0, 0, 0, 0, 0]) + [1, 4, 0, 1, 0])
+        usleep(50_000)
+        urgent(8)
+        usleep(50_000)
+        try FastCGIExchange.send(fd, [0])
+        usleep(300_000)
+        urgent(UInt8(ascii: "V"))
+        usleep(50_000)
+        try FastCGIExchange.send(fd, [0] + FastCGIExchange.record(5, []) + getValues + FastCGIExchange.record(4, []) + FastCGIExchange.record(5, []))
+        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        _ = poll(&entry, 1, 3000)
+        #expect(worker.app.isRunning, "the worker died")
+        #expect(try FastCGIExchange.creation(port: worker.port, pauseBeforeBody: 0).hasPrefix("Status: 201"))
+    }
+
     /// libfcgi keeps every parameter of a head without end (300 MB grew a worker to 319 MB): the
     /// connection is dropped once a request's records pass 64 KiB, long before the wait runs out.
     @Test func aHeadWithoutEndIsDroppedAtTheLimit() throws {
