@@ -235,10 +235,13 @@ public enum FastCGIServer {
             }
             var on: Int32 = 1
             setsockopt(connection, Int32(IPPROTO_TCP), TCP_NODELAY, &on, socklen_t(MemoryLayout<Int32>.size))
-            // Urgent data in line: a peek skips the byte at the urgent mark and `read` may not,
-            // so the request screen and libfcgi would see different bytes.
-            setsockopt(connection, SOL_SOCKET, SO_OOBINLINE, &on, socklen_t(MemoryLayout<Int32>.size))
         }
+        // Urgent data (`MSG_OOB`, TCP and since Linux 5.15 Unix sockets) in line: otherwise a
+        // peek and `read` can disagree about the byte at the urgent mark (a TCP peek skips it and
+        // `read` may not; a Unix peek from a peek offset returns it and `read` skips it), and the
+        // request screen and libfcgi would see different bytes.
+        var inline: Int32 = 1
+        setsockopt(connection, SOL_SOCKET, SO_OOBINLINE, &inline, socklen_t(MemoryLayout<Int32>.size))
         // Nothing within 2 s: dropped, as libfcgi dropped a silent Unix connection (the
         // web servers send the head at once). Then the timeout for each further wait (a
         // TCP connection inherits the listener's idle one).

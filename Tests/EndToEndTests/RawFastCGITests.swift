@@ -116,6 +116,26 @@ import Glibc
         #expect(try FastCGIExchange.creation(port: worker.port, pauseBeforeBody: 0).hasPrefix("Status: 201"))
     }
 
+    /// On a Unix socket (Linux 5.15 on) an urgent byte was returned by the screen's peek from its
+    /// peek offset and skipped by libfcgi's `read`: the screen took a params record of 77 bytes
+    /// whose name held a management record, libfcgi one of 2 bytes followed by that record (a
+    /// second review). Urgent data is in line on every connection now.
+    @Test func urgentDataOnAUnixSocketIsSeenAlikeByTheScreenAndLibfcgi() throws {
+        let h = try GatewayHarness(workers: 1)
+        let name = Array("FCGI_MPXS_CONNS".utf8)
+        let getValuesPairs = Array(repeating: [UInt8(name.count), 0] + name, count: 4).flatMap { $0 }
+        let getValues: [UInt8] = [1, 9, 0, 0, 0, UInt8(getValuesPairs.count), 0, 0] + getValuesPairs
+        let peer = try RawPeer(h.socketPath)
+        try peer.send(FastCGIExchange.record(1, [0, 1, 0, 0, 0, 0, 0, 0]) + [1, 4, 0, 1, 0])
+        var urgent: UInt8 = 77
+        #expect(Glibc.send(peer.fd, &urgent, 1, Int32(MSG_OOB) | Int32(MSG_NOSIGNAL)) == 1, "no MSG_OOB on Unix sockets here")
+        try peer.send([2, 0, 75, 0, 0] + getValues + FastCGIExchange.record(4, []) + FastCGIExchange.record(5, []))
+        _ = peer.endsWithin(seconds: 3)
+        #expect(!peer.received.starts(with: [1, 10]), "libfcgi answered the management record")
+        #expect(h.app?.isRunning == true, "the worker died")
+        #expect(try HTTPClient.send(port: h.port, "GET", "/v1/health", timeout: 5).status == 200)
+    }
+
     /// libfcgi keeps every parameter of a head without end (300 MB grew a worker to 319 MB): the
     /// connection is dropped once a request's records pass 64 KiB, long before the wait runs out.
     @Test func aHeadWithoutEndIsDroppedAtTheLimit() throws {
