@@ -120,7 +120,7 @@ public enum FastCGIServer {
             // Nothing reaches libfcgi before the screen has seen it (`RequestScreen`).
             var bodyLimit = Int.max
             switch screen.screen(request.ipcFd, waitSeconds: bodySeconds) {
-            case .whole, .unscreened: break
+            case .whole: break
             case .headAndBody(let bytes): bodyLimit = bytes
             case .drop:
                 close(request.ipcFd)

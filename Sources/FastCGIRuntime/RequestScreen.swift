@@ -1,3 +1,4 @@
+import CFastCGI
 import WeatherCore
 #if canImport(Glibc)
 import Glibc
@@ -38,10 +39,11 @@ struct RequestScreen: ~Copyable {
         case headAndBody(Int)
         /// Close the connection without an answer.
         case drop
-        /// The socket cannot keep a peek offset (a TCP socket on a kernel before 6.10): the
-        /// request goes to libfcgi unscreened, as before.
-        case unscreened
     }
+
+    #if DEBUG
+    static let noPeekOffsetForTests = getenv("CW_TEST_NO_PEEK_OFFSET") != nil
+    #endif
 
     private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: RequestScreen.limit, alignment: 8)
 
@@ -63,33 +65,46 @@ struct RequestScreen: ~Copyable {
             if offsetKept { _ = Self.setPeekOffset(fd, -1) }
             if timeoutShortened { _ = FastCGIServer.setReceiveTimeout(fd, seconds: waitSeconds) }
         }
+        // Without a peek offset (TCP before Linux 6.10) a peek cannot wait for bytes past those
+        // it has seen: then the screen looks again from the start every 2 ms.
+        var rescan = false
         while true {
             guard have < Self.limit else { return .drop }
-            let n = recv(fd, buffer.baseAddress! + have, Self.limit - have, Int32(MSG_PEEK))
-            if n == 0 { return .drop }
-            if n > 0 {
-                have += n
+            let got: Int  // bytes new to the screen, or -1 (errno)
+            if rescan {
+                usleep(2_000)
+                if shutdownRequested != 0 { return .drop }
+                let all = recv(fd, buffer.baseAddress!, Self.limit, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT))
+                if all == 0 { return .drop }
+                got = all < 0 ? -1 : all - have
+            } else {
+                got = recv(fd, buffer.baseAddress! + have, Self.limit - have, Int32(MSG_PEEK))
+                if got == 0 { return .drop }
+            }
+            if got > 0 {
+                have += got
                 switch walk.walk(UnsafeRawBufferPointer(rebasing: buffer[0..<have])) {
                 case .whole: return .whole
                 case .drop: return .drop
                 case .more: break
                 }
-            } else if errno != EINTR || shutdownRequested != 0 {
+            } else if got < 0 && (errno != EINTR || shutdownRequested != 0) {
                 // The wait ran out (or the connection broke, or a stop signal came).
                 return walk.headWhole && (errno == EAGAIN || errno == EWOULDBLOCK) ? .headAndBody(walk.bodyBytes) : .drop
             }
-            // Any other interruption waits on, for what is left of the time.
-            // More to come. From here on a peek starts after what was peeked, and waits for it.
-            if !offsetKept {
-                guard Self.setPeekOffset(fd, Int32(have)) else { return .unscreened }
-                offsetKept = true
+            // More to come (or an interruption: wait on, for what is left of the time). From here
+            // on a peek starts after what was peeked, and waits for it.
+            if !offsetKept && !rescan {
+                if Self.setPeekOffset(fd, Int32(have)) { offsetKept = true } else { rescan = true }
             }
             if waitSeconds > 0 {
                 let now = MonotonicTime.milliseconds()
                 let deadline = wholeBy ?? now + Int64(waitSeconds) * 1000
                 wholeBy = deadline
                 guard deadline > now else { return walk.headWhole ? .headAndBody(walk.bodyBytes) : .drop }
-                timeoutShortened = FastCGIServer.setReceiveTimeout(fd, milliseconds: deadline - now) || timeoutShortened
+                if !rescan {
+                    timeoutShortened = FastCGIServer.setReceiveTimeout(fd, milliseconds: deadline - now) || timeoutShortened
+                }
             }
         }
     }
@@ -97,6 +112,10 @@ struct RequestScreen: ~Copyable {
     /// `SO_PEEK_OFF`: where the next `MSG_PEEK` starts (and that it waits for bytes past it);
     /// -1 turns it off (a peek starts at the read position).
     private static func setPeekOffset(_ fd: Int32, _ offset: Int32) -> Bool {
+        #if DEBUG
+        // Tests: a kernel without a peek offset for the socket (TCP before Linux 6.10).
+        if offset >= 0 && noPeekOffsetForTests { return false }
+        #endif
         var value = offset
         return setsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &value, socklen_t(MemoryLayout<Int32>.size)) == 0
     }
