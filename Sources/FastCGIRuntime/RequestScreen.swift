@@ -28,7 +28,9 @@ struct RequestScreen: ~Copyable {
     /// The most bytes of records one request may take: a head of nginx's largest headers (4 ×
     /// 8 KiB) with its FastCGI framing, plus the 4 KiB body the gateway reads, with room to
     /// spare; under the send buffer of a Unix socket (about 200 KB), so a request this long can
-    /// be whole in the socket before libfcgi reads any of it.
+    /// be whole in the socket before libfcgi reads any of it, when it is written in pieces of a
+    /// kilobyte or more (a Unix socket charges its sender about 766 bytes a write: a request
+    /// written 100 bytes at a time fills the buffer at about 28 KB).
     static let limit = RecordWalk.limit
 
     enum Verdict: Equatable {
