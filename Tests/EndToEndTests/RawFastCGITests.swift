@@ -8,25 +8,36 @@ import Glibc
 /// (not only the web server): what libfcgi would read badly never reaches it (`RequestScreen`).
 /// One worker without a supervisor, so a worker that dies stays dead.
 @Suite struct RawFastCGITests {
+    /// An `FCGI_GET_VALUES` record (request id 0) naming `FCGI_MPXS_CONNS` four times: 72 bytes of
+    /// answer in libfcgi's 64-byte stack buffer.
+    static let getValues: [UInt8] = {
+        let name = Array("FCGI_MPXS_CONNS".utf8)
+        let pairs = Array(repeating: [UInt8(name.count), 0] + name, count: 4).flatMap { $0 }
+        return [1, 9, 0, 0, 0, UInt8(pairs.count), 0, 0] + pairs
+    }()
+
+    /// `bytes` written to the worker's socket get no answer, their connection is closed, and
+    /// the worker lives.
+    static func expectDroppedUnread(_ bytes: [UInt8], by h: GatewayHarness, _ what: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let peer = try RawPeer(h.socketPath)
+        try peer.send(bytes)
+        #expect(peer.endsWithin(seconds: 3), "\(what): the connection was kept", sourceLocation: sourceLocation)
+        #expect(peer.received.isEmpty, "\(what): answered \(peer.received.prefix(16))", sourceLocation: sourceLocation)
+        #expect(h.app?.isRunning == true, "\(what): the worker died", sourceLocation: sourceLocation)
+    }
+
     /// libfcgi answers `FCGI_GET_VALUES` in a 64-byte stack buffer without a bound: a record
     /// naming `FCGI_MPXS_CONNS` four times killed the worker ("stack smashing detected").
     @Test func aManagementRecordIsDroppedUnread() throws {
         let h = try GatewayHarness(workers: 1)
-        let name = Array("FCGI_MPXS_CONNS".utf8)
-        let pairs = Array(repeating: [UInt8(name.count), 0] + name, count: 4).flatMap { $0 }
-        let getValues: [UInt8] = [1, 9, 0, 0, 0, UInt8(pairs.count), 0, 0] + pairs
+        let getValues = Self.getValues
         // Alone, and after a whole request of another id than the one libfcgi serves (it skips
         // those records and reads on).
         let begin: [UInt8] = [0, 1, 0, 0, 0, 0, 0, 0]
         let behindAnotherRequest =
             FastCGIExchange.record(1, begin) + [1, 1, 0, 2, 0, 8, 0, 0] + begin + [1, 4, 0, 2, 0, 0, 0, 0] + [1, 5, 0, 2, 0, 0, 0, 0] + getValues
-        for bytes in [getValues, behindAnotherRequest] {
-            let peer = try RawPeer(h.socketPath)
-            try peer.send(bytes)
-            #expect(peer.endsWithin(seconds: 3), "the connection was kept")
-            #expect(peer.received.isEmpty, "libfcgi answered it: \(peer.received.prefix(16))")
-            #expect(h.app?.isRunning == true, "the worker died")
-        }
+        try Self.expectDroppedUnread(getValues, by: h, "alone")
+        try Self.expectDroppedUnread(behindAnotherRequest, by: h, "behind a request of another id")
         #expect(try HTTPClient.send(port: h.port, "GET", "/v1/health", timeout: 5).status == 200)
     }
 
@@ -37,9 +48,7 @@ import Glibc
     /// that ended the worker).
     @Test func recordsLibfcgiWouldMisreadAreDroppedUnread() throws {
         let h = try GatewayHarness(workers: 1)
-        let name = Array("FCGI_MPXS_CONNS".utf8)
-        let getValuesPairs = Array(repeating: [UInt8(name.count), 0] + name, count: 4).flatMap { $0 }
-        let getValues: [UInt8] = [1, 9, 0, 0, 0, UInt8(getValuesPairs.count), 0, 0] + getValuesPairs
+        let getValues = Self.getValues
         func padded(_ type: UInt8, _ content: [UInt8], padding: [UInt8]) -> [UInt8] {
             [1, type, 0, 1, UInt8(content.count >> 8), UInt8(content.count & 0xFF), UInt8(padding.count), 0] + content + padding
         }
@@ -66,13 +75,7 @@ import Glibc
                     + FastCGIExchange.record(4, []) + FastCGIExchange.record(5, [])
             ),
         ]
-        for (what, bytes) in cases {
-            let peer = try RawPeer(h.socketPath)
-            try peer.send(bytes)
-            #expect(peer.endsWithin(seconds: 3), "\(what): the connection was kept")
-            #expect(peer.received.isEmpty, "\(what): answered \(peer.received.prefix(16))")
-            #expect(h.app?.isRunning == true, "\(what): the worker died")
-        }
+        for (what, bytes) in cases { try Self.expectDroppedUnread(bytes, by: h, what) }
         #expect(try HTTPClient.send(port: h.port, "GET", "/v1/health", timeout: 5).status == 200)
     }
 
@@ -98,9 +101,7 @@ import Glibc
             var b = byte
             _ = Glibc.send(fd, &b, 1, Int32(MSG_OOB) | Int32(MSG_NOSIGNAL))
         }
-        let name = Array("FCGI_MPXS_CONNS".utf8)
-        let getValuesPairs = Array(repeating: [UInt8(name.count), 0] + name, count: 4).flatMap { $0 }
-        let getValues: [UInt8] = [1, 9, 0, 0, 0, UInt8(getValuesPairs.count), 0, 0] + getValuesPairs
+        let getValues = Self.getValues
         try FastCGIExchange.send(fd, FastCGIExchange.record(1, [0, 1, 0, 0, 0, 0, 0, 0]) + [1, 4, 0, 1, 0])
         usleep(50_000)
         urgent(8)
@@ -122,9 +123,7 @@ import Glibc
     /// second review). Urgent data is in line on every connection now.
     @Test func urgentDataOnAUnixSocketIsSeenAlikeByTheScreenAndLibfcgi() throws {
         let h = try GatewayHarness(workers: 1)
-        let name = Array("FCGI_MPXS_CONNS".utf8)
-        let getValuesPairs = Array(repeating: [UInt8(name.count), 0] + name, count: 4).flatMap { $0 }
-        let getValues: [UInt8] = [1, 9, 0, 0, 0, UInt8(getValuesPairs.count), 0, 0] + getValuesPairs
+        let getValues = Self.getValues
         let peer = try RawPeer(h.socketPath)
         try peer.send(FastCGIExchange.record(1, [0, 1, 0, 0, 0, 0, 0, 0]) + [1, 4, 0, 1, 0])
         var urgent: UInt8 = 77
@@ -142,9 +141,7 @@ import Glibc
     /// now looks again from the start until the request is whole or its time is up.
     @Test func withoutAPeekOffsetTheScreenLooksAgainFromTheStart() throws {
         let h = try GatewayHarness(workers: 1, env: ["CW_TEST_NO_PEEK_OFFSET": "1", "WEATHER_BODY_TIMEOUT": "1"])
-        let name = Array("FCGI_MPXS_CONNS".utf8)
-        let getValuesPairs = Array(repeating: [UInt8(name.count), 0] + name, count: 4).flatMap { $0 }
-        let getValues: [UInt8] = [1, 9, 0, 0, 0, UInt8(getValuesPairs.count), 0, 0] + getValuesPairs
+        let getValues = Self.getValues
         let begin = FastCGIExchange.record(1, [0, 1, 0, 0, 0, 0, 0, 0])
         // A management record after a pause.
         let peer = try RawPeer(h.socketPath)
