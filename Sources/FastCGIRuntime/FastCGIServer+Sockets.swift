@@ -133,23 +133,19 @@ extension FastCGIServer {
 
     /// `SO_RCVTIMEO` of `fd`; 0 removes it. False when the option cannot be set (not a socket).
     static func setReceiveTimeout(_ fd: Int32, seconds: Int) -> Bool {
-        setTimeout(fd, SO_RCVTIMEO, seconds: seconds)
+        setTimeout(fd, SO_RCVTIMEO, timeval(tv_sec: seconds, tv_usec: 0))
     }
 
     /// `SO_SNDTIMEO` of `fd`; 0 removes it. A write that waits longer for the peer to take more
     /// then fails, which libfcgi treats as a broken connection and closes.
     static func setSendTimeout(_ fd: Int32, seconds: Int) -> Bool {
-        setTimeout(fd, SO_SNDTIMEO, seconds: seconds)
+        setTimeout(fd, SO_SNDTIMEO, timeval(tv_sec: seconds, tv_usec: 0))
     }
 
     /// `SO_RCVTIMEO` of `fd` in milliseconds (at least one).
     static func setReceiveTimeout(_ fd: Int32, milliseconds: Int64) -> Bool {
         let ms = max(milliseconds, 1)
         return setTimeout(fd, SO_RCVTIMEO, timeval(tv_sec: Int(ms / 1000), tv_usec: Int(ms % 1000) * 1000))
-    }
-
-    private static func setTimeout(_ fd: Int32, _ option: Int32, seconds: Int) -> Bool {
-        setTimeout(fd, option, timeval(tv_sec: seconds, tv_usec: 0))
     }
 
     private static func setTimeout(_ fd: Int32, _ option: Int32, _ timeout: timeval) -> Bool {

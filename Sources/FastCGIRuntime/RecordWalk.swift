@@ -10,8 +10,13 @@
 /// begin), another role (libfcgi would serve an authorizer or a filter as a responder), or
 /// another protocol version.
 struct RecordWalk {
-    /// The most bytes of records one request may take (`RequestScreen.limit`); no name or value
-    /// length in the params may reach it.
+    /// The most bytes of records one request may take: a head of nginx's largest headers (4 ×
+    /// 8 KiB) with its FastCGI framing, plus the 4 KiB body the gateway reads, with room to
+    /// spare; under the send buffer of a Unix socket (about 200 KB), so a request this long can
+    /// be whole in the socket before libfcgi reads any of it, when it is written in pieces of a
+    /// kilobyte or more (a Unix socket charges its sender about 766 bytes a write: a request
+    /// written 100 bytes at a time fills the buffer at about 28 KB).
+    /// No name or value length in the params may reach it.
     static let limit = 65_536
 
     enum Step: Equatable {

@@ -19,21 +19,13 @@ import Glibc
 /// A request is dropped (its connection closed, no answer) when it is not one responder request
 /// on one request id (`FCGI_BEGIN_REQUEST`, `FCGI_PARAMS` to their end, `FCGI_STDIN` to its end:
 /// what nginx and Apache send; no management record, other role, other id or record type), when
-/// it takes more than `limit` bytes of records before it is whole, when its head (the
+/// it takes more than `RecordWalk.limit` bytes of records before it is whole, when its head (the
 /// records up to its empty `FCGI_PARAMS`) is not whole within the wait given, or when its peer
 /// ends the connection first. A body not whole within the wait after a whole head is given to
 /// libfcgi as far as it came (`headAndBody`): the handler answers 400 for the missing part, as
 /// it did when libfcgi waited for it.
 struct RequestScreen: ~Copyable {
-    /// The most bytes of records one request may take: a head of nginx's largest headers (4 ×
-    /// 8 KiB) with its FastCGI framing, plus the 4 KiB body the gateway reads, with room to
-    /// spare; under the send buffer of a Unix socket (about 200 KB), so a request this long can
-    /// be whole in the socket before libfcgi reads any of it, when it is written in pieces of a
-    /// kilobyte or more (a Unix socket charges its sender about 766 bytes a write: a request
-    /// written 100 bytes at a time fills the buffer at about 28 KB).
-    static let limit = RecordWalk.limit
-
-    enum Verdict: Equatable {
+    enum Verdict {
         /// The whole request has come: libfcgi may read all of it.
         case whole
         /// The head has come and `bodyBytes` of the body, then nothing more within a wait:
@@ -47,7 +39,7 @@ struct RequestScreen: ~Copyable {
     static let noPeekOffsetForTests = getenv("CW_TEST_NO_PEEK_OFFSET") != nil
     #endif
 
-    private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: RequestScreen.limit, alignment: 8)
+    private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: RecordWalk.limit, alignment: 8)
 
     deinit { buffer.deallocate() }
 
@@ -71,16 +63,16 @@ struct RequestScreen: ~Copyable {
         // it has seen: then the screen looks again from the start every 2 ms.
         var rescan = false
         while true {
-            guard have < Self.limit else { return .drop }
+            guard have < RecordWalk.limit else { return .drop }
             let got: Int  // bytes new to the screen, or -1 (errno)
             if rescan {
                 usleep(2_000)
                 if shutdownRequested != 0 { return .drop }
-                let all = recv(fd, buffer.baseAddress!, Self.limit, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT))
+                let all = recv(fd, buffer.baseAddress!, RecordWalk.limit, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT))
                 if all == 0 { return .drop }
                 got = all < 0 ? -1 : all - have
             } else {
-                got = recv(fd, buffer.baseAddress! + have, Self.limit - have, Int32(MSG_PEEK))
+                got = recv(fd, buffer.baseAddress! + have, RecordWalk.limit - have, Int32(MSG_PEEK))
                 if got == 0 { return .drop }
             }
             if got > 0 {
