@@ -10,14 +10,18 @@
 /// begin), another role (libfcgi would serve an authorizer or a filter as a responder), or
 /// another protocol version.
 struct RecordWalk {
-    /// The most bytes of records one request may take: a head of nginx's largest headers (4 ×
-    /// 8 KiB) with its FastCGI framing, plus the 4 KiB body the gateway reads, with room to
-    /// spare; under the send buffer of a Unix socket (about 200 KB), so a request this long can
-    /// be whole in the socket before libfcgi reads any of it, when it is written in pieces of a
-    /// kilobyte or more (a Unix socket charges its sender about 766 bytes a write: a request
-    /// written 100 bytes at a time fills the buffer at about 28 KB).
-    /// No name or value length in the params may reach it.
-    static let limit = 65_536
+    /// The most bytes of records the screen looks at: a head must be whole within them, and a
+    /// body that goes on past them is given to libfcgi only as far as it came
+    /// (`RequestScreen.Verdict.headAndBody`; the handler answers 413 by its `Content-Length`).
+    /// It holds mod_fcgid's largest head (its parameters stop at about 64 KiB) with the 4 KiB
+    /// body the gateway reads; nginx's largest is 4 × 8 KiB of headers. It stays under the send
+    /// buffer of a Unix socket (about 200 KB), so a request this long can be whole in the socket
+    /// before libfcgi reads any of it, when it is written in pieces of a kilobyte or more (a Unix
+    /// socket charges its sender about 766 bytes a write: a request written 100 bytes at a time
+    /// fills the buffer at about 28 KB).
+    static let limit = 131_072
+    /// No name or value length in the params may reach this (see `walkPairs`).
+    static let pairLengthLimit = 65_536
 
     enum Step: Equatable {
         /// Every record so far belongs to the request, which is not whole yet.
@@ -84,8 +88,8 @@ struct RecordWalk {
         return .more
     }
 
-    /// Follows the name and value lengths of the params' pairs; false for a length no request
-    /// within `limit` can hold. libfcgi adds a name's and a value's length in an `int`: a 4-byte
+    /// Follows the name and value lengths of the params' pairs; false for a length of
+    /// `pairLengthLimit` or more, which no web server sends. libfcgi adds a name's and a value's length in an `int`: a 4-byte
     /// name length of 1 with a value length of 2^31 − 2 came to a negative size, and its malloc
     /// assertion ended the worker.
     private mutating func walkPairs(_ content: UnsafeRawBufferPointer) -> Bool {
@@ -111,7 +115,7 @@ struct RecordWalk {
                 lengthBytesLeft -= 1
                 if lengthBytesLeft > 0 { continue }
             }
-            guard length < Self.limit else { return false }
+            guard length < Self.pairLengthLimit else { return false }
             if readingName {
                 nameLength = length
             } else {

@@ -19,11 +19,15 @@ import Glibc
 /// A request is dropped (its connection closed, no answer) when it is not one responder request
 /// on one request id (`FCGI_BEGIN_REQUEST`, `FCGI_PARAMS` to their end, `FCGI_STDIN` to its end:
 /// what nginx and Apache send; no management record, other role, other id or record type), when
-/// it takes more than `RecordWalk.limit` bytes of records before it is whole, when its head (the
-/// records up to its empty `FCGI_PARAMS`) is not whole within the wait given, or when its peer
-/// ends the connection first. A body not whole within the wait after a whole head is given to
-/// libfcgi as far as it came (`headAndBody`): the handler answers 400 for the missing part, as
-/// it did when libfcgi waited for it.
+/// its head (the records up to its empty `FCGI_PARAMS`) is not whole within `RecordWalk.limit`
+/// bytes of records or within the wait given, or when its peer ends the connection first. A body
+/// not whole within the wait, or going on past `RecordWalk.limit`, after a whole head is given to
+/// libfcgi as far as it came (`headAndBody`): the handler answers 400 for a missing part, as it
+/// did when libfcgi waited for it, and 413 for a `Content-Length` over its limit. (A body over
+/// the limit was dropped unanswered until session 25: mod_fcgid, which passes a chunked body of
+/// up to 128 KiB on with its length, took the closed connection for a broken worker, answered
+/// 500 and killed the worker; a review.) What the handler does not read is drained, unread by
+/// libfcgi, when the connection is closed.
 struct RequestScreen: ~Copyable {
     enum Verdict {
         /// The whole request has come: libfcgi may read all of it.
@@ -63,7 +67,7 @@ struct RequestScreen: ~Copyable {
         // it has seen: then the screen looks again from the start every 2 ms.
         var rescan = false
         while true {
-            guard have < RecordWalk.limit else { return .drop }
+            guard have < RecordWalk.limit else { return walk.headWhole ? .headAndBody(walk.bodyBytes) : .drop }
             let got: Int  // bytes new to the screen, or -1 (errno)
             if rescan {
                 usleep(2_000)

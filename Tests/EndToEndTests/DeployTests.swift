@@ -142,6 +142,29 @@ import Glibc
             #expect(r.status == 413, "\(size) bytes: \(r.status) \(r.text) \(apache.errorLog.suffix(1500))")
             expectEnvelope(r, "payload_too_large", "\(size) bytes")
         }
+        // A chunked body has no Content-Length for the 413 rule: mod_fcgid takes up to 128 KiB
+        // of it and passes it on with its length. The gateway's 413, not a dropped connection
+        // (mod_fcgid's 500, the worker killed; a review of session 25). Plain CGI passes a
+        // chunked body on without a length, which the program does not read (CHANGELOG, Known gaps).
+        for size in [70_000, 100_000] where module == "fcgid" {
+            let head =
+                "POST /v1/weather/session HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+            let chunked = Array(head.utf8) + Array(String(size, radix: 16).utf8) + [13, 10] + [UInt8](repeating: 32, count: size) + Array("\r\n0\r\n\r\n".utf8)
+            let r: HTTPResponse
+            do { r = try HTTPClient.send(port: apache.port, "", "", rawRequest: chunked) } catch {
+                Issue.record("chunked \(size) bytes: \(error) \(apache.errorLog.suffix(800))")
+                continue
+            }
+            #expect(r.status == 413, "chunked \(size) bytes: \(r.status) \(r.text) \(apache.errorLog.suffix(800))")
+            expectEnvelope(r, "payload_too_large", "chunked \(size) bytes")
+        }
+        // Headers near Apache's limits (8 of 8,000 bytes) with a 1.5 KB body: more than 64 KiB
+        // of FastCGI records, served.
+        let padding = Dictionary(uniqueKeysWithValues: (0..<8).map { ("X-Pad-\($0)", String(repeating: "p", count: 8_000)) })
+        let padded = try HTTPClient.send(
+            port: apache.port, "POST", "/v1/weather/session", headers: padding.merging(["Content-Type": "application/json"]) { $1 },
+            body: jsonBytes(["platform": "ios", "installationId": UUID().uuidString]) + [UInt8](repeating: 32, count: 1_500))
+        #expect(padded.status == 201, "large head: \(padded.status) \(padded.text) \(apache.errorLog.suffix(800))")
         #expect(try HTTPClient.send(port: apache.port, "GET", "/privacy.html").status == 200)
         // The real database lives outside the document root, beside the config the program found itself.
         #expect(FileManager.default.fileExists(atPath: apache.dataDirectory + "/weather.sqlite3"))

@@ -172,7 +172,7 @@ import Glibc
     }
 
     /// libfcgi keeps every parameter of a head without end (300 MB grew a worker to 319 MB): the
-    /// connection is dropped once a request's records pass 64 KiB, long before the wait runs out.
+    /// connection is dropped once a head's records pass 128 KiB, long before the wait runs out.
     @Test func aHeadWithoutEndIsDroppedAtTheLimit() throws {
         let h = try GatewayHarness(workers: 1, env: ["WEATHER_BODY_TIMEOUT": "20"])
         let peer = try RawPeer(h.socketPath)
@@ -187,6 +187,47 @@ import Glibc
         #expect(peer.endsWithin(seconds: 3))
         #expect(Date().timeIntervalSince(started) < 5, "dropped after \(Date().timeIntervalSince(started)) s")
         #expect(try HTTPClient.send(port: h.port, "GET", "/v1/health", timeout: 5).status == 200)
+    }
+
+    /// A body that goes on past the screen's 128 KiB is answered by the handler from its
+    /// `Content-Length` (413), not dropped: mod_fcgid passes chunked bodies of up to 128 KiB on,
+    /// and took a dropped connection for a broken worker (500, the worker killed; a review). A
+    /// head of mod_fcgid's largest (about 64 KiB of parameters) with a body is served.
+    @Test func aBodyPastTheLimitIsAnsweredAndALargeHeadServed() throws {
+        let h = try GatewayHarness(workers: 1)
+        func request(_ extra: [String: String], body: [UInt8], length: Int) -> [UInt8] {
+            var params = [
+                "REQUEST_METHOD": "POST", "REQUEST_URI": "/v1/weather/session", "REMOTE_ADDR": "127.0.0.1",
+                "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": "\(length)",
+            ]
+            params.merge(extra) { $1 }
+            var bytes = FastCGIExchange.record(1, [0, 1, 0, 0, 0, 0, 0, 0])
+            // In records of at most 8 KiB, as web servers write them.
+            for records in [FastCGIExchange.params(params), body] {
+                for start in stride(from: 0, to: records.count, by: 8_192) {
+                    bytes += FastCGIExchange.record(body == records ? 5 : 4, Array(records[start..<min(start + 8_192, records.count)]))
+                }
+                bytes += FastCGIExchange.record(body == records ? 5 : 4, [])
+            }
+            return bytes
+        }
+        let big = [UInt8](repeating: 32, count: 150_000)
+        let peer = try RawPeer(h.socketPath)
+        try peer.send(request([:], body: big, length: big.count))
+        #expect(peer.endsWithin(seconds: 3))
+        let answer = String(decoding: peer.received, as: UTF8.self)
+        #expect(answer.contains("Status: 413") && answer.contains("payload_too_large"), "\(answer.prefix(300))")
+
+        let headers = Dictionary(uniqueKeysWithValues: (0..<8).map { ("HTTP_X_PAD_\($0)", String(repeating: "p", count: 8_190)) })
+        let body = Array("{\"platform\":\"ios\",\"installationId\":\"\(UUID().uuidString)\"}".utf8)
+        let large = request(headers, body: body, length: body.count)
+        #expect(large.count > 65_536)
+        let served = try RawPeer(h.socketPath)
+        try served.send(large)
+        #expect(served.endsWithin(seconds: 3))
+        let created = String(decoding: served.received, as: UTF8.self)
+        #expect(created.contains("Status: 201"), "\(created.prefix(300))")
+        #expect(h.app?.isRunning == true)
     }
 
     /// A head that comes a byte at a time, each byte within the wait, held the worker for as long
