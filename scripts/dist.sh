@@ -4,7 +4,7 @@
 #   bin/weather-fcgi, bin/weatherctl   release build, Swift runtime + libstdc++ + libgcc static,
 #                                      stripped, DT_RPATH=$ORIGIN/../lib
 #   lib/                               every other non-glibc shared library they load (ldd closure)
-#   htdocs/ migrations/ deploy/ INSTALL.md
+#   htdocs/ migrations/ deploy/ docs/ INSTALL.md README.md CHANGELOG.md
 #
 # Progress goes to stderr; the only line on stdout is the tarball's path.
 # Environment: CW_VERSION (overrides the version), SWIFT (the swift driver, default `swift`),
@@ -100,16 +100,16 @@ ldd "$top/bin/weather-fcgi" "$top/bin/weatherctl" | awk '$2 == "=>" && $3 ~ /^\/
     chmod 0644 "$top/lib/$soname"
   done
 
-for d in htdocs migrations deploy; do
+for d in htdocs migrations deploy docs; do
   [ -d "$d" ] || die "missing $d/"
   cp -R "$d" "$top/$d"
 done
-cp INSTALL.md "$top/INSTALL.md"
+cp INSTALL.md README.md CHANGELOG.md "$top/"
 find "$top" \( -name '.DS_Store' -o -name '*~' -o -name '*.swp' -o -name '*.orig' \) -delete
 chmod -R u+rwX,go+rX,go-w "$top"
 
 for f in bin/weather-fcgi bin/weatherctl htdocs/.htaccess htdocs/privacy.html \
-         deploy/nginx/closet-weather.conf INSTALL.md; do
+         deploy/nginx/closet-weather.conf INSTALL.md README.md CHANGELOG.md docs/openapi.json docs/dist.md; do
   [ -e "$top/$f" ] || die "bundle lacks $f"
 done
 ls "$top"/migrations/0001_*.sql >/dev/null 2>&1 || die "bundle lacks migrations/0001_*.sql"

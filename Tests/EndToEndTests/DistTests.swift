@@ -29,8 +29,17 @@ import Glibc
         for exe in ["bin/weather-fcgi", "bin/weatherctl"] {
             #expect(fm.isExecutableFile(atPath: b.path(exe)), "\(exe)")
         }
-        for file in ["htdocs/.htaccess", "htdocs/privacy.html", "deploy/nginx/closet-weather.conf", "INSTALL.md"] {
+        for file in ["htdocs/.htaccess", "htdocs/privacy.html", "deploy/nginx/closet-weather.conf", "INSTALL.md", "README.md", "CHANGELOG.md"] {
             #expect(fm.fileExists(atPath: b.path(file)), "\(file)")
+        }
+        // Every file INSTALL.md sends the reader to is in the bundle (it named docs/dist.md,
+        // docs/openapi.json and the release notes, which were not; a shared-hosting drill).
+        let install = try String(contentsOfFile: b.path("INSTALL.md"), encoding: .utf8)
+        let named = Set(
+            install.matches(of: /(?:docs|deploy|htdocs)\/[A-Za-z0-9_.\/-]*[A-Za-z0-9]/).map { String($0.output) }
+                + ["README.md", "CHANGELOG.md"])
+        for path in named where !path.hasSuffix("/") {
+            #expect(fm.fileExists(atPath: b.path(path)), "INSTALL.md names \(path)")
         }
         let migrations = try fm.contentsOfDirectory(atPath: b.path("migrations")).sorted()
         #expect(migrations.contains { $0.hasPrefix("0001_") && $0.hasSuffix(".sql") }, "\(migrations)")
