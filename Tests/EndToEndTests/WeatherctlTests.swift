@@ -229,6 +229,16 @@ import Glibc
         let text = String(decoding: out.stdout, as: UTF8.self)
         #expect(out.status == 1, "\(text)")
         #expect(text.split(separator: "\n").contains { $0.hasPrefix("FAIL") && $0.contains("hash key") && $0.contains("cannot create") }, "\(text)")
+        // A folder this user may not enter hides the key; it is not missing.
+        _ = ChildProcessOutput.run("/bin/chown", ["-R", "root", dir.path])
+        chmod(dir.path, 0o700)
+        let hidden = ChildProcessOutput.runData(
+            "/usr/sbin/runuser", ["-u", "nobody", "--", "/usr/bin/env", "WEATHER_DB_PATH=\(env["WEATHER_DB_PATH"]!)", "\(binDirectory)/weatherctl", "check"])
+        let hiddenText = String(decoding: hidden.stdout, as: UTF8.self)
+        let keyRow = hiddenText.split(separator: "\n").first { $0.contains("hash key") }.map(String.init) ?? ""
+        #expect(
+            hidden.status == 1 && keyRow.hasPrefix("FAIL") && keyRow.contains("permission denied on its folder") && !keyRow.contains("does not exist"),
+            "\(hiddenText)")
     }
 
     /// A database the service user cannot write (restored from a backup with root's `cp`), or a
@@ -271,6 +281,16 @@ import Glibc
         #expect(
             full.status == 1 && storageLine(full.stdout).hasPrefix("FAIL") && storageLine(full.stdout).contains("MiB free, less than the 64 MiB"),
             "\(full.stdout)")
+
+        // A writing command on a read-only file system says so, not only SQLite's "unable to
+        // open database file" (error 14; an operator audit).
+        let frozen = try ScratchMount(size: "8m")
+        defer { frozen.remove() }
+        let frozenEnv = ["PATH": "/usr/bin:/bin", "WEATHER_DB_PATH": frozen.dbDirectory + "/weather.sqlite3"]
+        #expect(try ctl(["migrate"], frozenEnv).status == 0)
+        try frozen.makeReadOnly()
+        let prune = try ctl(["prune"], frozenEnv)
+        #expect(prune.status == 1 && prune.stderr.contains("the file system is read-only"), "\(prune.status) \(prune.stderr)")
     }
 
     /// Root running weatherctl on the service user's database: the reading commands leave no
@@ -566,6 +586,8 @@ import Glibc
         #expect((try fromStdin.json()["sessions"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == [idB], "\(fromStdin.stderr)")
         let noStdin = try ctl(["sessions", "list", "--installation-id", "-"], h)
         #expect(noStdin.status == 64 && noStdin.stderr.contains("standard input"), "\(noStdin.stderr)")
+        let emptyLine = try ctl(["revoke", "--installation-id", "-"], h, stdin: " \n")
+        #expect(emptyLine.status == 64 && emptyLine.stderr.contains("standard input"), "\(emptyLine.stderr)")
         let revoked = try ctl(["sessions", "list", "--status", "revoked", "--json"], h)
         #expect(try revoked.json()["count"] as? Int == 0)
         let limited = try ctl(["sessions", "list", "--limit", "1", "--json"], h)

@@ -53,6 +53,18 @@ struct CommandContext {
     }
 
     /// The operator's view of the store at `WEATHER_DB_PATH`.
+    /// Why this user cannot write where the database lives, as "; …", or "" when it can:
+    /// SQLite's "unable to open database file" (error 14) said neither (an operator audit).
+    static func whyNotWritable(_ config: GatewayConfig) -> String {
+        let folder = config.databaseFolder.isEmpty ? "." : config.databaseFolder
+        for path in [folder, config.databasePath] where access(path, F_OK) == 0 {
+            guard access(path, path == folder ? W_OK | X_OK : W_OK) != 0 else { continue }
+            if errno == EROFS { return "; the file system is read-only" }
+            if errno == EACCES { return "; this user (uid \(geteuid())) may not write \(path): run weatherctl as the service user" }
+        }
+        return ""
+    }
+
     func openStore(_ config: GatewayConfig, _ opening: Opening = .migrated) throws(CLIError) -> any OperatorStore {
         let path = config.databasePath
         if opening == .creating {
@@ -78,7 +90,8 @@ struct CommandContext {
             store = SQLiteGatewayStore(database: try Database(path: path, readOnly: readOnly, gatewayFile: !readOnly))
             opened.databases.append(store.db)
         } catch {
-            throw .failure("cannot open the database \(path) (WEATHER_DB_PATH): \(error.summary)")
+            let readOnly = opening == .readOnly || opening == .migratedReadOnly
+            throw .failure("cannot open the database \(path) (WEATHER_DB_PATH): \(error.summary)" + (readOnly ? "" : Self.whyNotWritable(config)))
         }
         if opening == .migrated || opening == .migratedReadOnly {
             let pending = try storeCall { () throws(StoreError) in try store.pendingMigrations() }
@@ -100,7 +113,7 @@ struct CommandContext {
         guard let given = args.value("--installation-id") else { return nil }
         guard given == "-" else { return given }
         if isatty(0) == 1 { Terminal.write("installation id: ", to: 2) }
-        guard let line = readLine(strippingNewline: true) else {
+        guard let line = readLine(strippingNewline: true), !line.trimmingSpaces().isEmpty else {
             throw .usage("--installation-id - reads the UUID from standard input, which had none")
         }
         return line.trimmingSpaces()

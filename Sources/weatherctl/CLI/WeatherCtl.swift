@@ -60,7 +60,7 @@ enum WeatherCtl {
         let leading = line.prefix { $0 == "--json" }
         let arguments = line.count > leading.count ? Array(line.dropFirst(leading.count)) + leading : []
         guard let first = arguments.first else {
-            throw .usage("missing command: migrate, sessions, revoke, stats, resume, prune or check (see weatherctl --help)")
+            throw .usage("missing command: migrate, sessions, revoke, stats, resume, prune, check or adopt-hash-key (see weatherctl --help)")
         }
         if first == "--help" || first == "-h" {
             Terminal.out(overview)

@@ -227,6 +227,13 @@ enum CheckCommand {
         let path = config.hashKeyFile
         var st = stat()
         guard stat(path, &st) == 0 else {
+            // A folder this user may not enter is not a missing key (an operator audit: check
+            // said "does not exist" of the live key in the service's 0700 folder).
+            if errno == EACCES {
+                return Result(
+                    name: name, ok: besideACopy,
+                    detail: "\(path) cannot be looked at by this user (uid \(geteuid())): permission denied on its folder; run check as the service user")
+            }
             if besideACopy {
                 return Result(name: name, ok: true, detail: "\(path) is not beside this copy: keep hash.key with the database's backups (INSTALL.md)")
             }
