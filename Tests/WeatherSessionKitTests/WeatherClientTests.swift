@@ -210,7 +210,7 @@ struct WeatherClientTests {
     }
 
     /// Nothing a debugger, `dump` or a logging transport prints holds a token, the installation
-    /// id or the query's coordinates.
+    /// id or the query's coordinates; `dump(service)` (or of a client) shows only the gateway root.
     @Test func printedValuesHoldNoSecret() async throws {
         let h = Harness()
         _ = try await h.client.weather(lat: 31.2304, lon: 121.4737)
@@ -221,7 +221,7 @@ struct WeatherClientTests {
             refreshToken: session.refreshToken, expiresAt: session.expiresAt, refreshAfter: session.refreshAfter,
             expiresIn: 43_200, refreshTokenExpiresAt: session.refreshTokenExpiresAt)
         var printed = [String(describing: session), String(reflecting: session), String(describing: response)]
-        for value in [session, response, h.gateway.requests[0], h.gateway.requests[1]] as [Any] {
+        for value in [session, response, h.gateway.requests[0], h.gateway.requests[1], h.service, h.client] as [Any] {
             var dumped = ""
             dump(value, to: &dumped)
             printed.append(dumped)
@@ -232,5 +232,8 @@ struct WeatherClientTests {
             #expect(!text.lowercased().contains(installation) && !text.contains("31.23"), "\(text)")
         }
         #expect(printed.contains { $0.contains(session.anonymousSessionId) })
+        var service = ""
+        dump(h.service, to: &service)
+        #expect(service.contains(Harness.baseURL.absoluteString), "\(service)")
     }
 }

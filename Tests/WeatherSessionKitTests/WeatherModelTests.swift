@@ -89,6 +89,33 @@ struct WeatherModelTests {
                 == WeatherAPIError(status: 429, code: "rate_limited", message: "slow down", retryAfter: 30))
     }
 
+    /// Every error code the contract (API.md) names has a constant, and so have the gateway's own
+    /// 5xx codes and the envelope its web server sends when it cannot reach the gateway.
+    @Test func everyErrorCodeOfTheContractHasAConstant() {
+        typealias Code = WeatherAPIError.Code
+        let constants = [
+            Code.invalidRequest, Code.unauthorized, Code.invalidRefreshToken, Code.refreshTokenReused,
+            Code.notFound, Code.methodNotAllowed, Code.payloadTooLarge, Code.unsupportedMediaType,
+            Code.rateLimited, Code.providerError, Code.providerTimeout, Code.providerNotConfigured,
+            Code.internalError, Code.storageUnavailable, Code.serviceUnavailable,
+        ]
+        #expect(
+            constants == [
+                "invalid_request", "unauthorized", "invalid_refresh_token", "refresh_token_reused",
+                "not_found", "method_not_allowed", "payload_too_large", "unsupported_media_type",
+                "rate_limited", "provider_error", "provider_timeout", "provider_not_configured",
+                "internal_error", "storage_unavailable", "service_unavailable",
+            ])
+    }
+
+    /// An app that logs any `Error` by its `localizedDescription` reads the status and the code,
+    /// not Foundation's "The operation could not be completed".
+    @Test func localizedDescriptionOfAnAPIErrorSaysStatusAndCode() {
+        let error: any Error = WeatherAPIError(
+            status: 503, code: WeatherAPIError.Code.storageUnavailable, message: "try again shortly", retryAfter: 5)
+        #expect(error.localizedDescription == "503 storage_unavailable: try again shortly (retry after 5 s)")
+    }
+
     @Test(arguments: ["2026-02-29", "2026-13-01", "2026-04-31", "26-01-01", "2026-1-01", "2026-01-01T00:00:00Z", ""])
     func calendarDateRejectsImpossibleOrMalformedDays(text: String) {
         #expect(CalendarDate(text) == nil)

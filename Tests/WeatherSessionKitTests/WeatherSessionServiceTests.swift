@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import WeatherSessionKit
+@testable import WeatherSessionKit
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -52,12 +52,16 @@ struct WeatherSessionServiceTests {
         #expect(h.gateway.requests.count == 1)
     }
 
+    /// Past the hint the stored, still valid token is returned at once and the refresh runs
+    /// behind it; the next call gets the rotated token.
     @Test func refreshAfterHintRotatesTokensSendingSessionIdAndRefreshToken() async throws {
         let h = Harness()
         _ = try await h.service.accessToken()
         let created = try #require(try h.store.loadSession())
         h.clock.advance(by: .hours(6) + 1)
 
+        #expect(try await h.service.accessToken() == created.accessToken)
+        await h.service.renewalsSettled()
         let token = try await h.service.accessToken()
 
         #expect(token != created.accessToken)
@@ -83,12 +87,14 @@ struct WeatherSessionServiceTests {
         h.clock.advance(by: .hours(7))
 
         #expect(try await h.service.accessToken() == original)
+        await h.service.renewalsSettled()
         // A web server's 5xx is sent again after 1, 2, 4 and 8 s (see unansweredRefreshIsRepeated...);
         // a 429 or the gateway's own 5xx is its final word, and a request that never left the
         // device rotated nothing.
         let repeated = failure == .webServer503
         #expect(h.gateway.count(.refresh) == (repeated ? 5 : 1))
         #expect(h.clock.sleeps == (repeated ? [1, 2, 4, 8] : []))
+        #expect(try await h.service.accessToken() == original, "still served once the refresh failed")
         #expect(try h.store.loadSession()?.accessToken == original)
     }
 
@@ -103,7 +109,8 @@ struct WeatherSessionServiceTests {
         }
         h.clock.advance(by: .hours(7))
         let began = h.clock.now()
-        _ = try await h.service.accessToken()
+        #expect(try await h.service.accessToken() == original)
+        await h.service.renewalsSettled()
         let attempts = h.gateway.count(.refresh)
         #expect(attempts == 1)
 
@@ -111,10 +118,13 @@ struct WeatherSessionServiceTests {
         let pause = max(interval, TimeInterval(retryAfter ?? 0))
         h.clock.advance(by: pause - 1 - h.clock.now().timeIntervalSince(began))
         #expect(try await h.service.accessToken() == original)
+        await h.service.renewalsSettled()
         #expect(h.gateway.count(.refresh) == attempts)
 
         h.gateway.respond(to: .refresh, with: nil)
         h.clock.advance(by: 2)
+        #expect(try await h.service.accessToken() == original)
+        await h.service.renewalsSettled()
         #expect(try await h.service.accessToken() != original)
         #expect(h.gateway.count(.refresh) == attempts + 1)
     }
@@ -129,6 +139,8 @@ struct WeatherSessionServiceTests {
         h.clock.advance(by: .hours(7))
         h.gateway.loseAnswers(to: .refresh)
 
+        #expect(try await h.service.accessToken() == first)
+        await h.service.renewalsSettled()
         let token = try await h.service.accessToken()
 
         #expect(token != first)
@@ -141,26 +153,34 @@ struct WeatherSessionServiceTests {
         // The pair it got back is the live one: the next refresh rotates normally.
         h.clock.advance(by: .hours(7))
         _ = try await h.service.accessToken()
+        await h.service.renewalsSettled()
         #expect(h.gateway.outcomes == ["rotated", "retried", "rotated"])
     }
 
     /// An app and its widget share one store (the Keychain with an access group). The widget
-    /// refreshes; the app, still holding the spent refresh token in memory, must not present it.
+    /// refreshes; the app, still holding the spent refresh token in memory, must not present it:
+    /// its own refresh takes the widget's pair from the store instead.
     @Test func processesSharingAStoreDoNotReplayEachOthersRefreshTokens() async throws {
         let clock = FakeClock()
         let store = InMemoryWeatherSessionStore()
         let app = Harness(store: store, clock: clock)
         let widget = WeatherSessionService(baseURL: Harness.baseURL, store: store, transport: app.gateway, clock: clock)
-        _ = try await app.service.accessToken()
+        let first = try await app.service.accessToken()
         _ = try await widget.accessToken()
         clock.advance(by: .hours(7))
-        let widgetToken = try await widget.accessToken()  // rotates; the store holds the new pair
+        #expect(try await widget.accessToken() == first)
+        await widget.renewalsSettled()
+        let widgetToken = try await widget.accessToken()  // rotated; the store holds the new pair
+        #expect(widgetToken != first)
         clock.advance(by: 120)
 
+        #expect(try await app.service.accessToken() == first)  // still valid; its refresh starts
+        await app.service.renewalsSettled()
         #expect(try await app.service.accessToken() == widgetToken)  // taken from the store, no network
         #expect(app.gateway.outcomes == ["rotated"])
         clock.advance(by: .hours(7))
         _ = try await app.service.accessToken()  // the app's turn: it presents the live token
+        await app.service.renewalsSettled()
         #expect(app.gateway.outcomes == ["rotated", "rotated"])
         #expect(app.gateway.count(.createSession) == 1)
     }
@@ -225,7 +245,10 @@ struct WeatherSessionServiceTests {
         let original = try await h.service.accessToken()
         h.gateway.respond(to: .refresh) { _ in FakeGateway.error(429, WeatherAPIError.Code.rateLimited, headers: ["Retry-After": "1800"]) }
         h.clock.advance(by: .hours(7))
+        #expect(try await h.service.accessToken() == original)
+        await h.service.renewalsSettled()
         #expect(try await h.service.accessToken() == original)  // optional refresh refused, old token kept
+        #expect(h.gateway.count(.refresh) == 1)
         try await h.service.revoke()
 
         let fresh = try await h.service.accessToken()
@@ -259,11 +282,14 @@ struct WeatherSessionServiceTests {
         }
 
         #expect(try await h.service.accessToken() == original)
+        await h.service.renewalsSettled()
         #expect(h.gateway.count(.refresh) == 2)  // at 0 s and 16 s; not at 33 s
         #expect(h.clock.now() == start + 31)
 
         h.gateway.respond(to: .refresh, with: nil)
         h.clock.advance(by: 1)  // 32 s after the first attempt: 20 s from it have passed
+        #expect(try await h.service.accessToken() == original)
+        await h.service.renewalsSettled()
         #expect(try await h.service.accessToken() != original)
         #expect(h.gateway.count(.refresh) == 3)
     }
@@ -303,8 +329,8 @@ struct WeatherSessionServiceTests {
     }
 
     /// A store that cannot delete the dead session (a folder made read-only) does not keep the
-    /// app on it: after a revocation the next call makes a new session and works from memory. It
-    /// threw the store's error on every call, after the same two refused requests.
+    /// app on it: after a revocation the next refresh makes a new session and works from memory.
+    /// It threw the store's error on every call, after the same two refused requests.
     @Test func aStoreThatCannotDeleteDoesNotKeepADeadSession() async throws {
         let store = RefusingStore()
         store.refusing = false
@@ -315,6 +341,8 @@ struct WeatherSessionServiceTests {
         h.gateway.revokeEverything()
         h.clock.advance(by: .hours(7))
 
+        #expect(try await h.service.accessToken() == first)  // not yet known to be dead
+        await h.service.renewalsSettled()
         let second = try await h.service.accessToken()
         #expect(second != first)
         #expect(h.gateway.count(.createSession) == 2)
@@ -330,6 +358,8 @@ struct WeatherSessionServiceTests {
         h.gateway.revokeEverything()
         h.clock.advance(by: .hours(7))
 
+        #expect(try await h.service.accessToken() == first.accessToken)  // not yet known to be dead
+        await h.service.renewalsSettled()
         let token = try await h.service.accessToken()
 
         #expect(h.gateway.count(.refresh) == 1)
@@ -366,12 +396,47 @@ struct WeatherSessionServiceTests {
         #expect(h.gateway.count(.createSession) == 2)
     }
 
+    /// Fifty callers past `refreshAfter`, the refresh held open: each is answered at once with
+    /// the stored, still valid token, and exactly one refresh goes out; its token is the next.
     @Test func fiftyConcurrentCallersWhenRefreshIsDueMakeExactlyOneRefresh() async throws {
         let h = Harness()
-        _ = try await h.service.accessToken()
+        let first = try await h.service.accessToken()
         h.clock.advance(by: .hours(7))
 
-        // The refresh is held open until every caller had the chance to pile up behind it.
+        let gate = Gate()
+        let gateway = h.gateway
+        gateway.hold(.refresh, until: gate)
+        let service = h.service
+        let (answered, callers) = try await finishesPromptly {
+            try await withThrowingTaskGroup(of: String.self) { group in
+                for _ in 0..<50 { group.addTask { try await service.accessToken() } }
+                return try await group.reduce(into: [String]()) { $0.append($1) }
+            }
+        }
+        if !answered { gate.open() }
+        #expect(answered, "the callers waited for the refresh")
+        while gateway.count(.refresh) == 0 { await Task.yield() }
+        for _ in 0..<500 { await Task.yield() }
+        #expect(gateway.count(.refresh) == 1)
+        gate.open()
+        let tokens = try await callers.value
+        await service.renewalsSettled()
+
+        #expect(tokens.count == 50)
+        #expect(Set(tokens) == [first])
+        #expect(gateway.count(.refresh) == 1)
+        let stored = try #require(try h.store.loadSession())
+        #expect(stored.accessToken != first)
+        #expect(try await service.accessToken() == stored.accessToken)
+    }
+
+    /// Fifty callers of an expired token all wait for the one refresh, held open until every
+    /// caller had the chance to pile up behind it, and all get its token.
+    @Test func fiftyConcurrentCallersOfAnExpiredTokenShareOneRefresh() async throws {
+        let h = Harness()
+        let first = try await h.service.accessToken()
+        h.clock.advance(by: .hours(13))
+
         let gate = Gate()
         let gateway = h.gateway
         gateway.hold(.refresh, until: gate)
@@ -395,6 +460,7 @@ struct WeatherSessionServiceTests {
 
         #expect(gateway.count(.refresh) == 1)
         let stored = try #require(try h.store.loadSession())
+        #expect(stored.accessToken != first)
         #expect(tokens.count == 50)
         #expect(Set(tokens) == [stored.accessToken])
     }
@@ -441,7 +507,10 @@ struct WeatherSessionServiceTests {
 
         h.clock.advance(by: .hours(6) - 1)
         #expect(try await h.service.accessToken() == first)
+        #expect(h.gateway.count(.refresh) == 0)
         h.clock.advance(by: 2)
+        #expect(try await h.service.accessToken() == first)
+        await h.service.renewalsSettled()
         #expect(try await h.service.accessToken() != first)
         #expect(h.gateway.count(.refresh) == 1)
     }
@@ -564,6 +633,8 @@ struct WeatherSessionServiceTests {
             return answered.next() == 0 ? FakeGateway.error(status, "service_unavailable") : answer
         }
 
+        #expect(try await h.service.accessToken() == first)
+        await h.service.renewalsSettled()
         let token = try await h.service.accessToken()
 
         #expect(token != first)
@@ -571,6 +642,8 @@ struct WeatherSessionServiceTests {
         #expect(try h.store.loadSession()?.anonymousSessionId == session.anonymousSessionId)
         gateway.respond(to: .refresh, with: nil)
         h.clock.advance(by: .hours(7))
+        #expect(try await h.service.accessToken() == token)
+        await h.service.renewalsSettled()
         #expect(try await h.service.accessToken() != token)
         #expect(gateway.outcomes == ["rotated", "retried", "rotated"])
         #expect(gateway.count(.createSession) == 1)
@@ -632,6 +705,8 @@ struct WeatherSessionServiceTests {
 
         let first = try await service.accessToken()
         clock.advance(by: .hours(7))
+        #expect(try await service.accessToken() == first)
+        await service.renewalsSettled()
         #expect(try await service.accessToken() != first)
         try await service.revoke()
 
@@ -640,21 +715,30 @@ struct WeatherSessionServiceTests {
         #expect(gateway.requests.map { gateway.route(of: $0) } == [.createSession, .refresh, .revoke])
     }
 
-    /// A caller cancelled while a renewal it joined is held (a SwiftUI `.task` whose view went
-    /// away) is released at once with `CancellationError`; the renewal goes on and its tokens are
-    /// kept. The same during an optional refresh (after 7 h, the current token still valid): the
-    /// cancelled caller got the old token instead, and the next refresh was paused.
-    @Test(arguments: [13.0, 7.0])
-    func aCancelledCallerStopsWaitingAndTheRenewalGoesOn(hoursLater: Double) async throws {
+    /// Why a caller must renew: its token expired (13 h), or the gateway rejected it
+    /// (`refreshAccessToken`, here at 7 h).
+    enum MustRenew: String, CaseIterable, Sendable {
+        case expired, rejected
+    }
+
+    /// A caller that must renew and is cancelled while the renewal it joined is held (a SwiftUI
+    /// `.task` whose view went away) is released at once with `CancellationError`; the renewal
+    /// goes on and its tokens are kept. (A caller past `refreshAfter` whose token is still valid
+    /// does not wait at all: `callersDuringAHeldOptionalRefreshGetTheOldTokenAtOnce`.)
+    @Test(arguments: MustRenew.allCases)
+    func aCancelledCallerStopsWaitingAndTheRenewalGoesOn(reason: MustRenew) async throws {
         let h = Harness()
         let first = try await h.service.accessToken()
-        h.clock.advance(by: .hours(hoursLater))
+        h.clock.advance(by: .hours(reason == .expired ? 13 : 7))
         let gate = Gate()
         h.gateway.hold(.refresh, until: gate)
         let service = h.service, gateway = h.gateway
-        let holder = Task { try await service.accessToken() }
+        let renew: @Sendable () async throws -> String = {
+            reason == .expired ? try await service.accessToken() : try await service.refreshAccessToken(rejecting: first)
+        }
+        let holder = Task { try await renew() }
         while gateway.count(.refresh) == 0 { await Task.yield() }
-        let (released, cancelled) = try await cancelWhileItWaits { _ = try await service.accessToken() }
+        let (released, cancelled) = try await cancelWhileItWaits { _ = try await renew() }
         #expect(released, "the cancelled caller was still waiting for the renewal")
         gate.open()
         #expect(await cancelled.value is CancellationError)
@@ -665,17 +749,181 @@ struct WeatherSessionServiceTests {
         #expect(gateway.count(.refresh) == 1)
     }
 
+    /// Past `refreshAfter` with the refresh held open (a slow or failing gateway), a caller is
+    /// answered at once with the stored, still valid token; it waited for the refresh and its
+    /// repeats, up to 15 s (a review). A caller meanwhile starts no second refresh; once the
+    /// refresh is in, its token is served and stored.
+    @Test func callersDuringAHeldOptionalRefreshGetTheOldTokenAtOnce() async throws {
+        let h = Harness()
+        let first = try await h.service.accessToken()
+        h.clock.advance(by: .hours(7))
+        let gate = Gate()
+        h.gateway.hold(.refresh, until: gate)
+        let service = h.service, gateway = h.gateway
+
+        let (answered, caller) = try await finishesPromptly { try await service.accessToken() }
+        if !answered { gate.open() }
+        #expect(answered, "the caller waited for the refresh")
+        #expect(try await caller.value == first)
+        while gateway.count(.refresh) == 0 { await Task.yield() }
+        #expect(try await service.accessToken() == first)
+        for _ in 0..<200 { await Task.yield() }
+        #expect(gateway.count(.refresh) == 1, "a second refresh beside the one held")
+
+        gate.open()
+        await service.renewalsSettled()
+        let renewed = try await service.accessToken()
+        #expect(renewed != first)
+        #expect(try h.store.loadSession()?.accessToken == renewed)
+        #expect(gateway.count(.refresh) == 1 && gateway.outcomes == ["rotated"])
+    }
+
     /// A refresh that itself ends in `CancellationError` (the transport or the app's activity
-    /// gave up) is a failed optional refresh: a caller that was not cancelled gets the current,
-    /// still valid token, and the next refresh waits `refreshRetryInterval`.
-    @Test func aRefreshEndingInCancellationIsAFailureForCallersThatWereNotCancelled() async throws {
+    /// gave up) is a failed optional refresh like any other: the current, still valid token is
+    /// served, and the next refresh waits `refreshRetryInterval`.
+    @Test func aRefreshEndingInCancellationIsAFailedRefresh() async throws {
         let h = Harness()
         let first = try await h.service.accessToken()
         h.clock.advance(by: .hours(7))
         h.gateway.respond(to: .refresh) { _ in throw CancellationError() }
         #expect(try await h.service.accessToken() == first)
+        await h.service.renewalsSettled()
+        #expect(h.gateway.count(.refresh) == 1)
         #expect(try await h.service.accessToken() == first)
+        await h.service.renewalsSettled()
         #expect(h.gateway.count(.refresh) == 1, "paused after the failure")
+    }
+
+    /// An activity that throws without running the renewal (iOS had no background time left)
+    /// fails that call only: the next call sends its request and gets a token. The renewal was
+    /// never cleared, and every later call threw the old error without a request (a review).
+    @Test func aRenewalTheActivityRefusedDoesNotWedgeTheService() async throws {
+        let activity = ScriptedActivity()
+        let h = Harness(activity: activity)
+        let first = try await h.service.accessToken()
+        h.clock.advance(by: .hours(13))  // expired: the call must renew
+        activity.script(.refuse)
+
+        await #expect(throws: ScriptedActivity.NoTimeLeft.self) { try await h.service.accessToken() }
+        #expect(h.gateway.count(.refresh) == 0)
+        let renewed = try await h.service.accessToken()
+        #expect(renewed != first)
+        #expect(h.gateway.count(.refresh) == 1)
+        #expect(try h.store.loadSession()?.accessToken == renewed)
+    }
+
+    /// A revocation the activity refused (no background time left) leaves the session as it
+    /// was: a call that must renew sends its refresh, and `revoke()` can be called again. The
+    /// revocation was never cleared: `revoke()` threw the old error for ever, and a renewal waited
+    /// for it in a loop at full CPU (a review).
+    @Test func aRevocationTheActivityRefusedDoesNotWedgeTheService() async throws {
+        let activity = ScriptedActivity()
+        let h = Harness(activity: activity)
+        let first = try await h.service.accessToken()
+        let session = try #require(try h.store.loadSession())
+        activity.script(.refuse)
+
+        await #expect(throws: ScriptedActivity.NoTimeLeft.self) { try await h.service.revoke() }
+        #expect(h.gateway.count(.revoke) == 0)
+        #expect(try h.store.loadSession() == session)
+        h.clock.advance(by: .hours(13))  // expired: the call must renew
+        let service = h.service
+        let (finished, renewing) = try await finishesPromptly { try await service.accessToken() }
+        if !finished { renewing.cancel() }
+        #expect(finished, "the renewal is still waiting for the refused revocation")
+        let renewed = try await renewing.value
+        #expect(renewed != first)
+        #expect(h.gateway.count(.refresh) == 1)
+
+        try await h.service.revoke()
+        #expect(h.gateway.count(.revoke) == 1)
+        #expect(try h.store.loadSession() == nil)
+    }
+
+    /// A renewal waiting behind `revoke(resettingInstallationID: true)`, and one asked for while
+    /// the app's activity is slow to end the revocation, create the next session under the new
+    /// installation id: renewals go on only once it is saved. The revocation was cleared inside
+    /// the activity and the id saved by the revoking caller after it, so a renewal could get in
+    /// between and create the next session under the old id, which the reset promised to end.
+    @Test func renewalsBehindAResetRevocationUseTheNewInstallationID() async throws {
+        let activity = ScriptedActivity()
+        let h = Harness(activity: activity)
+        let first = try await h.service.accessToken()
+        let old = try #require(try h.store.loadInstallationID())
+        let revokeAnswer = Gate(), activityEnd = Gate()
+        h.gateway.hold(.revoke, until: revokeAnswer)
+        activity.script(.holdEnd(activityEnd))
+        let service = h.service, gateway = h.gateway
+
+        let revoking = Task { try await service.revoke(resettingInstallationID: true) }
+        while gateway.count(.revoke) == 0 { await Task.yield() }
+        let waiting = Task { try await service.refreshAccessToken(rejecting: first) }
+        for _ in 0..<200 { await Task.yield() }
+        revokeAnswer.open()
+        while activity.worksDone < 2 { await Task.yield() }  // the creation's, the revocation's
+        let arriving = Task { try await service.accessToken() }
+        for _ in 0..<200 { await Task.yield() }
+        #expect(gateway.count(.createSession) == 1, "a session was created before the reset")
+        activityEnd.open()
+        try await revoking.value
+        let tokens = [try await waiting.value, try await arriving.value]
+
+        let new = try #require(try h.store.loadInstallationID())
+        #expect(new != old)
+        #expect(try await service.installationID() == new)
+        let creates = gateway.requests(to: .createSession).dropFirst()
+        #expect(creates.map { FakeGateway.json($0)["installationId"] } == [new.uuidString.lowercased()])
+        #expect(Set(tokens).count == 1 && tokens[0] != first)
+        #expect(gateway.count(.refresh) == 0, "no refresh with the revoked session's token")
+    }
+
+    /// The same race without an activity, left to the scheduler: a renewal of higher priority
+    /// than the revoking caller, waiting behind the revocation, got onto the actor before that
+    /// caller saved the new id, and created the next session under the old one (a review: 24 of
+    /// 30 resets; 20 to 25 of these 30 rounds with the id saved by the caller).
+    @Test func aHigherPriorityRenewalBehindAResetRevocationUsesTheNewInstallationID() async throws {
+        var oldIDCreations = 0
+        for _ in 0..<30 {
+            let (h, first, gate) = try await sessionWithHeldRevocation()
+            let service = h.service, gateway = h.gateway
+            let old = try #require(try h.store.loadInstallationID()).uuidString.lowercased()
+            let reset = Task(priority: .background) { try await service.revoke(resettingInstallationID: true) }
+            while gateway.count(.revoke) == 0 { await Task.yield() }
+            let renewal = Task(priority: .high) { try await service.refreshAccessToken(rejecting: first) }
+            for _ in 0..<200 { await Task.yield() }
+            gate.open()
+            try await reset.value
+            _ = try await renewal.value
+            oldIDCreations += gateway.requests(to: .createSession).dropFirst().filter { FakeGateway.json($0)["installationId"] == old }.count
+        }
+        #expect(oldIDCreations == 0)
+    }
+
+    /// A caller that joins a revocation in flight asking for a new installation id gets it; a
+    /// failed revocation replaces nothing, and the ask does not outlive it.
+    @Test func aResetAskedByACallerJoiningARevocationIsDoneOnlyIfItSucceeds() async throws {
+        let (h, _, gate) = try await sessionWithHeldRevocation()
+        let service = h.service, gateway = h.gateway
+        let old = try #require(try h.store.loadInstallationID())
+        let plain = Task { try await service.revoke() }
+        while gateway.count(.revoke) == 0 { await Task.yield() }
+        let resetting = Task { try await service.revoke(resettingInstallationID: true) }
+        for _ in 0..<200 { await Task.yield() }
+        gate.open()
+        try await plain.value
+        try await resetting.value
+        #expect(gateway.count(.revoke) == 1)
+        let new = try #require(try h.store.loadInstallationID())
+        #expect(new != old)
+
+        _ = try await service.accessToken()
+        gateway.respond(to: .revoke, with: RefreshFailure.serverError500.responder)
+        await #expect(throws: WeatherAPIError.self) { try await service.revoke(resettingInstallationID: true) }
+        #expect(try h.store.loadInstallationID() == new)
+        gateway.respond(to: .revoke, with: nil)
+        try await service.revoke()
+        #expect(try h.store.loadInstallationID() == new, "reset by a revocation that did not ask")
+        #expect(try h.store.loadSession() == nil)
     }
 
     /// A harness with a session (its access token) whose revocation the gateway holds until
@@ -686,6 +934,18 @@ struct WeatherSessionServiceTests {
         let gate = Gate()
         h.gateway.hold(.revoke, until: gate)
         return (h, first, gate)
+    }
+
+    /// Starts `call` and tells whether it ended within 2 s (bounded: a call that waits for a gate
+    /// the test has not opened would hang the test); the task gives its outcome.
+    func finishesPromptly<T: Sendable>(_ call: @escaping @Sendable () async throws -> T) async throws -> (finished: Bool, task: Task<T, any Error>) {
+        let finished = Counter()
+        let task = Task {
+            defer { _ = finished.next() }
+            return try await call()
+        }
+        for _ in 0..<2_000 where finished.value == 0 { try await Task.sleep(nanoseconds: 1_000_000) }
+        return (finished.value == 1, task)
     }
 
     /// Starts `call`, cancels it once it has had time to start waiting, and tells whether it ended
@@ -779,5 +1039,37 @@ final class RecordingActivity: WeatherRenewalActivity, @unchecked Sendable {
         }
         defer { lock.withLock { recorded[index].append(mark()) } }
         return try await work()
+    }
+}
+
+/// Runs each renewal and revocation as an app's activity would, except the turns a test
+/// scripts: `refuse` throws without running the work (an expiring activity that had no time
+/// left), `holdEnd` runs the work but returns only once the gate opens (a system slow to end it).
+final class ScriptedActivity: WeatherRenewalActivity, @unchecked Sendable {
+    enum Turn {
+        case refuse
+        case holdEnd(Gate)
+    }
+    struct NoTimeLeft: Error {}
+
+    // @unchecked: `turns` and `done` are only touched under `lock`.
+    private let lock = NSLock()
+    private var turns: [Turn] = []
+    private var done = 0
+
+    /// How the next runs go, in order; runs after them are not scripted.
+    func script(_ next: Turn...) { lock.withLock { turns += next } }
+
+    /// Pieces of work that have returned or thrown.
+    var worksDone: Int { lock.withLock { done } }
+
+    func run<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) async throws -> T {
+        let turn = lock.withLock { turns.isEmpty ? nil : turns.removeFirst() }
+        if case .refuse = turn { throw NoTimeLeft() }
+        let outcome: Result<T, any Error>
+        do { outcome = .success(try await work()) } catch { outcome = .failure(error) }
+        lock.withLock { done += 1 }
+        if case .holdEnd(let gate) = turn { await gate.wait() }
+        return try outcome.get()
     }
 }

@@ -18,7 +18,7 @@ import Foundation
 ///     scheduleRetry(after: error.retryAfter ?? 60)
 /// }
 /// ```
-public struct WeatherAPIError: Error, Sendable, Equatable, CustomStringConvertible {
+public struct WeatherAPIError: LocalizedError, Sendable, Equatable, CustomStringConvertible {
     /// The HTTP status, for example 401, 429 or 502.
     public var status: Int
     /// The envelope's `code`, or ``Code/unexpectedResponse`` when the body was not an envelope.
@@ -64,6 +64,11 @@ public struct WeatherAPIError: Error, Sendable, Equatable, CustomStringConvertib
         return text
     }
 
+    /// The same as ``description``, so `localizedDescription` (and logging an `any Error`) says
+    /// what happened rather than Foundation's "The operation could not be completed". It is for
+    /// diagnostics, in English; show the user your own text chosen by ``code``.
+    public var errorDescription: String? { description }
+
     /// Codes the contract names, for matching without typos.
     public enum Code {
         /// 401: no live session token (and no legacy token) on a weather request.
@@ -82,6 +87,22 @@ public struct WeatherAPIError: Error, Sendable, Equatable, CustomStringConvertib
         public static let providerTimeout = "provider_timeout"
         /// 503: no weather provider is configured on the gateway.
         public static let providerNotConfigured = "provider_not_configured"
+        /// 404: no such route (a wrong base URL or mount prefix).
+        public static let notFound = "not_found"
+        /// 405: the route exists, the method does not.
+        public static let methodNotAllowed = "method_not_allowed"
+        /// 413: the body was too large.
+        public static let payloadTooLarge = "payload_too_large"
+        /// 415: the body was not sent as `application/json`.
+        public static let unsupportedMediaType = "unsupported_media_type"
+        /// 503: the gateway's database could not be read or written; try again shortly.
+        public static let storageUnavailable = "storage_unavailable"
+        /// 500: the gateway failed in a way it did not expect.
+        public static let internalError = "internal_error"
+        /// 503 (502, 504): the web server in front of the gateway could not get an answer from it
+        /// (workers busy, stopped or restarting; the shipped nginx and Apache configurations send
+        /// this envelope), or the gateway's configuration is broken.
+        public static let serviceUnavailable = "service_unavailable"
         /// Made up by this kit, not sent by the gateway: the server answered with something
         /// that is not the contract's JSON (a proxy's HTML page, a malformed success body).
         public static let unexpectedResponse = "unexpected_response"

@@ -24,10 +24,13 @@ import FoundationNetworking
 /// What ``accessToken()`` does, by the local clock (see ``WeatherSession`` for why local):
 /// - **no session**: creates one (`POST /v1/weather/session`) with the installation id;
 /// - **before `refreshAfter`**: returns the stored token, no network;
-/// - **between `refreshAfter` and `expiresAt`**: refreshes. If that fails (offline, 5xx, 429)
-///   the stored token is still good, so it is returned, and the refresh is not attempted again
-///   for `refreshRetryInterval` (or a 429's `Retry-After`, if longer) so a failing server is not
-///   hit on every call;
+/// - **between `refreshAfter` and `expiresAt`**: returns the stored token at once and starts a
+///   refresh in the background (unless one is already running), so a call holding a valid token
+///   never waits on the network (an app's "what to wear" screen waited up to 15 s for a refresh
+///   and its repeats while the gateway was down: a review). The stored token stays valid until
+///   its own expiry after a rotation (API.md). If the refresh fails (offline, 5xx, 429) it is
+///   not attempted again for `refreshRetryInterval` (or a 429's `Retry-After`, if longer) so a
+///   failing server is not hit on every call;
 /// - **after `expiresAt`**: must refresh; if that fails, the error is thrown;
 /// - **refresh answered 401** (refresh token expired, revoked, or replayed): the stored session
 ///   is dropped, the installation id is kept, and a new session is created. Same when the
@@ -36,8 +39,8 @@ import FoundationNetworking
 ///   5xx other than the gateway's own `storage_unavailable` and `internal_error`: a web server in
 ///   front answers 502/503/504 when it gives up on a busy gateway, which may still rotate the
 ///   tokens; not when it never left the device, such as `notConnectedToInternet`): the very
-///   same request is sent again after 1, 2, 4 and 8 s, the caller waiting,
-///   (or the 5xx's `Retry-After`, if longer), as long as the repeat starts less than
+///   same request is sent again after 1, 2, 4 and 8 s (or the 5xx's `Retry-After`, if longer;
+///   a caller that needs the new token waits), as long as the repeat starts less than
 ///   ``unansweredRefreshWindow`` (20 s) after the first went out. The gateway may
 ///   already have rotated the tokens; only a repeat within its retry window
 ///   (`WEATHER_REFRESH_RETRY_WINDOW`, 30 s by default) gets the new pair back instead of being
@@ -67,7 +70,10 @@ import FoundationNetworking
 /// a renewal while it runs awaits that same task. The task is never cancelled by a caller going
 /// away: a refresh abandoned after the server rotated the tokens would lose them. A caller that
 /// is cancelled (a SwiftUI `.task` whose view went away) stops waiting at once with
-/// `CancellationError`, and the renewal goes on for the others and the store.
+/// `CancellationError`, and the renewal goes on for the others and the store. The renewal and
+/// the revocation clear themselves when they end outside the app's ``WeatherRenewalActivity``,
+/// so an activity that throws without running its work (no background time left) leaves the
+/// service as it was, not waiting for ever on a renewal that never ran (a review).
 ///
 /// ## Storage
 /// The installation id is a random version-4 UUID created on first use and kept in the
@@ -94,7 +100,7 @@ public actor WeatherSessionService {
     private var session: WeatherSession?
     private var sessionLoaded = false
     private var cachedInstallationID: UUID?
-    /// The renewal every caller joins; cleared by the renewal itself when it ends.
+    /// The renewal every caller joins; cleared by its task when it ends (`startRenewal`).
     private var renewal: Task<WeatherSession, any Error>?
     /// After a failed optional refresh, no new attempt before this time (the token still works).
     private var refreshPausedUntil: Date?
@@ -169,32 +175,35 @@ public actor WeatherSessionService {
         if now >= current.expiresAt {
             return try await renew(from: current).accessToken
         }
+        // Optional refresh: the current token is still valid, so nobody waits for it. Not while
+        // a revocation is presenting the refresh token (`renew` would wait for it), nor beside a
+        // renewal already running.
         if let refreshPausedUntil, now < refreshPausedUntil {
             return current.accessToken
         }
-
-        // Optional refresh: the current token is still valid, so a failure is not fatal.
-        do {
-            return try await renew(from: current).accessToken
-        } catch is CancellationError where Task.isCancelled {
-            // This caller went away (the renewal goes on for the others); the old token is no
-            // answer to give it, and no reason to pause the next refresh. A renewal that itself
-            // ended in `CancellationError` (a transport or activity giving up) is a failed
-            // refresh like any other, below (a review).
-            throw CancellationError()
-        } catch {
-            let later = clock.now()
-            guard session == current, later < current.expiresAt else {
-                // The session was dropped (the refresh got 401) or the token died meanwhile.
-                throw error
-            }
-            // The next try presents the same refresh token; counted from when this one began,
-            // it reaches a gateway that may have rotated without our hearing while that gateway
-            // still takes it for a repeat (its retry window), not for a replay.
-            let retryAfter = (error as? WeatherAPIError)?.retryAfter.map(TimeInterval.init) ?? 0
-            refreshPausedUntil = max(now.addingTimeInterval(refreshRetryInterval), later.addingTimeInterval(retryAfter))
-            return current.accessToken
+        if renewal == nil && revocation == nil {
+            startRenewal(from: current, optional: true)
         }
+        return current.accessToken
+    }
+
+    /// After an optional refresh from `current` failed, while that token is still good: no
+    /// new attempt for `refreshRetryInterval`, or the refusal's `Retry-After` when longer.
+    private func pauseRefreshing(after error: any Error, from current: WeatherSession, began: Date) {
+        let later = clock.now()
+        // The session was dropped (the refresh got 401) or the token died meanwhile: the next
+        // call renews as it must.
+        guard session == current, later < current.expiresAt else { return }
+        // The next try presents the same refresh token; counted from when this one began, it
+        // reaches a gateway that may have rotated without our hearing while that gateway still
+        // takes it for a repeat (its retry window), not for a replay.
+        let retryAfter = (error as? WeatherAPIError)?.retryAfter.map(TimeInterval.init) ?? 0
+        refreshPausedUntil = max(began.addingTimeInterval(refreshRetryInterval), later.addingTimeInterval(retryAfter))
+    }
+
+    /// Waits until no renewal is running (tests: an optional refresh runs without its caller).
+    func renewalsSettled() async {
+        while let renewal { _ = await renewal.result }
     }
 
     /// A new access token, for a caller whose request was just answered 401.
@@ -228,25 +237,36 @@ public actor WeatherSessionService {
     ///   start over. Another process sharing the store (a widget) keeps the id it has read
     ///   until it restarts.
     public func revoke(resettingInstallationID: Bool = false) async throws {
+        if resettingInstallationID { installationIDResetAsked = true }
         if let revocation {
             try await revocation.value
-        } else {
-            let task = Task { try await self.underActivity { try await self.runRevocation() } }
-            revocation = task
-            try await task.value
+            return
         }
-        if resettingInstallationID {
-            let id = UUID()
-            try store.saveInstallationID(id)
-            cachedInstallationID = id
+        // The new id is saved inside the revocation's task, before renewals waiting for it go
+        // on: saved after, a renewal could create the next session under the old id, which the
+        // reset promised to end (a review: 24 of 30 resets with a renewal of higher priority).
+        let task = Task {
+            defer {
+                revocation = nil
+                installationIDResetAsked = false
+            }
+            try await underActivity { try await self.runRevocation() }
+            if installationIDResetAsked {
+                let id = UUID()
+                try store.saveInstallationID(id)
+                cachedInstallationID = id
+            }
         }
+        revocation = task
+        try await task.value
     }
 
-    /// The revocation every `revoke()` caller joins; renewals wait for it.
+    /// The revocation every `revoke()` caller joins; renewals wait for it. Cleared by its task.
     private var revocation: Task<Void, any Error>?
+    /// A caller of the revocation in flight asked for a new installation id.
+    private var installationIDResetAsked = false
 
     private func runRevocation() async throws {
-        defer { revocation = nil }
         // Let a renewal in flight finish first, so its new tokens are the ones revoked rather
         // than written back after the revoke. Its outcome does not matter here.
         while let pending = renewal {
@@ -299,12 +319,29 @@ public actor WeatherSessionService {
         if let renewal {
             return try await Self.value(of: renewal)
         }
-        // `renewal` is set before this method suspends, and the task cannot run its
-        // actor-isolated body before then, so no second caller can slip in between.
-        let start = current
-        let task = Task { try await self.underActivity { try await self.runRenewal(from: start) } }
+        return try await Self.value(of: startRenewal(from: current, optional: false))
+    }
+
+    /// Starts the renewal every caller joins. `renewal` is set before the caller suspends, and
+    /// the task cannot run its actor-isolated body before then, so no second caller can slip in
+    /// between. The task clears `renewal` on the actor before it completes, so a caller arriving
+    /// after the end sees the stored result instead of a finished task; for an `optional`
+    /// refresh it notes the pause in the same step, so no caller can start another refresh
+    /// between the failure and the pause.
+    @discardableResult
+    private func startRenewal(from start: WeatherSession?, optional: Bool) -> Task<WeatherSession, any Error> {
+        let began = clock.now()
+        let task = Task {
+            do {
+                defer { renewal = nil }
+                return try await underActivity { try await self.runRenewal(from: start) }
+            } catch {
+                if optional, let start { pauseRefreshing(after: error, from: start, began: began) }
+                throw error
+            }
+        }
         renewal = task
-        return try await Self.value(of: task)
+        return task
     }
 
     /// `work` inside the app's ``WeatherRenewalActivity``, if it gave one.
@@ -361,10 +398,6 @@ public actor WeatherSessionService {
     }
 
     private func runRenewal(from current: WeatherSession?) async throws -> WeatherSession {
-        // Cleared on the actor before the task completes, so a caller arriving after the end
-        // sees the stored result instead of a finished task.
-        defer { renewal = nil }
-
         var current = current
         // Another process sharing the store may have renewed the session since it was read: its
         // refresh token is the live one, and the one held here may be spent already. (Issued
@@ -422,7 +455,7 @@ public actor WeatherSessionService {
     /// The gateway's own 5xx codes for a refresh, each answered before anything was committed
     /// (its database could not be read or written; it could not make the tokens): nothing to
     /// repeat. nginx's `service_unavailable` and bare 502/504 pages are not among them.
-    static let finalServerErrors: Set<String> = ["storage_unavailable", "internal_error"]
+    static let finalServerErrors: Set<String> = [WeatherAPIError.Code.storageUnavailable, WeatherAPIError.Code.internalError]
 
     /// Failures that mean the request never left the device or never reached the gateway's HTTP
     /// layer (no network, no route, no connection, no TLS): nothing can have been rotated.
@@ -529,6 +562,14 @@ public actor WeatherSessionService {
         if (try? store.saveSession(session)) != nil { sessionUnsaved = false }
     }
 
+}
+
+/// `dump(service)` and debuggers show only the gateway root: the actor's state holds the
+/// installation id, which must not reach a log (a review).
+extension WeatherSessionService: CustomReflectable {
+    public nonisolated var customMirror: Mirror {
+        Mirror(self, children: ["baseURL": baseURL], displayStyle: .class)
+    }
 }
 
 /// The first answer given, handed to a continuation once it is there (either may come first).

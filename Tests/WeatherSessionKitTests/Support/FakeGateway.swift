@@ -306,14 +306,15 @@ struct Harness {
 
     init(
         store: any WeatherSessionStore = InMemoryWeatherSessionStore(), clock: FakeClock = FakeClock(),
-        baseURL: URL = Harness.baseURL, refreshRetryInterval: TimeInterval = 60
+        baseURL: URL = Harness.baseURL, refreshRetryInterval: TimeInterval = 60,
+        activity: (any WeatherRenewalActivity)? = nil
     ) {
         self.clock = clock
         self.gateway = FakeGateway(clock: clock)
         self.store = store
         self.service = WeatherSessionService(
             baseURL: baseURL, store: store, transport: gateway, clock: clock,
-            platform: "ios", appVersion: "1.0", refreshRetryInterval: refreshRetryInterval)
+            platform: "ios", appVersion: "1.0", refreshRetryInterval: refreshRetryInterval, activity: activity)
         self.client = WeatherClient(service: service)
     }
 }
