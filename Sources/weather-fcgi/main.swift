@@ -79,6 +79,10 @@ func makeGateway(announce: Bool = true) throws -> Gateway {
     if announce, !config.commentedSettings.isEmpty {
         StandardErrorLog().write("weather-fcgi: \(Bootstrap.commentedSettingsNotice(config.commentedSettings))")
     }
+    if announce, !store.appliedMigrations.isEmpty {
+        StandardErrorLog().write(
+            "weather-fcgi: applied \(store.appliedMigrations.count) migration(s) to the database: \(store.appliedMigrations.joined(separator: ", "))")
+    }
     // A build rolled back under a newer release's migrations still serves (they only ever add
     // tables and columns), but says so: `weatherctl migrate` refuses that database, check fails.
     if announce, let unknown = try? store.unknownMigrations(), !unknown.isEmpty {

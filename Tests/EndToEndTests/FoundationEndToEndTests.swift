@@ -184,6 +184,20 @@ import Glibc
         #expect(text.contains("request_id=\(id) the database directory") && !text.contains("/nonexistent-dir"), "\(text)")
     }
 
+    /// The worker that applies migrations names them in its log, once: an upgrade's schema change
+    /// (or a new database) leaves a line saying what changed and when.
+    @Test func aWorkerNamesTheMigrationsItApplied() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-mig-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let first = cgiRequest("GET", "/v1/health", database: "\(dir.path)/w.sqlite3")
+        #expect(first.text.contains("Status: 200 OK"), "\(first.text)")
+        let names = migrationFileNames
+        #expect(first.text.contains("applied \(names.count) migration(s) to the database: \(names.joined(separator: ", "))"), "\(first.text)")
+        let second = cgiRequest("GET", "/v1/health", database: "\(dir.path)/w.sqlite3")
+        #expect(second.text.contains("Status: 200 OK") && !second.text.contains("migration"), "\(second.text)")
+    }
+
     /// A key file deleted while sessions are stored is not replaced: a worker that made a new one
     /// would disagree with the workers holding the old one (an incident drill: an idempotent
     /// refresh retry answered by the other worker revoked the session as a replay). A new

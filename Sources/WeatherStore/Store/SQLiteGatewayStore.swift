@@ -16,6 +16,9 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// itself; a restart after the restore clears it.
     private(set) var sawDamage = false
     public private(set) var lastFailure: StoreError?
+    /// The migrations this opening applied, in order (empty when the database was up to date):
+    /// the worker says them once in its log, where an upgrade's schema change went unrecorded.
+    public private(set) var appliedMigrations: [String] = []
 
     /// Opens the database and applies pending migrations (safe when several workers start at once).
     /// Writers queue for each other and checkpoints wait for `afterResponse`
@@ -28,7 +31,7 @@ public final class SQLiteGatewayStore: GatewayStore {
         do {
             let migrating = try Database(path: path, gatewayFile: true)
             defer { migrating.close() }
-            try Migrator.apply(to: migrating)
+            appliedMigrations = try Migrator.apply(to: migrating)
         }
         db = try Database(path: path, walWrites: .perCommit, gatewayFile: true)
         self.path = path
