@@ -198,6 +198,24 @@ import Glibc
         #expect(second.text.contains("Status: 200 OK") && !second.text.contains("migration"), "\(second.text)")
     }
 
+    /// A relative database path would land wherever the web server starts the worker (the
+    /// document root under mod_fcgid): the worker refuses it, and creates nothing.
+    @Test func aRelativeDatabasePathIsRefusedAtStart() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-rel-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = ChildProcessOutput.runData(
+            "/bin/bash",
+            [
+                "-c",
+                "cd \(dir.path) && REQUEST_METHOD=GET REQUEST_URI=/v1/health WEATHER_DB_PATH=w.sqlite3 /usr/bin/timeout -k 5 30 \(binDirectory)/weather-fcgi 2>&1 </dev/null",
+            ])
+        let text = String(decoding: out.stdout, as: UTF8.self)
+        #expect(out.status == 78 && text.contains("Status: 503 Service Unavailable\r\n"), "\(text)")
+        #expect(text.contains("WEATHER_DB_PATH must be an absolute path"), "\(text)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty, "no database made")
+    }
+
     /// A key file deleted while sessions are stored is not replaced: a worker that made a new one
     /// would disagree with the workers holding the old one (an incident drill: an idempotent
     /// refresh retry answered by the other worker revoked the session as a replay). A new
