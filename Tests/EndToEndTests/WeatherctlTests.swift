@@ -241,6 +241,73 @@ import Glibc
             "\(hiddenText)")
     }
 
+    /// A provider key that `WEATHER_PROVIDERS` leaves out is never used: `check` says so on its
+    /// providers row, naming the key's variable and never its value. A warning, not a failure:
+    /// leaving a provider out for a while is a fair thing to do.
+    @Test func checkSaysWhenWeatherProvidersLeavesOutAProviderWithAKey() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-left-out-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let env = ["PATH": "/usr/bin:/bin", "WEATHER_DB_PATH": dir.appendingPathComponent("weather.sqlite3").path]
+        #expect(try ctl(["migrate"], env).status == 0)
+        let keys = ["CAIYUN_API_TOKEN": "caiyun-secret-1234", "VISUAL_CROSSING_API_KEY": "vc-secret-5678"]
+        func providersRow(_ settings: [String: String]) throws -> (status: Int32, detail: String) {
+            let run = try ctl(["check", "--json"], env.merging(settings) { $1 })
+            #expect(!run.stdout.contains("secret") && !run.stderr.contains("secret"), "\(run.stdout)")
+            let checks = try #require(try run.json()["checks"] as? [[String: Any]], "\(run.stdout)")
+            let row = try #require(checks.first { $0["name"] as? String == "providers" }, "\(run.stdout)")
+            #expect(row["ok"] as? Bool == true)
+            return (run.status, row["detail"] as? String ?? "")
+        }
+        let caiyunOnly = try providersRow(keys.merging(["WEATHER_PROVIDERS": "caiyun"]) { $1 })
+        #expect(caiyunOnly.status == 0, "a warning, not a failure")
+        #expect(
+            caiyunOnly.detail.hasPrefix("caiyun only: ")
+                && caiyunOnly.detail.hasSuffix(
+                    "; warning: VISUAL_CROSSING_API_KEY is set, but WEATHER_PROVIDERS (caiyun) leaves out visualcrossing, so that key is never used"
+                        + " (add visualcrossing to WEATHER_PROVIDERS, or unset VISUAL_CROSSING_API_KEY)"),
+            "\(caiyunOnly.detail)")
+        // The list names only a provider without a key: none is called, and the key set is why.
+        let noneCalled = try providersRow(["CAIYUN_API_TOKEN": keys["CAIYUN_API_TOKEN"]!, "WEATHER_PROVIDERS": "visualcrossing"])
+        #expect(
+            noneCalled.detail.hasPrefix(
+                "none of WEATHER_PROVIDERS has a key: the weather routes answer 503 provider_not_configured; warning: CAIYUN_API_TOKEN is set"),
+            "\(noneCalled.detail)")
+        // The human table says it too.
+        let table = try ctl(["check"], env.merging(keys.merging(["WEATHER_PROVIDERS": "visualcrossing"]) { $1 }) { $1 })
+        #expect(table.stdout.contains("warning: CAIYUN_API_TOKEN is set, but WEATHER_PROVIDERS (visualcrossing) leaves out caiyun"), "\(table.stdout)")
+        // Every keyed provider listed, or no key at all: no warning.
+        for settings in [keys, keys.merging(["WEATHER_PROVIDERS": "visualcrossing,caiyun"]) { $1 }, ["WEATHER_PROVIDERS": "caiyun"]] {
+            #expect(try !providersRow(settings).detail.contains("warning"), "\(settings.keys.sorted())")
+        }
+    }
+
+    /// A settings file whose refused value has a comment after it, or that sets a setting twice:
+    /// `check` fails naming the setting, where the comment goes or both lines, and no value.
+    @Test func checkSaysWhereACommentGoesAndWhichLinesRepeatASetting() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-conf-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let confFile = dir.appendingPathComponent("weather.conf").path
+        let env = ["PATH": "/usr/bin:/bin", "WEATHER_DB_PATH": dir.appendingPathComponent("weather.sqlite3").path, "WEATHER_CONFIG": confFile]
+        try "WEATHER_MOUNT_PREFIX=/api # behind nginx\n".write(toFile: confFile, atomically: true, encoding: .utf8)
+        let commented = try ctl(["check"], env)
+        #expect(
+            commented.status == 1
+                && commented.stdout.contains(
+                    "WEATHER_MOUNT_PREFIX may hold only letters, digits, / and -._~!$&'()*+,;=:@ (no space, ?, #, control or non-ASCII character)"
+                        + " (the settings file has no comments after a value")
+                && commented.stdout.contains("put a comment on a line of its own"),
+            "\(commented.stdout)")
+        #expect(!commented.stdout.contains("behind nginx"))
+        try "CAIYUN_API_TOKEN=\n# mine\nCAIYUN_API_TOKEN=caiyun-secret-1234\n".write(toFile: confFile, atomically: true, encoding: .utf8)
+        let twice = try ctl(["check"], env)
+        #expect(
+            twice.status == 1 && twice.stdout.contains("the file WEATHER_CONFIG names, CAIYUN_API_TOKEN, is set twice, on lines 1 and 3: keep one of them"),
+            "\(twice.stdout)")
+        #expect(!twice.stdout.contains("secret"))
+    }
+
     /// A database the service user cannot write (restored from a backup with root's `cp`), or a
     /// nearly full disk, fails `storage`: the service answered every write 503 while check said
     /// all was well. Run as root, check judges the files by the folder's owner, the service user.

@@ -190,6 +190,131 @@ import Testing
         }
     }
 
+    /// A provider base URL is read by `HTTPURL.parseBase`, the parser the provider client reads
+    /// the URLs it fetches with, and kept without trailing slashes, its scheme in lowercase.
+    @Test func providerBaseURLsAreKeptAsTheClientReadsThem() throws {
+        let c = try ConfigLoader.load(environment: [
+            "CAIYUN_BASE_URL": "HTTPS://[::1]:8443/proxy/caiyun//", "VISUAL_CROSSING_BASE_URL": "http://127.0.0.1:19500/",
+        ])
+        #expect(c.caiyunBaseURL == "https://[::1]:8443/proxy/caiyun" && c.visualCrossingBaseURL == "http://127.0.0.1:19500")
+        #expect(try ConfigLoader.load(environment: ["CAIYUN_BASE_URL": ""]).caiyunBaseURL == "https://api.caiyunapp.com", "empty: the default")
+    }
+
+    /// A base URL the client could not fetch from stops start-up naming the variable and what is
+    /// wrong with it, not the value (a key pasted into a base URL would be printed).
+    @Test(arguments: [
+        ("ftp://files.example.com", HTTPURL.Problem.scheme), ("api.caiyunapp.com", .scheme), ("https:/api.example.com", .scheme),
+        ("https://", .host), ("https:///v2.6", .host), ("https://:8443", .host), ("http://[::1", .host), ("https://exa%41mple.com", .host),
+        ("https://h:0", .port), ("https://h:65536", .port), ("https://h:", .port), ("https://h:443x", .port), ("https://h:80:81", .port),
+        ("https://user:Zm9vYmFyU0VDUkVU@api.example.com", .userInfo), ("https://token@api.example.com/", .userInfo),
+        ("https://api.example.com/a b", .character), ("https://api .example.com", .character), ("https://h/\u{7F}", .character),
+        ("https://h/caf\u{E9}", .character), ("https://h/%zz", .character), ("https://h/{x}", .character),
+        ("https://h/?key=Zm9vYmFyU0VDUkVU", .query), ("https://h/#top", .fragment),
+    ])
+    func aBaseURLTheClientCouldNotFetchIsRefused(url: String, problem: HTTPURL.Problem) {
+        for name in ["CAIYUN_BASE_URL", "VISUAL_CROSSING_BASE_URL"] {
+            #expect(
+                throws: ConfigError(
+                    variable: name, problem: "must be an http:// or https:// base URL (scheme://host[:port][/path]); this one \(problem)")
+            ) {
+                try ConfigLoader.load(environment: [name: url])
+            }
+        }
+        #expect(!"\(problem)".contains("Zm9v"))
+    }
+
+    /// `WEATHER_PROVIDERS` of commas and spaces named no provider: with the keys set, every
+    /// weather request was 503. Empty is still the default order, as for every setting.
+    @Test func aProviderListNamingNoProviderIsRefused() throws {
+        for list in [",", " , ,", " ", "\t"] {
+            #expect {
+                try ConfigLoader.load(environment: ["WEATHER_PROVIDERS": list, "CAIYUN_API_TOKEN": "caiyun-token"])
+            } throws: { error in
+                (error as? ConfigError)?.variable == "WEATHER_PROVIDERS" && (error as? ConfigError)?.problem.hasPrefix("names no provider") == true
+            }
+        }
+        #expect(try ConfigLoader.load(environment: ["WEATHER_PROVIDERS": ""]).providers == ["caiyun", "visualcrossing"])
+        #expect(try ConfigLoader.load(environment: [:], file: ConfigLoader.parseFile("WEATHER_PROVIDERS=  \n")).providers == GatewayConfig.knownProviders)
+    }
+
+    /// A key whose provider `WEATHER_PROVIDERS` leaves out is never used (`weatherctl check` warns).
+    @Test func aKeyedProviderLeftOutOfTheListIsKnown() throws {
+        let keys = ["CAIYUN_API_TOKEN": "caiyun-token", "VISUAL_CROSSING_API_KEY": "vc-key"]
+        let c = try ConfigLoader.load(environment: keys.merging(["WEATHER_PROVIDERS": "caiyun"]) { $1 })
+        #expect(c.configuredProviders == ["caiyun"] && c.keyedProvidersLeftOut == ["visualcrossing"])
+        #expect(try ConfigLoader.load(environment: keys).keyedProvidersLeftOut.isEmpty)
+        #expect(try ConfigLoader.load(environment: ["WEATHER_PROVIDERS": "caiyun"]).keyedProvidersLeftOut.isEmpty, "no key, nothing unused")
+    }
+
+    /// `WEATHER_MOUNT_PREFIX` is compared with the decoded request path: a prefix no path a web
+    /// server passes on could match is refused; `/` alone is the root, as unset.
+    @Test func theMountPrefixHoldsOnlyPathCharacters() throws {
+        for (text, prefix) in [("/", ""), ("///", ""), ("/api", "/api"), ("/api/", "/api"), ("/api/v1.2/~me", "/api/v1.2/~me"), ("/a@b:c;d=e", "/a@b:c;d=e")] {
+            #expect(try ConfigLoader.load(environment: ["WEATHER_MOUNT_PREFIX": text]).mountPrefix == prefix, "\(text)")
+        }
+        #expect(try ConfigLoader.load(environment: ["WEATHER_MOUNT_PREFIX": ""]).mountPrefix == "")
+        for (text, problem) in [
+            ("api", "must start with / (e.g. /api)"), ("https://example.com/api", "must start with / (e.g. /api)"),
+            ("/api/%41", "holds %: write the prefix unencoded (it is compared with the request's decoded path, which an escape never matches)"),
+            ("/my api", "may hold only letters, digits, / and -._~!$&'()*+,;=:@ (no space, ?, #, control or non-ASCII character)"),
+            ("/api?x=1", "may hold only letters, digits, / and -._~!$&'()*+,;=:@ (no space, ?, #, control or non-ASCII character)"),
+            ("/api#v1", "may hold only letters, digits, / and -._~!$&'()*+,;=:@ (no space, ?, #, control or non-ASCII character)"),
+            ("/api\t", "may hold only letters, digits, / and -._~!$&'()*+,;=:@ (no space, ?, #, control or non-ASCII character)"),
+            ("/wetter-\u{E4}", "may hold only letters, digits, / and -._~!$&'()*+,;=:@ (no space, ?, #, control or non-ASCII character)"),
+            ("/api//v1", "has an empty segment (//)"),
+            ("/api/../v1", "has a . or .. segment, which clients and web servers remove from a path before the gateway sees it"),
+            ("/./api", "has a . or .. segment, which clients and web servers remove from a path before the gateway sees it"),
+        ] {
+            #expect(throws: ConfigError(variable: "WEATHER_MOUNT_PREFIX", problem: problem), "\(text)") {
+                try ConfigLoader.load(environment: ["WEATHER_MOUNT_PREFIX": text])
+            }
+        }
+    }
+
+    /// The file has no comments after a value: when such a value is refused, the message says
+    /// where a comment goes, not only that `600 # ten minutes` is not a number; the value set in
+    /// the environment instead gets no such hint, and a commented value that is accepted (a
+    /// token) still loads, as before.
+    @Test func aRefusedValueWithATrailingCommentSaysCommentsGoOnTheirOwnLine() throws {
+        let hint = "put a comment on a line of its own"
+        for line in [
+            "WEATHER_CACHE_TTL=600 # ten minutes", "WEATHER_MOUNT_PREFIX=/api   # behind nginx", "CAIYUN_BASE_URL=https://api.caiyunapp.com # default",
+            "WEATHER_PROVIDERS=caiyun\t# only caiyun", "WEATHER_CACHE_TTL=#600",
+        ] {
+            let (file, commented) = try ConfigLoader.parseFileNotingComments(line + "\n")
+            let name = String(line.prefix { $0 != "=" })
+            #expect {
+                try ConfigLoader.load(environment: [:], file: file, commented: commented)
+            } throws: { error in
+                let e = error as? ConfigError
+                return e?.variable == name && e?.problem.hasSuffix(hint + ")") == true && e?.description.contains("minutes") == false
+            }
+            #expect {
+                try ConfigLoader.load(environment: [name: "/ not valid anywhere"], file: file, commented: commented)
+            } throws: { error in
+                (error as? ConfigError)?.variable == name && !"\(error)".contains(hint)
+            }
+        }
+        let (file, commented) = try ConfigLoader.parseFileNotingComments("CLOSET_WEATHER_PROXY_TOKEN=legacy-secret-0123456789 # app 1.x\n")
+        #expect(try ConfigLoader.load(environment: [:], file: file, commented: commented).legacyToken == "legacy-secret-0123456789 # app 1.x")
+    }
+
+    /// A setting given on two lines of the file is refused, naming both: the later one won, and
+    /// an operator who appended `CAIYUN_API_TOKEN=` below the example's empty one, or who reads
+    /// the file from the top, could not tell which. A repeated name that is not a setting is
+    /// refused without being repeated.
+    @Test func aSettingGivenTwiceInTheFileIsRefusedNamingBothLines() throws {
+        #expect(throws: ConfigError(variable: "WEATHER_CACHE_TTL", problem: "is set twice, on lines 2 and 5: keep one of them")) {
+            try ConfigLoader.parseFile("# settings\nWEATHER_CACHE_TTL=600\nWEATHER_GRID_DEGREES=0.05\n\nexport WEATHER_CACHE_TTL = 120\n")
+        }
+        #expect(throws: ConfigError(variable: "CAIYUN_API_TOKEN", problem: "is set twice, on lines 1 and 3: keep one of them")) {
+            try ConfigLoader.parseFile("CAIYUN_API_TOKEN=\r\n# mine:\r\nCAIYUN_API_TOKEN=caiyun-secret\r\n")
+        }
+        #expect {
+            try ConfigLoader.parseFile("Zm9vYmFyU0VDUkVUS0VZMTIz=1\nZm9vYmFyU0VDUkVUS0VZMTIz=1\n")
+        } throws: { error in "\(error)".contains("not shown") && !"\(error)".contains("Zm9v") }
+    }
+
     @Test func zeroTurnsALimitOff() throws {
         let c = try ConfigLoader.load(environment: ["WEATHER_REQUESTS_PER_IP_PER_HOUR": "0"])
         #expect(!Quota(limit: c.limits.requestsPerIPPerHour, window: 3600).isEnabled)

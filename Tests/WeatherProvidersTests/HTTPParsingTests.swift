@@ -23,6 +23,53 @@ import WeatherCore
         #expect(HTTPTarget(url) == nil)
     }
 
+    /// The configuration reads `CAIYUN_BASE_URL` and `VISUAL_CROSSING_BASE_URL` with the parser the
+    /// client reads the URLs it fetches with (`HTTPURL`): a base it accepts builds URLs the client
+    /// fetches, from the host and port it names, and a base the client could not fetch stops
+    /// start-up (a typo failed every provider call as `transport`, long after the start).
+    @Test func aBaseURLTheConfigurationAcceptsIsOneTheClientFetches() throws {
+        let candidates = [
+            "https://api.caiyunapp.com", "https://weather.visualcrossing.com/", "http://127.0.0.1:19500", "http://localhost:19501/proxy/caiyun//",
+            "HTTPS://API.Example.com:8443/p", "http://[::1]:19502", "https://[2001:db8::1]/a;b=c/~x", "https://h_1.example:443/v%2Fx",
+            "ftp://h", "https:/h", "//h", "api.caiyunapp.com", "https://", "https://:443", "https:///path", "https://h:0", "https://h:65536",
+            "https://h:", "https://h:8x", "https://user@h", "https://u:p@h/", "https://h/a b", "https://h /", "https://h/\t", "https://h?x=1",
+            "https://h/?", "https://h/#f", "https://h/%zz", "https://h/%4", "https://ex\u{E4}mple.com", "http://[::1", "http://[::1]x",
+            "http://[fe80::1%25eth0]", "https://h\\x", "https://h/\"x", "https://h/{x}", "https://h/a\r\nX: y",
+        ]
+        var accepted = 0
+        for base in candidates {
+            let config: GatewayConfig
+            do {
+                config = try ConfigLoader.load(environment: ["CAIYUN_BASE_URL": base, "VISUAL_CROSSING_BASE_URL": base])
+            } catch {
+                #expect(error.variable == "CAIYUN_BASE_URL" && error.problem.hasPrefix("must be an http:// or https:// base URL"), "\(error)")
+                // Refused, and the client could not fetch from it either (a base with a query
+                // is refused on purpose: the path would land in its query).
+                let caiyun = CaiyunProvider(baseURL: base, token: "t", transport: RecordingTransport(body: []), timeoutSeconds: 1)
+                #expect(HTTPTarget(caiyun.requestURL(for: .forecast(days: 1), at: GridPoint(lat: 1, lon: 2))) == nil || base.contains("?"), "\(base)")
+                continue
+            }
+            accepted += 1
+            let parsed = try HTTPURL.parseBase(base)
+            #expect(config.caiyunBaseURL == parsed.text && config.visualCrossingBaseURL == parsed.text)
+            // The configured base and the text as written (the providers drop trailing slashes
+            // themselves) build URLs the client fetches, from the same host and port.
+            for written in [config.caiyunBaseURL, base] {
+                let caiyun = CaiyunProvider(baseURL: written, token: "t/k?#", transport: RecordingTransport(body: []), timeoutSeconds: 1)
+                let vc = VisualCrossingProvider(baseURL: written, apiKey: "k&x= y", transport: RecordingTransport(body: []), timeoutSeconds: 1)
+                for url in [
+                    caiyun.requestURL(for: .forecast(days: 1), at: GridPoint(lat: -1.5, lon: 2)),
+                    vc.requestURL(for: .trip(start: LocalDate("2026-12-20")!, end: LocalDate("2026-12-24")!), at: GridPoint(lat: 1, lon: -2)),
+                ] {
+                    let target = try #require(HTTPTarget(url), "\(url)")
+                    #expect(target.host == parsed.host && target.port == parsed.port && target.tls == parsed.tls, "\(url)")
+                    #expect(target.requestTarget.hasPrefix(parsed.path + "/"), "\(url)")
+                }
+            }
+        }
+        #expect(accepted == 8)
+    }
+
     func head(_ text: String) -> HTTPResponseHead? {
         HTTPResponseHead(Array(text.utf8)[...])
     }

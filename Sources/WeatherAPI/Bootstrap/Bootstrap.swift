@@ -97,7 +97,7 @@ public enum Bootstrap {
                 variable: "CLOSET_WEATHER_PROXY_TOKEN",
                 problem: "is a comment in the settings file (to turn the legacy path off, leave it empty; a token that starts with # goes in quotes)")
         }
-        var config = try ConfigLoader.load(environment: relevant, file: settings)
+        var config = try ConfigLoader.load(environment: relevant, file: settings, commented: commented)
         config.commentedSettings = commented
         return (config, read, besideProgram, unreadable)
     }

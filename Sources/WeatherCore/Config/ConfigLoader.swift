@@ -20,7 +20,9 @@ public enum ConfigLoader {
 
     /// Parses a `KEY=VALUE` file: `#` comments, blank lines, optional `export `, optional quotes.
     /// Everything after `=` is the value, as in a systemd `EnvironmentFile`: a `#` later in the
-    /// line is part of it (`parseFileNotingComments` names such lines).
+    /// line is part of it (`parseFileNotingComments` names such lines). A setting given on two
+    /// lines is refused, naming both: the later line won, and a reader who stops at the first
+    /// (an operator appending `CAIYUN_API_TOKEN=` below the example's own) is misled.
     /// Lines end in LF or CRLF (a file saved on Windows, uploaded to a shared host): to Swift
     /// "\r\n" is one `Character`, which splitting on "\n" never splits, so such a file was one
     /// line and its first value took in every line after it.
@@ -37,6 +39,7 @@ public enum ConfigLoader {
     /// named with the note).
     public static func parseFileNotingComments(_ text: String) throws(ConfigError) -> (values: [String: String], commented: [String]) {
         var out: [String: String] = [:]
+        var lineOf: [String: Int] = [:]
         var commented: Set<String> = []
         for (n, raw) in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" || $0 == "\r" }).enumerated() {
             var line = raw.trimmingSpaces()
@@ -51,6 +54,12 @@ public enum ConfigLoader {
             guard isSettingName(key) else {
                 throw ConfigError(variable: "line \(n + 1)", problem: "has no setting name before `=` (letters, digits and _)")
             }
+            if let first = lineOf[key] {
+                // Only a setting's name is repeated; anything else is refused as the loader would.
+                guard knownVariables.contains(key) else { throw unknownSetting(key, in: "the configuration file") }
+                throw ConfigError(variable: key, problem: "is set twice, on lines \(first) and \(n + 1): keep one of them")
+            }
+            lineOf[key] = n + 1
             var value = String(line[line.index(after: eq)...]).trimmingSpaces()
             if value.count >= 2, let f = value.first, f == "\"" || f == "'", value.last == f {
                 value = String(value.dropFirst().dropLast())
@@ -102,8 +111,24 @@ public enum ConfigLoader {
 
     static let longestSettingName = knownVariables.map(\.utf8.count).max() ?? 0
 
-    /// Builds the configuration: `environment` first, then `file`.
-    public static func load(environment: [String: String], file: [String: String] = [:]) throws(ConfigError) -> GatewayConfig {
+    /// Builds the configuration: `environment` first, then `file`. `commented`: the settings of
+    /// `file` whose value holds what looks like a trailing comment (`parseFileNotingComments`);
+    /// when one of them is refused, the message says that a comment goes on a line of its own
+    /// (`WEATHER_CACHE_TTL=600 # ten minutes` is not a number).
+    public static func load(environment: [String: String], file: [String: String] = [:], commented: [String] = []) throws(ConfigError) -> GatewayConfig {
+        do {
+            return try loadValues(environment: environment, file: file)
+        } catch {
+            guard commented.contains(error.variable), environment[error.variable] == nil else { throw error }
+            throw ConfigError(variable: error.variable, problem: error.problem + commentHint)
+        }
+    }
+
+    /// What a refusal of a `commented` setting adds.
+    static let commentHint =
+        " (the settings file has no comments after a value: everything after = is the value, a \"#\" in it included; put a comment on a line of its own)"
+
+    static func loadValues(environment: [String: String], file: [String: String]) throws(ConfigError) -> GatewayConfig {
         for key in file.keys where !knownVariables.contains(key) {
             throw unknownSetting(key, in: "the configuration file")
         }
@@ -132,12 +157,16 @@ public enum ConfigLoader {
             }
             return n
         }
+        // The client reads the URLs it fetches with the same `HTTPURL`: what is accepted here
+        // is fetched, where a typo used to fail every provider call as `transport`. The value is
+        // not repeated: a key pasted into a base URL would be.
         func url(_ key: String) throws(ConfigError) -> String? {
             guard let text = value(key) else { return nil }
-            guard text.hasPrefix("http://") || text.hasPrefix("https://") else {
-                throw ConfigError(variable: key, problem: "must start with http:// or https://")
+            do {
+                return try HTTPURL.parseBase(text).text
+            } catch {
+                throw ConfigError(variable: key, problem: "must be an http:// or https:// base URL (scheme://host[:port][/path]); this one \(error)")
             }
-            return text.hasSuffix("/") ? String(text.dropLast()) : text
         }
         func list(_ key: String) -> [String]? {
             value(key).map { $0.split(separator: ",").map { String($0).trimmingSpaces() }.filter { !$0.isEmpty } }
@@ -162,6 +191,13 @@ public enum ConfigLoader {
         if let u = try url("CAIYUN_BASE_URL") { c.caiyunBaseURL = u }
         if let u = try url("VISUAL_CROSSING_BASE_URL") { c.visualCrossingBaseURL = u }
         if let p = list("WEATHER_PROVIDERS") {
+            // Commas and spaces alone left no provider: every weather request was 503 with the
+            // keys set. Empty is the default order, as for every setting.
+            guard !p.isEmpty else {
+                throw ConfigError(
+                    variable: "WEATHER_PROVIDERS",
+                    problem: "names no provider (caiyun, visualcrossing); leave it empty for the default order, and unset a provider's key to leave it out")
+            }
             for name in p where !GatewayConfig.knownProviders.contains(name) {
                 let shown = shownItem(name, max: 20, allowed: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_")
                 throw ConfigError(variable: "WEATHER_PROVIDERS", problem: "names an unknown provider \(shown) (caiyun, visualcrossing)")
@@ -209,14 +245,7 @@ public enum ConfigLoader {
                 return cidr
             }
         }
-        if let prefix = value("WEATHER_MOUNT_PREFIX") {
-            var p = prefix
-            while p.hasSuffix("/") { p.removeLast() }
-            guard p.isEmpty || (p.hasPrefix("/") && !p.contains("?")) else {
-                throw ConfigError(variable: "WEATHER_MOUNT_PREFIX", problem: "must start with / (e.g. /api)")
-            }
-            c.mountPrefix = p
-        }
+        if let prefix = value("WEATHER_MOUNT_PREFIX") { c.mountPrefix = try mountPrefix(prefix) }
         if let p = list("WEATHER_PLATFORMS") {
             guard !p.isEmpty else { throw ConfigError(variable: "WEATHER_PLATFORMS", problem: "must name at least one platform") }
             c.platforms = p
@@ -229,5 +258,29 @@ public enum ConfigLoader {
             c.pruneInterval = v
         }
         return c
+    }
+
+    /// `WEATHER_MOUNT_PREFIX` as the router compares it with the request's decoded path: `/` and
+    /// path characters (`HTTPURL.isPathByte`), without trailing slashes; `/` alone is the root
+    /// (empty). A prefix that could never match a path a web server passes on (a space, `?`,
+    /// `#`, an escape, an empty, `.` or `..` segment) is refused, naming what is wrong but not
+    /// the value.
+    static func mountPrefix(_ text: String) throws(ConfigError) -> String {
+        func refused(_ problem: String) -> ConfigError { ConfigError(variable: "WEATHER_MOUNT_PREFIX", problem: problem) }
+        guard text.hasPrefix("/") else { throw refused("must start with / (e.g. /api)") }
+        guard !text.utf8.contains(UInt8(ascii: "%")) else {
+            throw refused("holds %: write the prefix unencoded (it is compared with the request's decoded path, which an escape never matches)")
+        }
+        guard text.utf8.allSatisfy(HTTPURL.isPathByte) else {
+            throw refused("may hold only letters, digits, / and -._~!$&'()*+,;=:@ (no space, ?, #, control or non-ASCII character)")
+        }
+        var prefix = Substring(text)
+        while prefix.hasSuffix("/") { prefix.removeLast() }
+        let segments = prefix.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+        guard !segments.contains(where: \.isEmpty) else { throw refused("has an empty segment (//)") }
+        guard !segments.contains(where: { $0 == "." || $0 == ".." }) else {
+            throw refused("has a . or .. segment, which clients and web servers remove from a path before the gateway sees it")
+        }
+        return String(prefix)
     }
 }

@@ -16,9 +16,17 @@ public struct GatewayConfig: Sendable, Equatable {
     /// Order of preference; only configured providers are used.
     public var providers: [String] = GatewayConfig.knownProviders
 
+    /// The variable that holds each known provider's key.
+    public static let providerKeyVariables = ["caiyun": "CAIYUN_API_TOKEN", "visualcrossing": "VISUAL_CROSSING_API_KEY"]
+
     /// The providers the workers will call, in order: those of `providers` with a key.
-    public var configuredProviders: [String] {
-        providers.filter { ($0 == "caiyun" && caiyunToken != nil) || ($0 == "visualcrossing" && visualCrossingKey != nil) }
+    public var configuredProviders: [String] { providers.filter(hasKey) }
+
+    /// Providers with a key that `providers` leaves out: their key is never used.
+    public var keyedProvidersLeftOut: [String] { GatewayConfig.knownProviders.filter { hasKey($0) && !providers.contains($0) } }
+
+    func hasKey(_ provider: String) -> Bool {
+        (provider == "caiyun" && caiyunToken != nil) || (provider == "visualcrossing" && visualCrossingKey != nil)
     }
     public var providerTimeout: Double = 4
     /// Longest pause in seconds before a failing provider is called again (`ProviderCooldowns`); 0 = off.

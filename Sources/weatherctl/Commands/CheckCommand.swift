@@ -17,7 +17,8 @@ enum CheckCommand {
             Checks, in order: the configuration loads (and no value in its file holds what looks
             like a trailing comment, " #", which would be part of the value); which weather providers the workers will call
             (never a failure: none means the weather routes answer 503, Caiyun alone that trips
-            further ahead than its 15 days answer 502); whether the legacy X-Weather-Token is
+            further ahead than its 15 days answer 502; a warning names a provider key that
+            WEATHER_PROVIDERS leaves out, which is never used); whether the legacy X-Weather-Token is
             accepted, and its quota (never a failure); the hash key is set (WEATHER_HASH_KEY) or its
             file beside the database exists, is readable, long enough and mode 0600 (not readable
             by group or others), or does not exist yet in a folder this user can write (the first
@@ -192,15 +193,25 @@ enum CheckCommand {
     }
 
     /// The providers the workers will call, and what the choice cannot serve. Informational:
-    /// sessions and the legacy token work without any.
+    /// sessions and the legacy token work without any. A key whose provider `WEATHER_PROVIDERS`
+    /// leaves out is never used, which is said as a warning (leaving one out for a while is
+    /// a fair thing to do; a key set for nothing, or a list that lost a name, is not).
     static func providers(_ config: GatewayConfig) -> Result {
         let names = config.configuredProviders
-        let detail =
+        let leftOut = config.keyedProvidersLeftOut
+        var detail =
             switch names {
+            case [] where !leftOut.isEmpty: "none of WEATHER_PROVIDERS has a key: the weather routes answer 503 provider_not_configured"
             case []: "none configured: the weather routes answer 503 provider_not_configured (set CAIYUN_API_TOKEN and/or VISUAL_CROSSING_API_KEY)"
             case ["caiyun"]: "caiyun only: trips ending more than about 14 days ahead answer 502 (VISUAL_CROSSING_API_KEY serves them)"
             default: names.joined(separator: ", ") + (names.count > 1 ? " (in this order)" : "")
             }
+        for name in leftOut {
+            let key = GatewayConfig.providerKeyVariables[name] ?? name
+            detail +=
+                "; warning: \(key) is set, but WEATHER_PROVIDERS (\(config.providers.joined(separator: ","))) leaves out \(name), so that key is never used"
+                + " (add \(name) to WEATHER_PROVIDERS, or unset \(key))"
+        }
         return Result(name: "providers", ok: true, detail: detail)
     }
 
