@@ -282,6 +282,26 @@ import Glibc
         }
     }
 
+    /// The workers refuse a relative WEATHER_DB_PATH; check, which would find the file from the
+    /// operator's folder, fails on it too, except for a backup copy.
+    @Test func checkFailsOnARelativeDatabasePathTheWorkersRefuse() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-relative-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        func run(_ args: String) -> (status: Int32, text: String) {
+            let out = ChildProcessOutput.runData(
+                "/bin/bash",
+                ["-c", "cd \(dir.path) && env -i PATH=/usr/bin:/bin WEATHER_DB_PATH=weather.sqlite3 \(binDirectory)/weatherctl \(args) 2>&1 </dev/null"])
+            return (out.status, String(decoding: out.stdout, as: UTF8.self))
+        }
+        #expect(run("migrate").status == 0)
+        #expect(FileManager.default.fileExists(atPath: dir.appendingPathComponent("weather.sqlite3").path), "weatherctl takes it")
+        let live = run("check")
+        #expect(live.status == 1 && live.text.contains("WEATHER_DB_PATH is relative: the workers refuse it"), "\(live.text)")
+        let copy = run("check --copy")
+        #expect(copy.status == 0 && !copy.text.contains("relative"), "\(copy.text)")
+    }
+
     /// A settings file whose refused value has a comment after it, or that sets a setting twice:
     /// `check` fails naming the setting, where the comment goes or both lines, and no value.
     @Test func checkSaysWhereACommentGoesAndWhichLinesRepeatASetting() throws {

@@ -85,6 +85,16 @@ enum CheckCommand {
                     ?? "from the environment alone (no file: WEATHER_CONFIG is unset and none of \(Bootstrap.defaultConfigPaths().joined(separator: ", ")) exists)")
                 + passedOver
             results.append(Result(name: "configuration", ok: true, detail: "loaded \(source); database \(config.databasePath)"))
+            // Here it names a file of this shell's folder; the workers refuse it (weather-fcgi's
+            // `makeGateway`). A backup copy is only read from here: a relative path is fine.
+            if !copy, !config.databasePath.hasPrefix("/") {
+                results.append(
+                    Result(
+                        name: "database path", ok: false,
+                        detail:
+                            "WEATHER_DB_PATH is relative: the workers refuse it (their working folder is the web server's choice); give the absolute path (this check read it from the current folder; for a backup copy: weatherctl check --copy)"
+                    ))
+            }
             if !config.commentedSettings.isEmpty {
                 results.append(Result(name: "comments", ok: false, detail: Bootstrap.commentedSettingsNotice(config.commentedSettings)))
             }
