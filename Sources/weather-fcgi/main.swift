@@ -85,6 +85,9 @@ func makeGateway(announce: Bool = true) throws -> Gateway {
     if announce, !config.commentedSettings.isEmpty {
         StandardErrorLog().write("weather-fcgi: \(Bootstrap.commentedSettingsNotice(config.commentedSettings))")
     }
+    if announce, !config.repeatedSettings.isEmpty {
+        StandardErrorLog().write("weather-fcgi: \(Bootstrap.repeatedSettingsNotice(config.repeatedSettings))")
+    }
     if announce, !store.appliedMigrations.isEmpty {
         StandardErrorLog().write(
             "weather-fcgi: applied \(store.appliedMigrations.count) migration(s) to the database: \(store.appliedMigrations.joined(separator: ", "))")

@@ -216,6 +216,32 @@ import Glibc
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty, "no database made")
     }
 
+    /// A settings file that gives a setting twice still serves (it did before: refusing it would
+    /// stop the workers at an upgrade), and the worker names the setting and its lines, not its
+    /// values, once at start.
+    @Test func aWorkerServesASettingGivenTwiceAndNamesItsLines() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-twice-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let conf = dir.appendingPathComponent("weather.conf").path
+        try "WEATHER_DB_PATH=/nonexistent/w.sqlite3\nCAIYUN_API_TOKEN=\nWEATHER_DB_PATH=\(dir.path)/w.sqlite3\nCAIYUN_API_TOKEN=caiyun-secret-1234\n"
+            .write(toFile: conf, atomically: true, encoding: .utf8)
+        let out = ChildProcessOutput.runData(
+            "/bin/bash",
+            [
+                "-c",
+                "env -i PATH=/usr/bin:/bin REQUEST_METHOD=GET REQUEST_URI=/v1/health WEATHER_CONFIG=\(conf) /usr/bin/timeout -k 5 30 \(binDirectory)/weather-fcgi 2>&1 </dev/null",
+            ])
+        let text = String(decoding: out.stdout, as: UTF8.self)
+        #expect(out.status == 0 && text.contains("Status: 200 OK"), "the last line's database: \(text)")
+        #expect(
+            text.contains(
+                "the settings file gives WEATHER_DB_PATH (lines 1 and 3), CAIYUN_API_TOKEN (lines 2 and 4) on more than one line: the last line's value is used"
+            ),
+            "\(text)")
+        #expect(!text.contains("secret") && !text.contains("/nonexistent"), "\(text)")
+    }
+
     /// A key file deleted while sessions are stored is not replaced: a worker that made a new one
     /// would disagree with the workers holding the old one (an incident drill: an idempotent
     /// refresh retry answered by the other worker revoked the session as a replay). A new

@@ -303,7 +303,7 @@ import Glibc
     }
 
     /// A settings file whose refused value has a comment after it, or that sets a setting twice:
-    /// `check` fails naming the setting, where the comment goes or both lines, and no value.
+    /// `check` fails naming the setting, where the comment goes or its lines, and no value.
     @Test func checkSaysWhereACommentGoesAndWhichLinesRepeatASetting() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-conf-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
@@ -321,11 +321,20 @@ import Glibc
             "\(commented.stdout)")
         #expect(!commented.stdout.contains("behind nginx"))
         try "CAIYUN_API_TOKEN=\n# mine\nCAIYUN_API_TOKEN=caiyun-secret-1234\n".write(toFile: confFile, atomically: true, encoding: .utf8)
-        let twice = try ctl(["check"], env)
+        let twice = try ctl(["check", "--json"], env)
+        let checks = try #require(try twice.json()["checks"] as? [[String: Any]], "\(twice.stdout)")
+        let row = try #require(checks.first { $0["name"] as? String == "repeated settings" }, "\(twice.stdout)")
+        #expect(twice.status == 1 && row["ok"] as? Bool == false)
         #expect(
-            twice.status == 1 && twice.stdout.contains("the file WEATHER_CONFIG names, CAIYUN_API_TOKEN, is set twice, on lines 1 and 3: keep one of them"),
-            "\(twice.stdout)")
+            row["detail"] as? String
+                == "the settings file gives CAIYUN_API_TOKEN (lines 1 and 3) on more than one line: the last line's value is used; keep one line for each setting"
+        )
         #expect(!twice.stdout.contains("secret"))
+        // The last line's key is the one used; the environment's value wins and silences it.
+        let providers = try #require(checks.first { $0["name"] as? String == "providers" }?["detail"] as? String)
+        #expect(providers.contains("caiyun"), "\(providers)")
+        let overridden = try ctl(["check", "--json"], env.merging(["CAIYUN_API_TOKEN": "from-the-environment"]) { $1 })
+        #expect(!overridden.stdout.contains("repeated settings"), "\(overridden.stdout)")
     }
 
     /// A database the service user cannot write (restored from a backup with root's `cp`), or a

@@ -48,12 +48,13 @@ public enum Bootstrap {
         var settings: [String: String] = [:]
         var read: String?, besideProgram: String?
         var unreadable: [String] = []
-        var commented: [String] = []
+        var commented: [String] = [], repeated: [String] = []
         // A file's error says which file: the settings may come from one of several places.
         func parse(_ text: String, role: String) throws -> [String: String] {
             do {
-                let parsed = try ConfigLoader.parseFileNotingComments(text)
+                let parsed = try ConfigLoader.readSettingsFile(text)
                 commented = parsed.commented.filter { relevant[$0] == nil }
+                repeated = parsed.repeated.filter { relevant[String($0.prefix { $0 != " " })] == nil }
                 return parsed.values
             } catch {
                 throw ConfigError(variable: "\(role), \(error.variable),", problem: error.problem)
@@ -99,7 +100,14 @@ public enum Bootstrap {
         }
         var config = try ConfigLoader.load(environment: relevant, file: settings, commented: commented)
         config.commentedSettings = commented
+        config.repeatedSettings = repeated
         return (config, read, besideProgram, unreadable)
+    }
+
+    /// What to say of `repeatedSettings` (a start-up log line, `weatherctl check`): names and
+    /// line numbers only.
+    public static func repeatedSettingsNotice(_ settings: [String]) -> String {
+        "the settings file gives \(settings.joined(separator: ", ")) on more than one line: the last line's value is used; keep one line for each setting"
     }
 
     /// What to say of `commentedSettings` (a start-up log line, `weatherctl check`): names only.

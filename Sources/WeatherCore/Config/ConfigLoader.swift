@@ -20,9 +20,9 @@ public enum ConfigLoader {
 
     /// Parses a `KEY=VALUE` file: `#` comments, blank lines, optional `export `, optional quotes.
     /// Everything after `=` is the value, as in a systemd `EnvironmentFile`: a `#` later in the
-    /// line is part of it (`parseFileNotingComments` names such lines). A setting given on two
-    /// lines is refused, naming both: the later line won, and a reader who stops at the first
-    /// (an operator appending `CAIYUN_API_TOKEN=` below the example's own) is misled.
+    /// line is part of it (`parseFileNotingComments` names such lines). A setting given on more
+    /// than one line takes the last line's value, as systemd reads such a file
+    /// (`readSettingsFile` names those settings).
     /// Lines end in LF or CRLF (a file saved on Windows, uploaded to a shared host): to Swift
     /// "\r\n" is one `Character`, which splitting on "\n" never splits, so such a file was one
     /// line and its first value took in every line after it.
@@ -38,8 +38,29 @@ public enum ConfigLoader {
     /// operator who moved the note to its own line to a new, empty database, the old one being
     /// named with the note).
     public static func parseFileNotingComments(_ text: String) throws(ConfigError) -> (values: [String: String], commented: [String]) {
+        let file = try readSettingsFile(text)
+        return (file.values, file.commented)
+    }
+
+    /// What a settings file says, and what it holds that is said rather than refused.
+    public struct SettingsFile: Sendable, Equatable {
+        public var values: [String: String] = [:]
+        /// See `parseFileNotingComments`.
+        public var commented: [String] = []
+        /// Known settings given on more than one line, each as `NAME (lines 3 and 40)`, in the
+        /// order of their first line. The last line's value is used, as before and as systemd
+        /// does; a reader who stops at the first (the example's `CAIYUN_API_TOKEN=`, with the key
+        /// appended below, or a key pasted above the example's empty line) is misled, so it is
+        /// said. Not refused: files that worked, such as the shared-hosting settings appended
+        /// below the example's own lines, would stop the workers at an upgrade.
+        public var repeated: [String] = []
+    }
+
+    /// `parseFileNotingComments`, and the settings given twice (`SettingsFile.repeated`).
+    public static func readSettingsFile(_ text: String) throws(ConfigError) -> SettingsFile {
         var out: [String: String] = [:]
-        var lineOf: [String: Int] = [:]
+        var linesOf: [String: [Int]] = [:]
+        var order: [String] = []
         var commented: Set<String> = []
         for (n, raw) in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" || $0 == "\r" }).enumerated() {
             var line = raw.trimmingSpaces()
@@ -54,12 +75,8 @@ public enum ConfigLoader {
             guard isSettingName(key) else {
                 throw ConfigError(variable: "line \(n + 1)", problem: "has no setting name before `=` (letters, digits and _)")
             }
-            if let first = lineOf[key] {
-                // Only a setting's name is repeated; anything else is refused as the loader would.
-                guard knownVariables.contains(key) else { throw unknownSetting(key, in: "the configuration file") }
-                throw ConfigError(variable: key, problem: "is set twice, on lines \(first) and \(n + 1): keep one of them")
-            }
-            lineOf[key] = n + 1
+            if linesOf[key] == nil { order.append(key) }
+            linesOf[key, default: []].append(n + 1)
             var value = String(line[line.index(after: eq)...]).trimmingSpaces()
             if value.count >= 2, let f = value.first, f == "\"" || f == "'", value.last == f {
                 value = String(value.dropFirst().dropLast())
@@ -68,7 +85,13 @@ public enum ConfigLoader {
             }
             out[key] = value
         }
-        return (out, commented.sorted())
+        // Only known names: an unknown one is refused by the loader, without being repeated.
+        let repeated = order.compactMap { key -> String? in
+            guard let lines = linesOf[key], lines.count > 1, knownVariables.contains(key) else { return nil }
+            let listed = lines.dropLast().map(String.init).joined(separator: ", ") + " and \(lines.last!)"
+            return "\(key) (lines \(listed))"
+        }
+        return SettingsFile(values: out, commented: commented.sorted(), repeated: repeated)
     }
 
     static let settingPrefixes = ["WEATHER_", "CAIYUN_", "VISUAL_CROSSING_", "CLOSET_WEATHER_"]

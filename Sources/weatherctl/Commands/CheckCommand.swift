@@ -98,6 +98,9 @@ enum CheckCommand {
             if !config.commentedSettings.isEmpty {
                 results.append(Result(name: "comments", ok: false, detail: Bootstrap.commentedSettingsNotice(config.commentedSettings)))
             }
+            if !config.repeatedSettings.isEmpty {
+                results.append(Result(name: "repeated settings", ok: false, detail: Bootstrap.repeatedSettingsNotice(config.repeatedSettings)))
+            }
         } catch {
             // Unlike a log line, check may name the file.
             let named =
