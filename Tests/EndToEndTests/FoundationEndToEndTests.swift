@@ -46,6 +46,15 @@ import Glibc
         return (out.status, String(decoding: out.stdout, as: UTF8.self))
     }
 
+    /// `GET /v1/health` under plain CGI: `before` runs first (a `cd`, or `env -i` to clear the
+    /// environment), `settings` are shell assignments for the program; standard error is in the text.
+    func cgiHealth(_ settings: String, before: String = "") -> (status: Int32, text: String) {
+        let out = ChildProcessOutput.runData(
+            "/bin/bash",
+            ["-c", "\(before)REQUEST_METHOD=GET REQUEST_URI=/v1/health \(settings) /usr/bin/timeout -k 5 30 \(binDirectory)/weather-fcgi 2>&1 </dev/null"])
+        return (out.status, String(decoding: out.stdout, as: UTF8.self))
+    }
+
     /// Apache turns a CGI query string without `=` into arguments: under CGI the program ignores
     /// its arguments, so `?--listen+127.0.0.1:PORT` cannot start a FastCGI server for anyone.
     @Test func underCGITheArgumentsAreIgnored() throws {
@@ -204,14 +213,8 @@ import Glibc
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-rel-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
-        let out = ChildProcessOutput.runData(
-            "/bin/bash",
-            [
-                "-c",
-                "cd \(dir.path) && REQUEST_METHOD=GET REQUEST_URI=/v1/health WEATHER_DB_PATH=w.sqlite3 /usr/bin/timeout -k 5 30 \(binDirectory)/weather-fcgi 2>&1 </dev/null",
-            ])
-        let text = String(decoding: out.stdout, as: UTF8.self)
-        #expect(out.status == 78 && text.contains("Status: 503 Service Unavailable\r\n"), "\(text)")
+        let (status, text) = cgiHealth("WEATHER_DB_PATH=w.sqlite3", before: "cd \(dir.path) && ")
+        #expect(status == 78 && text.contains("Status: 503 Service Unavailable\r\n"), "\(text)")
         #expect(text.contains("WEATHER_DB_PATH must be an absolute path"), "\(text)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty, "no database made")
     }
@@ -226,14 +229,8 @@ import Glibc
         let conf = dir.appendingPathComponent("weather.conf").path
         try "WEATHER_DB_PATH=/nonexistent/w.sqlite3\nCAIYUN_API_TOKEN=\nWEATHER_DB_PATH=\(dir.path)/w.sqlite3\nCAIYUN_API_TOKEN=caiyun-secret-1234\n"
             .write(toFile: conf, atomically: true, encoding: .utf8)
-        let out = ChildProcessOutput.runData(
-            "/bin/bash",
-            [
-                "-c",
-                "env -i PATH=/usr/bin:/bin REQUEST_METHOD=GET REQUEST_URI=/v1/health WEATHER_CONFIG=\(conf) /usr/bin/timeout -k 5 30 \(binDirectory)/weather-fcgi 2>&1 </dev/null",
-            ])
-        let text = String(decoding: out.stdout, as: UTF8.self)
-        #expect(out.status == 0 && text.contains("Status: 200 OK"), "the last line's database: \(text)")
+        let (status, text) = cgiHealth("WEATHER_CONFIG=\(conf)", before: "env -i PATH=/usr/bin:/bin ")
+        #expect(status == 0 && text.contains("Status: 200 OK"), "the last line's database: \(text)")
         #expect(
             text.contains(
                 "the settings file gives WEATHER_DB_PATH (lines 1 and 3), CAIYUN_API_TOKEN (lines 2 and 4) on more than one line: the last line's value is used"
