@@ -21,6 +21,15 @@ import Testing
         #expect(r.remoteAddr == "::1")
     }
 
+    /// A mount prefix with a space or a non-ASCII letter, written as it is in the settings,
+    /// matches the request's escaped path (the configuration accepts such prefixes for that).
+    @Test func aPrefixWithASpaceOrNonASCIIMatchesItsEscapedPath() throws {
+        for (prefix, uri) in [("/my api", "/my%20api/v1/health"), ("/wetter-\u{E4}", "/wetter-%C3%A4/v1/health")] {
+            let r = try parse(["REQUEST_METHOD": "GET", "REQUEST_URI": uri], prefix: prefix)
+            #expect(r.path == "/v1/health", "\(prefix)")
+        }
+    }
+
     @Test func apacheStyleScriptNameAndPathInfo() throws {
         let r = try parse(["REQUEST_METHOD": "GET", "SCRIPT_NAME": "/api/weather.fcgi", "PATH_INFO": "/v1/health"], prefix: "/api")
         #expect(([r.path] + r.alternatePaths).contains("/v1/health"))

@@ -54,7 +54,7 @@ public enum Bootstrap {
             do {
                 let parsed = try ConfigLoader.readSettingsFile(text)
                 commented = parsed.commented.filter { relevant[$0] == nil }
-                repeated = parsed.repeated.filter { relevant[String($0.prefix { $0 != " " })] == nil }
+                repeated = parsed.repeated.filter { relevant[$0.name] == nil }.map(\.description)
                 return parsed.values
             } catch {
                 throw ConfigError(variable: "\(role), \(error.variable),", problem: error.problem)
@@ -149,9 +149,9 @@ public enum Bootstrap {
     /// or the program uploaded into a sub-folder, puts it inside one, where Apache would serve the
     /// provider keys and the database. Best effort: an existing file is left as it is (the
     /// operator's), and a folder that cannot be written is skipped; nginx ignores the file.
-    /// Only absolute paths, and never the program's own folder: a relative database path (the
-    /// working directory, under CGI the document root) or a database beside the program would
-    /// otherwise shut the API itself off (that folder's own `.htaccess` refuses database files).
+    /// Only absolute paths (weather-fcgi refuses a relative database path before it calls this),
+    /// and never the program's own folder: a database beside the program would otherwise shut
+    /// the API itself off (that folder's own `.htaccess` refuses database files).
     public static func denyWebAccess(toFoldersOf files: [String]) {
         let program = programFolder()
         for folder in Set(files.filter { $0.hasPrefix("/") }.map(folder(of:))) where folder != program {

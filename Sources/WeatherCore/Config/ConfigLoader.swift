@@ -53,7 +53,19 @@ public enum ConfigLoader {
         /// appended below, or a key pasted above the example's empty line) is misled, so it is
         /// said. Not refused: files that worked, such as the shared-hosting settings appended
         /// below the example's own lines, would stop the workers at an upgrade.
-        public var repeated: [String] = []
+        public var repeated: [RepeatedSetting] = []
+    }
+
+    /// A setting a settings file gives on more than one line.
+    public struct RepeatedSetting: Sendable, Equatable, CustomStringConvertible {
+        public var name: String
+        /// 1-based, in file order; the last is the line whose value is used.
+        public var lines: [Int]
+
+        /// `NAME (lines 3 and 40)`: the name and line numbers, never a value.
+        public var description: String {
+            "\(name) (lines \(lines.dropLast().map(String.init).joined(separator: ", ")) and \(lines.last ?? 0))"
+        }
     }
 
     /// `parseFileNotingComments`, and the settings given twice (`SettingsFile.repeated`).
@@ -77,6 +89,7 @@ public enum ConfigLoader {
             }
             if linesOf[key] == nil { order.append(key) }
             linesOf[key, default: []].append(n + 1)
+            commented.remove(key)  // only the line whose value is used, the last, counts
             var value = String(line[line.index(after: eq)...]).trimmingSpaces()
             if value.count >= 2, let f = value.first, f == "\"" || f == "'", value.last == f {
                 value = String(value.dropFirst().dropLast())
@@ -86,10 +99,9 @@ public enum ConfigLoader {
             out[key] = value
         }
         // Only known names: an unknown one is refused by the loader, without being repeated.
-        let repeated = order.compactMap { key -> String? in
+        let repeated = order.compactMap { key -> RepeatedSetting? in
             guard let lines = linesOf[key], lines.count > 1, knownVariables.contains(key) else { return nil }
-            let listed = lines.dropLast().map(String.init).joined(separator: ", ") + " and \(lines.last!)"
-            return "\(key) (lines \(listed))"
+            return RepeatedSetting(name: key, lines: lines)
         }
         return SettingsFile(values: out, commented: commented.sorted(), repeated: repeated)
     }
@@ -283,19 +295,21 @@ public enum ConfigLoader {
         return c
     }
 
-    /// `WEATHER_MOUNT_PREFIX` as the router compares it with the request's decoded path: `/` and
-    /// path characters (`HTTPURL.isPathByte`), without trailing slashes; `/` alone is the root
-    /// (empty). A prefix that could never match a path a web server passes on (a space, `?`,
-    /// `#`, an escape, an empty, `.` or `..` segment) is refused, naming what is wrong but not
-    /// the value.
+    /// `WEATHER_MOUNT_PREFIX` as the router compares it with the request's decoded path, without
+    /// trailing slashes; `/` alone is the root (empty). Spaces and non-ASCII characters are
+    /// written as they are (a request's `%20` or `%C3%A4` decodes to them, and the prefix
+    /// matched them before session 26, which must go on). Refused, naming what is wrong but not
+    /// the value: a `%` (an escape written into the prefix, which the decoded path never holds
+    /// as such), `?`, `#` and control characters (no path a client sends has them there), and
+    /// an empty, `.` or `..` segment (clients and web servers remove those first).
     static func mountPrefix(_ text: String) throws(ConfigError) -> String {
         func refused(_ problem: String) -> ConfigError { ConfigError(variable: "WEATHER_MOUNT_PREFIX", problem: problem) }
         guard text.hasPrefix("/") else { throw refused("must start with / (e.g. /api)") }
         guard !text.utf8.contains(UInt8(ascii: "%")) else {
-            throw refused("holds %: write the prefix unencoded (it is compared with the request's decoded path, which an escape never matches)")
+            throw refused("holds %: write the prefix unencoded (it is compared with the request's decoded path)")
         }
-        guard text.utf8.allSatisfy(HTTPURL.isPathByte) else {
-            throw refused("may hold only letters, digits, / and -._~!$&'()*+,;=:@ (no space, ?, #, control or non-ASCII character)")
+        guard !text.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }) else {
+            throw refused("holds ?, # or a control character: it is the path before /v1, without a query or fragment")
         }
         var prefix = Substring(text)
         while prefix.hasSuffix("/") { prefix.removeLast() }

@@ -85,7 +85,7 @@ public struct HTTPURL: Sendable, Equatable {
                 guard after.first == UInt8(ascii: ":") else { throw .host }
                 portPart = after.dropFirst()
             }
-            guard hostPart.contains(UInt8(ascii: ":")),
+            guard hostPart.count(where: { $0 == UInt8(ascii: ":") }) >= 2,
                 hostPart.allSatisfy({ Hex.value(ofDigit: $0) != nil || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") })
             else { throw .host }
         } else {
@@ -93,7 +93,7 @@ public struct HTTPURL: Sendable, Equatable {
                 hostPart = authority[..<colon]
                 portPart = authority[(colon + 1)...]
             }
-            guard hostPart.allSatisfy(isHostNameByte) else { throw .host }
+            guard hostPart.allSatisfy(isHostNameByte), isHostName(hostPart) else { throw .host }
         }
         guard !hostPart.isEmpty else { throw .host }
 
@@ -127,12 +127,22 @@ public struct HTTPURL: Sendable, Equatable {
     }
 
     /// A byte a path may hold as it is (RFC 3986 `pchar` and `/`, without `%`, which only starts
-    /// an escape): letters, digits and `-._~!$&'()*+,;=:@/`. `WEATHER_MOUNT_PREFIX` takes the same.
+    /// an escape): letters, digits and `-._~!$&'()*+,;=:@/`.
     public static func isPathByte(_ c: UInt8) -> Bool {
         switch c {
         case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
         default: "-._~!$&'()*+,;=:@/".utf8.contains(c)
         }
+    }
+
+    /// Labels of host-name bytes, none empty; when every label is digits, an IPv4 address of four
+    /// numbers up to 255 (`999.1.1.1` or `10.1` would be a typo, or an address the resolver reads
+    /// otherwise than it looks).
+    static func isHostName(_ host: ArraySlice<UInt8>) -> Bool {
+        let labels = host.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        guard !labels.contains(where: \.isEmpty) else { return false }
+        guard labels.allSatisfy({ $0.allSatisfy { (48...57).contains($0) } }) else { return true }
+        return labels.count == 4 && labels.allSatisfy { $0.count <= 3 && $0.reduce(0) { $0 * 10 + Int($1 - 48) } <= 255 }
     }
 
     static func isHostNameByte(_ c: UInt8) -> Bool {

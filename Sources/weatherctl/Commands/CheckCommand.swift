@@ -14,10 +14,10 @@ enum CheckCommand {
         summary: "check configuration, hash key, database integrity, WAL and migrations",
         options: [OptionSpec(name: "--copy", value: nil, help: "the database is a backup copy: check what it holds, not whether workers could serve from it")],
         details: """
-            Checks, in order: the configuration loads (and no value in its file holds what looks
-            like a trailing comment, " #", which would be part of the value; no setting is given on
-            two lines of the file, of which the last counts; WEATHER_DB_PATH is absolute, as the
-            workers require, except with --copy); which weather providers the workers will call
+            Checks, in order: the configuration loads; WEATHER_DB_PATH is absolute, as the workers
+            require (not with --copy); no value in the settings file holds what looks like a
+            trailing comment, " #", which would be part of the value; no setting is given on two
+            lines of the file (of which the last counts); which weather providers the workers will call
             (never a failure: none means the weather routes answer 503, Caiyun alone that trips
             further ahead than its 15 days answer 502; a warning names a provider key that
             WEATHER_PROVIDERS leaves out, which is never used); whether the legacy X-Weather-Token is
