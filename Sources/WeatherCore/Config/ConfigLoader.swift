@@ -47,8 +47,8 @@ public enum ConfigLoader {
         public var values: [String: String] = [:]
         /// See `parseFileNotingComments`.
         public var commented: [String] = []
-        /// Known settings given on more than one line, each as `NAME (lines 3 and 40)`, in the
-        /// order of their first line. The last line's value is used, as before and as systemd
+        /// Known settings given on more than one line, with their lines, in the order of their
+        /// first line. The last line's value is used, as before and as systemd
         /// does; a reader who stops at the first (the example's `CAIYUN_API_TOKEN=`, with the key
         /// appended below, or a key pasted above the example's empty line) is misled, so it is
         /// said. Not refused: files that worked, such as the shared-hosting settings appended

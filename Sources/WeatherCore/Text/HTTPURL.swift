@@ -4,7 +4,8 @@
 /// of failing every provider call.
 ///
 /// Accepted: `http://` or `https://` (any case), a host (a name of letters, digits, `-`, `.` and
-/// `_`, an IPv4 address, or an IPv6 address in brackets), an optional port 1...65535, an optional
+/// `_` with no empty label, an IPv4 address as four numbers up to 255, or an IPv6 address in
+/// brackets), an optional port 1...65535, an optional
 /// path, and (not in a base) a query. Refused: any other scheme, user info (`user:pw@host`),
 /// a fragment, spaces, control characters and non-ASCII bytes (the request line is ASCII; an
 /// international host name goes in its `xn--` form), and a `%` not followed by two hex digits.
