@@ -72,12 +72,6 @@ if socketModeGiven && !(listenAddress?.hasPrefix("/") ?? false) {
 /// start: the supervisor's check says it, its workers, restarted or recycled, do not).
 func makeGateway(announce: Bool = true) throws -> Gateway {
     let (config, _, besideProgram, _) = try Bootstrap.loadConfigAndSource()
-    // A worker's working directory is the web server's choice (mod_fcgid: the program's folder,
-    // in the document root): a relative path would put the database wherever that is.
-    // weatherctl, run from a shell, takes one (a copy in the current folder).
-    guard config.databasePath.hasPrefix("/") else {
-        throw StartupError("WEATHER_DB_PATH must be an absolute path (starting with /): a worker's working folder is the web server's choice")
-    }
     if let besideProgram {
         Bootstrap.denyWebAccess(toFoldersOf: [besideProgram, config.databasePath])
     }

@@ -48,13 +48,13 @@ public enum Bootstrap {
         var settings: [String: String] = [:]
         var read: String?, besideProgram: String?
         var unreadable: [String] = []
-        var commented: [String] = [], repeated: [String] = []
+        var commented: [String] = [], repeated: [ConfigLoader.RepeatedSetting] = []
         // A file's error says which file: the settings may come from one of several places.
         func parse(_ text: String, role: String) throws -> [String: String] {
             do {
                 let parsed = try ConfigLoader.readSettingsFile(text)
                 commented = parsed.commented.filter { relevant[$0] == nil }
-                repeated = parsed.repeated.filter { relevant[$0.name] == nil }.map(\.description)
+                repeated = parsed.repeated.filter { relevant[$0.name] == nil }
                 return parsed.values
             } catch {
                 throw ConfigError(variable: "\(role), \(error.variable),", problem: error.problem)
@@ -106,8 +106,8 @@ public enum Bootstrap {
 
     /// What to say of `repeatedSettings` (a start-up log line, `weatherctl check`): names and
     /// line numbers only.
-    public static func repeatedSettingsNotice(_ settings: [String]) -> String {
-        "the settings file gives \(settings.joined(separator: ", ")) on more than one line: the last line's value is used; keep one line for each setting"
+    public static func repeatedSettingsNotice(_ settings: [ConfigLoader.RepeatedSetting]) -> String {
+        "the settings file gives \(settings.map(\.description).joined(separator: ", ")) on more than one line: the last line's value is used; keep one line for each setting"
     }
 
     /// What to say of `commentedSettings` (a start-up log line, `weatherctl check`): names only.
@@ -332,8 +332,14 @@ public enum Bootstrap {
         return nil
     }
 
-    /// Opens the database (creating it and applying migrations). A missing directory is a clear error.
+    /// Opens the database (creating it and applying migrations). A missing directory is a clear
+    /// error, and so is a relative path: a worker's working folder is the web server's choice
+    /// (mod_fcgid: the program's folder, in the document root), so the database would land
+    /// wherever that is. (weatherctl, run from a shell, opens its own way and takes one.)
     public static func openStore(_ config: GatewayConfig) throws -> SQLiteGatewayStore {
+        guard config.databasePath.hasPrefix("/") else {
+            throw StartupError("WEATHER_DB_PATH must be an absolute path (starting with /): a worker's working folder is the web server's choice")
+        }
         let dir = config.databaseFolder
         var st = stat()
         if !dir.isEmpty, stat(dir, &st) != 0 || (st.st_mode & S_IFMT) != S_IFDIR {

@@ -7,9 +7,9 @@ public struct GatewayConfig: Sendable, Equatable {
     /// Settings read from the file whose value holds what looks like a trailing comment
     /// (`ConfigLoader.parseFileNotingComments`; the environment's values are not among them).
     public var commentedSettings: [String] = []
-    /// Settings the file gives on more than one line, as `NAME (lines 3 and 40)`
-    /// (`ConfigLoader.SettingsFile.repeated`; those the environment sets are not among them).
-    public var repeatedSettings: [String] = []
+    /// Settings the file gives on more than one line (`ConfigLoader.SettingsFile.repeated`;
+    /// those the environment sets are not among them).
+    public var repeatedSettings: [ConfigLoader.RepeatedSetting] = []
     public var caiyunToken: String?
     public var caiyunBaseURL: String = "https://api.caiyunapp.com"
     public var visualCrossingKey: String?

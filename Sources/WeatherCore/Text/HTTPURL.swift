@@ -129,7 +129,7 @@ public struct HTTPURL: Sendable, Equatable {
 
     /// A byte a path may hold as it is (RFC 3986 `pchar` and `/`, without `%`, which only starts
     /// an escape): letters, digits and `-._~!$&'()*+,;=:@/`.
-    public static func isPathByte(_ c: UInt8) -> Bool {
+    static func isPathByte(_ c: UInt8) -> Bool {
         switch c {
         case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
         default: "-._~!$&'()*+,;=:@/".utf8.contains(c)

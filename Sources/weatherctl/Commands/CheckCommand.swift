@@ -87,8 +87,8 @@ enum CheckCommand {
                     ?? "from the environment alone (no file: WEATHER_CONFIG is unset and none of \(Bootstrap.defaultConfigPaths().joined(separator: ", ")) exists)")
                 + passedOver
             results.append(Result(name: "configuration", ok: true, detail: "loaded \(source); database \(config.databasePath)"))
-            // Here it names a file of this shell's folder; the workers refuse it (weather-fcgi's
-            // `makeGateway`). A backup copy is only read from here: a relative path is fine.
+            // Here it names a file of this shell's folder; the workers refuse it
+            // (`Bootstrap.openStore`). A backup copy is only read from here: a relative path is fine.
             if !copy, !config.databasePath.hasPrefix("/") {
                 results.append(
                     Result(
