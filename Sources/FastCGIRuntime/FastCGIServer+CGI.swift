@@ -41,16 +41,24 @@ extension FastCGIServer {
             written += n
         }
         // A body that stopped coming is not waited for again.
-        if !stalled { drainUnreadBody(declared: Int(params["CONTENT_LENGTH"] ?? "") ?? 0, consumed: consumed) }
+        if !stalled { drainUnreadBody(declared: declaredBodyLength(params), consumed: consumed) }
+    }
+
+    /// The body's length as the web server gave it; nil for one without a length (a chunked body,
+    /// which Apache passes to a plain CGI decoded and ends with the end of standard input).
+    static func declaredBodyLength(_ params: CGIParameters) -> Int? {
+        if let length = params["CONTENT_LENGTH"], !length.isEmpty { return Int(length) ?? 0 }
+        if let coding = params["HTTP_TRANSFER_ENCODING"], !coding.isEmpty { return nil }
+        return 0
     }
 
     /// Reads what is left of a body the handler did not read (one it refused for its size), up to
-    /// 1 MiB and for at most 2 s, before the process exits: a CGI whose standard input is a socket
-    /// (mod_cgid) and that exits with data unread there makes the kernel reset it, and Apache
-    /// then lost the answer already written (a 413 for a 5,000-byte body, now and then) and
-    /// dropped the client's connection without a word.
-    static func drainUnreadBody(declared: Int, consumed: Int) {
-        var left = min(declared - consumed, 1 << 20)
+    /// 1 MiB (to its end when it has no length) and for at most 2 s, before the process exits: a
+    /// CGI whose standard input is a socket (mod_cgid) and that exits with data unread there makes
+    /// the kernel reset it, and Apache then lost the answer already written (a 413 for a
+    /// 5,000-byte body, now and then) and dropped the client's connection without a word.
+    static func drainUnreadBody(declared: Int?, consumed: Int) {
+        var left = min((declared ?? Int.max) - consumed, 1 << 20)
         guard left > 0 else { return }
         let deadline = MonotonicTime.milliseconds() + 2000
         var sink = [UInt8](repeating: 0, count: 16384)

@@ -107,6 +107,22 @@ import Testing
         #expect(!read)
     }
 
+    /// Apache's plain CGI passes a chunked body on decoded, without CONTENT_LENGTH: it is read to
+    /// its end (it was left unread and the creation answered 400), and refused past the limit.
+    @Test func aBodyWithoutALengthIsReadToItsEnd() throws {
+        let chunked = ["REQUEST_METHOD": "POST", "REQUEST_URI": "/x", "HTTP_TRANSFER_ENCODING": "chunked"]
+        let json = Array(#"{"platform":"ios"}"#.utf8)
+        #expect(try parse(chunked, body: json).body == json)
+        #expect(try parse(chunked, body: [UInt8](repeating: 32, count: Request.maxBodyBytes)).body.count == Request.maxBodyBytes)
+        #expect(throws: HTTPError.payloadTooLarge) { try parse(chunked, body: [UInt8](repeating: 32, count: Request.maxBodyBytes + 1)) }
+        // Neither a length nor a transfer coding: no body, nothing read.
+        var read = false
+        let plain = try Request.parse(params: ["REQUEST_METHOD": "POST", "REQUEST_URI": "/x"], mountPrefix: "") { _ in
+            read = true; return json
+        }
+        #expect(plain.body.isEmpty && !read)
+    }
+
     @Test func duplicateQueryParameterIsRefused() throws {
         let r = try parse(["REQUEST_METHOD": "GET", "REQUEST_URI": "/v1/weather?lat=1&lat=2"])
         #expect(throws: HTTPError.self) { try r.queryValue("lat") }

@@ -1600,7 +1600,7 @@ let openAPIDocument = ##"""
       },
       "PayloadTooLargeError": {
         "type": "object",
-        "description": "413: Content-Length above 4096 bytes.",
+        "description": "413: a body above 4096 bytes: by its Content-Length, or, for one passed on without a length (a chunked body under plain CGI), once 4097 bytes of it are read.",
         "required": [
           "error"
         ],

@@ -100,6 +100,13 @@ public struct Request: Sendable {
                     throw HTTPError.invalidRequest("the body is shorter than its Content-Length")
                 }
             }
+        } else if let coding = params["HTTP_TRANSFER_ENCODING"], !coding.isEmpty {
+            // A body without a length: Apache's plain CGI passes a chunked body on decoded, with
+            // no CONTENT_LENGTH, and ends standard input after it (RFC 3875 would have it set; the
+            // web servers that buffer bodies, nginx and mod_fcgid, do). It is read to its end,
+            // one byte past the limit at most.
+            body = readBody(maxBodyBytes + 1)
+            guard body.count <= maxBodyBytes else { throw HTTPError.payloadTooLarge }
         }
         var request = Request(
             method: method, path: paths[0], query: query, headers: headers,
@@ -118,7 +125,7 @@ public struct Request: Sendable {
     public static let parameterNames = [
         "REQUEST_METHOD", "REQUEST_URI", "QUERY_STRING", "SCRIPT_NAME", "PATH_INFO", "CONTENT_TYPE",
         "CONTENT_LENGTH", "REMOTE_ADDR", "HTTP_X_REQUEST_ID", "HTTP_X_FORWARDED_FOR",
-        "HTTP_X_WEATHER_SESSION_TOKEN", "HTTP_X_WEATHER_TOKEN",
+        "HTTP_X_WEATHER_SESSION_TOKEN", "HTTP_X_WEATHER_TOKEN", "HTTP_TRANSFER_ENCODING",
     ]
 
     /// A NUL byte, or (with `replacementToo`) U+FFFD, which marks bytes that were not UTF-8.
