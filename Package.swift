@@ -22,6 +22,8 @@ let package = Package(
         .systemLibrary(name: "CHTTPClient", pkgConfig: "libssl", providers: [.apt(["libssl-dev", "zlib1g-dev"])]),
         // Our own C: a sanitizer build's default options (`make sanitize`); empty in other builds.
         .target(name: "CSanitizerOptions"),
+        // Our own C: the version `make dist` writes into the binaries (`--version`).
+        .target(name: "CBuildInfo"),
 
         .target(name: "WeatherCore", swiftSettings: swiftSettings),
         .target(name: "WeatherCrypto", dependencies: ["CCrypto", "WeatherCore"], swiftSettings: swiftSettings),
@@ -35,12 +37,12 @@ let package = Package(
         .target(name: "FastCGIRuntime", dependencies: ["CFastCGI", "WeatherAPI", "WeatherCore"], swiftSettings: swiftSettings),
         .executableTarget(
             name: "weather-fcgi",
-            dependencies: ["FastCGIRuntime", "WeatherAPI", "WeatherStore", "WeatherCore", "CSanitizerOptions"],
+            dependencies: ["FastCGIRuntime", "WeatherAPI", "WeatherStore", "WeatherCore", "CSanitizerOptions", "CBuildInfo"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
             name: "weatherctl",
-            dependencies: ["WeatherAPI", "WeatherStore", "WeatherCore", "WeatherCrypto", "WeatherProviders", "CSanitizerOptions"],
+            dependencies: ["WeatherAPI", "WeatherStore", "WeatherCore", "WeatherCrypto", "WeatherProviders", "CSanitizerOptions", "CBuildInfo"],
             swiftSettings: swiftSettings
         ),
         .target(name: "WeatherSessionKit", swiftSettings: swiftSettings),

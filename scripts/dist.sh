@@ -84,11 +84,18 @@ stage=$(cd "$(mktemp -d "${TMPDIR:-/tmp}/cw-dist.XXXXXX")" && pwd -P)  # canonic
 trap 'rm -rf "$stage"' EXIT
 top="$stage/$name"
 mkdir -p "$top/bin" "$top/lib"
+# The version goes into each binary's .cw_version section (Sources/CBuildInfo): 64 bytes,
+# NUL-padded, replaced in place, so a new version needs no rebuild.
+[ ${#ver} -lt 64 ] || die "version '$ver' is longer than 63 characters"
+version_section="$stage/cw_version"
+{ printf '%s' "$ver"; head -c $((64 - ${#ver})) /dev/zero; } >"$version_section"
 for exe in weather-fcgi weatherctl; do
   cp "$bindir/$exe" "$top/bin/$exe"
   strip --strip-all "$top/bin/$exe"
+  objcopy --update-section .cw_version="$version_section" "$top/bin/$exe"
   chmod 0755 "$top/bin/$exe"
 done
+rm -f "$version_section"
 
 # lib/: the resolved, non-glibc closure of both binaries, under their sonames.
 missing=$(ldd "$top/bin/weather-fcgi" "$top/bin/weatherctl" | grep 'not found' || true)
@@ -123,6 +130,10 @@ ldd "$top/bin/weather-fcgi" "$top/bin/weatherctl" | while read -r first arrow pa
   if [[ "$first" =~ $glibc_re ]] || [[ "$(basename "$path")" =~ $glibc_re ]]; then continue; fi
   resolved=$(readlink -f "$path")
   [[ "$resolved" == "$top/lib/"* ]] || die "$first resolves outside the bundle: $path"
+done
+for exe in weather-fcgi weatherctl; do
+  said=$(cd "$top" && env -i LD_LIBRARY_PATH= PATH=/usr/bin:/bin ./bin/$exe --version 2>&1) || die "bin/$exe --version failed: $said"
+  [ "$said" = "$exe $ver" ] || die "bin/$exe --version says '$said', not '$exe $ver'"
 done
 db=$stage/verify.sqlite3
 health=$(cd "$top" && env -i LD_LIBRARY_PATH= PATH=/usr/bin:/bin REQUEST_METHOD=GET REQUEST_URI=/v1/health \

@@ -6,6 +6,7 @@ packages=(
   pkg-config libfcgi-dev libsqlite3-dev libssl-dev zlib1g-dev  # build: C libraries
   nginx spawn-fcgi libfcgi-bin sqlite3 python3 python3-venv curl openssl # run and tests (venv: schemathesis; openssl: test certificates)
   apache2 libapache2-mod-fcgid                                           # shared-hosting tests
+  binutils                                                               # make dist: strip, objcopy (the version)
 )
 [ "${WITH_BENCH:-0}" = 1 ] && packages+=(wrk valgrind strace)
 missing=()

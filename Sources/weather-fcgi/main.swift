@@ -1,3 +1,4 @@
+import CBuildInfo
 import FastCGIRuntime
 import WeatherAPI
 import WeatherCore
@@ -9,6 +10,7 @@ import Glibc
 
 let usage = """
     usage: weather-fcgi [--listen PATH|HOST:PORT|PORT [--socket-mode 0660]] [--workers N]
+           weather-fcgi --version
 
     --listen PORT (or :PORT) listens on 127.0.0.1; 0.0.0.0:PORT on every interface. A PATH is
     taken over only from a dead socket: a live one or any other file there stops the start.
@@ -18,7 +20,11 @@ let usage = """
     --workers N (2 to 256) keeps N worker processes on that socket and restarts any that die;
     1, the default, serves in this one process.
     Configuration: environment variables, then the file named by WEATHER_CONFIG (see README).
+    --version prints the release this program is (`make dist` sets it; "dev" otherwise).
     """
+
+/// The release this binary is (docs/dist.md, "The version").
+let version = String(cString: cw_build_version())
 
 FastCGIServer.installSignalHandlers()
 Bootstrap.restrictFileCreation()
@@ -52,6 +58,9 @@ while let arg = args.popFirst() {
         socketModeGiven = true
     case "--help", "-h":
         print(usage)
+        exit(0)
+    case "--version":
+        print("weather-fcgi \(version)")
         exit(0)
     default:
         // Named only when it looks like an option: a mistyped `--caiyun-token=…` is not logged.
@@ -115,6 +124,9 @@ func serve(listenFD: Int32, retireWhenReplaced: Bool = false, announce: Bool = t
         StandardErrorLog().write("weather-fcgi: \(error)")
         return 78  // EX_CONFIG
     }
+    // Once per start, so an upgrade's log says which release now serves: a worker of the
+    // supervisor's does not repeat it (its line is the supervisor's, below).
+    if announce { StandardErrorLog().write("weather-fcgi: version \(version), serving (pid \(getpid()))") }
     FastCGIServer.useOneMallocArena()
     var served = 0
     do {
@@ -187,6 +199,7 @@ if workers > 1 {
         StandardErrorLog().write("weather-fcgi: \(error)")
         exitBeforeServing(78)
     }
+    StandardErrorLog().write("weather-fcgi: version \(version), starting \(workers) workers (supervisor pid \(getpid()))")
     // No worker serves the socket yet: an idle interval left on it by the previous start (a
     // systemd socket outlives the service) gives way to this start's setting.
     FastCGIServer.clearIdleInterval(listenFD)

@@ -70,6 +70,19 @@ import Glibc
         #expect(json["status"] as? String == "ok")
     }
 
+    /// Both programs say the bundle's version (written into them by dist.sh), so an operator can
+    /// tell which release a host runs; they said nothing of it before session 27.
+    @Test func bothProgramsSayTheBundlesVersion() throws {
+        let b = try UnpackedBundle()
+        let version = String(b.root.lastPathComponent.dropFirst("closet-weather-".count).dropLast("-linux-x86_64".count))
+        #expect(!version.isEmpty && version != "dev", "\(b.root.lastPathComponent)")
+        for exe in ["weather-fcgi", "weatherctl"] {
+            let run = ChildProcessOutput.runData(b.path("bin/\(exe)"), ["--version"], environment: Self.scrubbed)
+            #expect(run.status == 0)
+            #expect(String(decoding: run.stdout, as: UTF8.self) == "\(exe) \(version)\n")
+        }
+    }
+
     @Test func everyLibraryResolvesInsideTheBundleOrToGlibc() throws {
         let b = try UnpackedBundle()
         let out = ChildProcessOutput.run("/usr/bin/ldd", [b.path("bin/weather-fcgi"), b.path("bin/weatherctl")], environment: Self.scrubbed)

@@ -52,6 +52,8 @@ import Glibc
         #expect(r.json["provider"] as? String == "caiyun")
         #expect(try fake.calls().count == 1)
         #expect(h.log.contains("providers=caiyun:ok"), "\(h.log)")
+        // One process, no supervisor: it says its release once, at start (session 27).
+        #expect(h.log.components(separatedBy: "weather-fcgi: version dev, serving (pid ").count == 2, "\(h.log)")
     }
 
     @Test func secondRequestInCellIsAHitAndSixteenConcurrentMissesMakeOneCall() throws {

@@ -94,6 +94,13 @@ import Glibc
         #expect(json.status == 0)
         #expect(try json.json()["ok"] as? Bool == true)
         #expect((try json.json()["checks"] as? [[String: Any]])?.count == 12)
+        // Which release this is, in both forms and from --version; the supervisor's start line
+        // says the workers' (a build outside `make dist` is "dev"; DistTests checks a bundle's).
+        #expect(ok.stdout.hasSuffix("all checks passed (weatherctl dev)\n"), "\(ok.stdout)")
+        #expect(try json.json()["version"] as? String == "dev")
+        #expect(try ctl(["--version"], h).stdout == "weatherctl dev\n")
+        #expect(h.log.contains("weather-fcgi: version dev, starting 2 workers (supervisor pid "), "\(h.log)")
+        #expect(!h.log.contains("serving (pid"), "a worker of the supervisor's repeated the line: \(h.log)")
 
         // A clean-up more than three days old: nothing runs it, and that fails.
         _ = ChildProcessOutput.run("/usr/bin/sqlite3", [h.databasePath, "UPDATE weather_maintenance SET started_at = started_at - 4 * 86400"])

@@ -1,3 +1,4 @@
+import CBuildInfo
 import WeatherCore
 
 /// Finds the command a command line names, prints help, runs it and maps failures to exit codes.
@@ -6,6 +7,10 @@ enum WeatherCtl {
         MigrateCommand.spec, SessionsCommand.show, SessionsCommand.list, RevokeCommand.spec,
         StatsCommand.spec, ResumeCommand.spec, PruneCommand.spec, CheckCommand.spec, AdoptHashKeyCommand.spec,
     ]
+
+    /// The release this binary is: `make dist` writes it into the binary, "dev" otherwise
+    /// (docs/dist.md, "The version").
+    static let version = String(cString: cw_build_version())
 
     /// Commands that only group others (`sessions`).
     static let groups: [String: String] = ["sessions": "inspect anonymous sessions (show, list)"]
@@ -17,6 +22,7 @@ enum WeatherCtl {
 
             Usage: weatherctl COMMAND [ARGUMENTS] [--json]
                    weatherctl help [COMMAND]
+                   weatherctl --version
 
             Commands:
 
@@ -64,6 +70,10 @@ enum WeatherCtl {
         }
         if first == "--help" || first == "-h" {
             Terminal.out(overview)
+            return ExitCode.ok
+        }
+        if first == "--version" {
+            Terminal.out("weatherctl \(version)\n")
             return ExitCode.ok
         }
         if first == "help" {

@@ -39,7 +39,8 @@ enum CheckCommand {
             as `stats` reads it (see weatherctl stats --help). With --copy (a backup copy), the
             storage row is not checked, and a hash.key missing or unreadable beside the copy, and
             migrations the copy lacks or a newer release applied, are said, not failed: the exit
-            status then tells whether the copy is sound.
+            status then tells whether the copy is sound. The last line (JSON: "version") names
+            this program's release; `weather-fcgi --version` names the workers'.
             """,
         run: run)
 
@@ -55,9 +56,11 @@ enum CheckCommand {
         var table = Table([("RESULT", .left), ("CHECK", .left), ("DETAIL", .left)])
         for r in results { table.append([r.ok ? "ok" : "FAIL", r.name, r.detail]) }
         context.emit(
-            human: table.rendered + (allOK ? "all checks passed\n" : "\(results.filter { !$0.ok }.count) check(s) failed\n"),
+            human: table.rendered + (allOK ? "all checks passed" : "\(results.filter { !$0.ok }.count) check(s) failed")
+                + " (weatherctl \(WeatherCtl.version))\n",
             json: .object([
                 ("ok", .bool(allOK)),
+                ("version", .string(WeatherCtl.version)),
                 ("checks", .array(results.map { .object([("name", .string($0.name)), ("ok", .bool($0.ok)), ("detail", .string($0.detail))]) })),
             ]))
         return allOK ? ExitCode.ok : ExitCode.failure
