@@ -29,6 +29,9 @@ seeds = {
     "content-length-negative": entry(POST, 5, b"/v1/weather/session", body=create),
     "content-length-longer-than-body": entry(POST, 3, b"/v1/weather/session", body=create),
     "short-body": entry(POST, EXACT | 0x80, b"/v1/weather/session", body=create),
+    # A body without a length, as Apache's plain CGI passes a chunked one: read to its end.
+    "chunked-no-length": entry(POST, 0, b"/v1/weather/session", headers=[b"TRANSFER-ENCODING=chunked"], body=create),
+    "chunked-over-limit": entry(POST, 0, b"/v1/weather/session", headers=[b"TRANSFER-ENCODING=chunked"], body=b" " * 4097),
     "invalid-utf8-query": entry(GET, 0x18, b"/v1/weather?lat=%FF%FE&lon=%C3%28"),
     "invalid-utf8-raw": entry(GET, 0x18, b"/v1/\xc3\x28weather?lat=\xed\xa0\x80&lon=\xf8\x88\x80\x80\x80"),
     "invalid-utf8-body": entry(POST, EXACT, b"/v1/weather/session",

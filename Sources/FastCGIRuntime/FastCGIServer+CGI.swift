@@ -44,12 +44,14 @@ extension FastCGIServer {
         if !stalled { drainUnreadBody(declared: declaredBodyLength(params), consumed: consumed) }
     }
 
-    /// The body's length as the web server gave it; nil for one without a length (a chunked body,
+    /// The body's length as the web server gave it; nil for one read to its end (a chunked body,
     /// which Apache passes to a plain CGI decoded and ends with the end of standard input).
     static func declaredBodyLength(_ params: CGIParameters) -> Int? {
-        if let length = params["CONTENT_LENGTH"], !length.isEmpty { return Int(length) ?? 0 }
-        if let coding = params["HTTP_TRANSFER_ENCODING"], !coding.isEmpty { return nil }
-        return 0
+        switch Request.bodyFraming(params) {
+        case .length(let length): return length
+        case .toItsEnd: return nil
+        case .none, .invalidLength: return 0
+        }
     }
 
     /// Reads what is left of a body the handler did not read (one it refused for its size), up to

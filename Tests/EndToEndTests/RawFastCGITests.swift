@@ -195,11 +195,14 @@ import Glibc
     /// head of mod_fcgid's largest (about 64 KiB of parameters) with a body is served.
     @Test func aBodyPastTheLimitIsAnsweredAndALargeHeadServed() throws {
         let h = try GatewayHarness(workers: 1)
-        func request(_ extra: [String: String], body: [UInt8], length: Int) -> [UInt8] {
+        /// `length` nil: no CONTENT_LENGTH but a Transfer-Encoding, as a front end that streams a
+        /// chunked body on (nginx with `fastcgi_request_buffering off`) passes it.
+        func request(_ extra: [String: String], body: [UInt8], length: Int?) -> [UInt8] {
             var params = [
                 "REQUEST_METHOD": "POST", "REQUEST_URI": "/v1/weather/session", "REMOTE_ADDR": "127.0.0.1",
-                "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": "\(length)",
+                "CONTENT_TYPE": "application/json",
             ]
+            if let length { params["CONTENT_LENGTH"] = "\(length)" } else { params["HTTP_TRANSFER_ENCODING"] = "chunked" }
             params.merge(extra) { $1 }
             var bytes = FastCGIExchange.record(1, [0, 1, 0, 0, 0, 0, 0, 0])
             // In records of at most 8 KiB, as web servers write them.
@@ -227,6 +230,16 @@ import Glibc
         #expect(served.endsWithin(seconds: 3))
         let created = String(decoding: served.received, as: UTF8.self)
         #expect(created.contains("Status: 201"), "\(created.prefix(300))")
+
+        // A body without a length is read to the end of its stream (session 27; it was left
+        // unread and the creation answered 400), and one past the limit is 413.
+        for (body, status) in [(body, "201"), ([UInt8](repeating: 32, count: 5_000), "413"), (big, "413")] {
+            let peer = try RawPeer(h.socketPath)
+            try peer.send(request([:], body: body, length: nil))
+            #expect(peer.endsWithin(seconds: 3))
+            let answer = String(decoding: peer.received, as: UTF8.self)
+            #expect(answer.contains("Status: \(status)"), "\(body.count) bytes without a length: \(answer.prefix(300))")
+        }
         #expect(h.app?.isRunning == true)
     }
 

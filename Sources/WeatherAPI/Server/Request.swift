@@ -89,10 +89,12 @@ public struct Request: Sendable {
         if let ct = params["CONTENT_TYPE"], !ct.isEmpty { headers["content-type"] = ct }
 
         var body: [UInt8] = []
-        if let lengthText = params["CONTENT_LENGTH"], !lengthText.isEmpty {
-            guard lengthText.utf8.count <= 18, let length = Int(lengthText), length >= 0 else {
-                throw HTTPError.invalidRequest("Content-Length is not a number")
-            }
+        switch bodyFraming(params) {
+        case .none:
+            break
+        case .invalidLength:
+            throw HTTPError.invalidRequest("Content-Length is not a number")
+        case .length(let length):
             guard length <= maxBodyBytes else { throw HTTPError.payloadTooLarge }
             if length > 0 {
                 body = readBody(length)
@@ -100,11 +102,9 @@ public struct Request: Sendable {
                     throw HTTPError.invalidRequest("the body is shorter than its Content-Length")
                 }
             }
-        } else if let coding = params["HTTP_TRANSFER_ENCODING"], !coding.isEmpty {
-            // A body without a length: Apache's plain CGI passes a chunked body on decoded, with
-            // no CONTENT_LENGTH, and ends standard input after it (RFC 3875 would have it set; the
-            // web servers that buffer bodies, nginx and mod_fcgid, do). It is read to its end,
-            // one byte past the limit at most.
+        case .toItsEnd:
+            // One byte past the limit at most. A body that stops coming before its end is taken
+            // as it stands when the wait runs out (the reader cannot tell that from its end).
             body = readBody(maxBodyBytes + 1)
             guard body.count <= maxBodyBytes else { throw HTTPError.payloadTooLarge }
         }
@@ -113,6 +113,31 @@ public struct Request: Sendable {
             remoteAddr: params["REMOTE_ADDR"] ?? "", body: body)
         request.alternatePaths = Array(paths.dropFirst())
         return request
+    }
+
+    /// How the web server says where a request's body ends.
+    public enum BodyFraming: Equatable, Sendable {
+        /// No body.
+        case none
+        /// `CONTENT_LENGTH` bytes.
+        case length(Int)
+        /// A `CONTENT_LENGTH` that is not a length (400).
+        case invalidLength
+        /// No `CONTENT_LENGTH` but a `Transfer-Encoding`: Apache's plain CGI passes a chunked body
+        /// on decoded that way and ends standard input after it (RFC 3875 would have the length
+        /// set; nginx and mod_fcgid, which buffer bodies, set it), so it is read to its end.
+        case toItsEnd
+    }
+
+    /// The body's framing as `params` give it: the one reading of it, for `parse` and for the
+    /// plain-CGI runtime's drain of a body the handler left unread.
+    public static func bodyFraming(_ params: CGIParameters) -> BodyFraming {
+        if let text = params["CONTENT_LENGTH"], !text.isEmpty {
+            guard text.utf8.count <= 18, let length = Int(text), length >= 0 else { return .invalidLength }
+            return .length(length)
+        }
+        if let coding = params["HTTP_TRANSFER_ENCODING"], !coding.isEmpty { return .toItsEnd }
+        return .none
     }
 
     /// Every query parameter a route reads (`WeatherParameters`; a test asks each). A badly
