@@ -22,7 +22,8 @@ let package = Package(
         .systemLibrary(name: "CHTTPClient", pkgConfig: "libssl", providers: [.apt(["libssl-dev", "zlib1g-dev"])]),
         // Our own C: a sanitizer build's default options (`make sanitize`); empty in other builds.
         .target(name: "CSanitizerOptions"),
-        // Our own C: the version `make dist` writes into the binaries (`--version`).
+        // Our own C: the version `make dist` writes into the binaries (`--version`); WeatherAPI's
+        // `BuildInfo` is its one reader.
         .target(name: "CBuildInfo"),
 
         .target(name: "WeatherCore", swiftSettings: swiftSettings),
@@ -31,18 +32,18 @@ let package = Package(
         .target(name: "WeatherProviders", dependencies: ["CHTTPClient", "WeatherCore"], swiftSettings: swiftSettings),
         .target(
             name: "WeatherAPI",
-            dependencies: ["WeatherCore", "WeatherCrypto", "WeatherStore", "WeatherProviders"],
+            dependencies: ["WeatherCore", "WeatherCrypto", "WeatherStore", "WeatherProviders", "CBuildInfo"],
             swiftSettings: swiftSettings
         ),
         .target(name: "FastCGIRuntime", dependencies: ["CFastCGI", "WeatherAPI", "WeatherCore"], swiftSettings: swiftSettings),
         .executableTarget(
             name: "weather-fcgi",
-            dependencies: ["FastCGIRuntime", "WeatherAPI", "WeatherStore", "WeatherCore", "CSanitizerOptions", "CBuildInfo"],
+            dependencies: ["FastCGIRuntime", "WeatherAPI", "WeatherStore", "WeatherCore", "CSanitizerOptions"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
             name: "weatherctl",
-            dependencies: ["WeatherAPI", "WeatherStore", "WeatherCore", "WeatherCrypto", "WeatherProviders", "CSanitizerOptions", "CBuildInfo"],
+            dependencies: ["WeatherAPI", "WeatherStore", "WeatherCore", "WeatherCrypto", "WeatherProviders", "CSanitizerOptions"],
             swiftSettings: swiftSettings
         ),
         .target(name: "WeatherSessionKit", swiftSettings: swiftSettings),

@@ -1,4 +1,3 @@
-import CBuildInfo
 import FastCGIRuntime
 import WeatherAPI
 import WeatherCore
@@ -23,8 +22,7 @@ let usage = """
     --version prints the release this program is (`make dist` sets it; "dev" otherwise).
     """
 
-/// The release this binary is (docs/dist.md, "The version").
-let version = String(cString: cw_build_version())
+let version = BuildInfo.version
 
 FastCGIServer.installSignalHandlers()
 Bootstrap.restrictFileCreation()

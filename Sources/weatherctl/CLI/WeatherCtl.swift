@@ -1,4 +1,4 @@
-import CBuildInfo
+import WeatherAPI
 import WeatherCore
 
 /// Finds the command a command line names, prints help, runs it and maps failures to exit codes.
@@ -8,9 +8,7 @@ enum WeatherCtl {
         StatsCommand.spec, ResumeCommand.spec, PruneCommand.spec, CheckCommand.spec, AdoptHashKeyCommand.spec,
     ]
 
-    /// The release this binary is: `make dist` writes it into the binary, "dev" otherwise
-    /// (docs/dist.md, "The version").
-    static let version = String(cString: cw_build_version())
+    static let version = BuildInfo.version
 
     /// Commands that only group others (`sessions`).
     static let groups: [String: String] = ["sessions": "inspect anonymous sessions (show, list)"]
