@@ -521,9 +521,12 @@ import WeatherProviders
             provider: "caiyun", location: point, timezone: "Asia/Shanghai", current: .unknown,
             daily: FakeWeatherSource.days(for: .outlook, now: stamp.adding(seconds: 8 * 3600)), fetchedAt: stamp.iso8601
         ).json
-        // The other worker stores its answer a moment later and lets its claim go.
+        // The other worker stores its answer a moment later and lets its claim go. On a thread
+        // of its own: a block on Dispatch's global queue waited, under `make sanitize`, behind
+        // other tests' blocked blocks until the request gave up waiting (504 after 34 s).
         let stored = DispatchSemaphore(value: 0)
-        DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) {
+        Thread {
+            usleep(100_000)
             if let store = try? SQLiteGatewayStore(path: path) {
                 if otherStores {
                     try? store.storeWeather(
@@ -533,7 +536,7 @@ import WeatherProviders
                 try? store.releaseFetchLock(key: outlookKey, owner: other)
             }
             stored.signal()
-        }
+        }.start()
         let fifteen = t.weather(token: token, query: "lat=31.2304&lon=121.4737&days=15")
         stored.wait()
         guard otherStores else {
