@@ -1600,7 +1600,7 @@ let openAPIDocument = ##"""
       },
       "PayloadTooLargeError": {
         "type": "object",
-        "description": "413: a body above 4096 bytes: by its Content-Length, or, for one passed on without a length (a chunked body that plain CGI, or a front end streaming it, passes on without one), once 4097 bytes of it are read.",
+        "description": "413: a body above 4096 bytes: by its Content-Length, or, for a body passed on without one (a chunked body under plain CGI, or from a front end that streams it), once 4097 bytes of it are read.",
         "required": [
           "error"
         ],
