@@ -7,7 +7,9 @@ real provider key: the key in the path or query is accepted as is and never chec
 
     python3 fake_provider.py --port 0 --port-file /tmp/port [--fixtures DIR]
 
-Routes (one server serves both providers; point both base URLs at http://127.0.0.1:PORT):
+Routes (one server serves both providers; point both base URLs at http://127.0.0.1:PORT, i.e.
+set CAIYUN_BASE_URL and VISUAL_CROSSING_BASE_URL, with any CAIYUN_API_TOKEN and
+VISUAL_CROSSING_API_KEY, as Tests/EndToEndTests/Support/FakeProviders.swift does):
     GET  /v2.6/{token}/{lon},{lat}/weather?...dailysteps=N              Caiyun
     GET  /VisualCrossingWebServices/rest/services/timeline/{lat},{lon}[/{start}/{end}]?...
     POST /_mode?provider=caiyun|visualcrossing&mode=M[&delay=SECONDS]   set a provider's mode
