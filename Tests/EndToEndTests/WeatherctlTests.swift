@@ -99,6 +99,7 @@ import Glibc
         #expect(ok.stdout.hasSuffix("all checks passed (weatherctl dev)\n"), "\(ok.stdout)")
         #expect(try json.json()["version"] as? String == "dev")
         #expect(try ctl(["--version"], h).stdout == "weatherctl dev\n")
+        #expect(try ctl(["--json", "--version"], h).json()["version"] as? String == "dev")
         #expect(h.log.contains("weather-fcgi: version dev, starting 2 workers (supervisor pid "), "\(h.log)")
         #expect(!h.log.contains("serving (pid"), "a worker of the supervisor's repeated the line: \(h.log)")
 

@@ -71,7 +71,8 @@ enum WeatherCtl {
             return ExitCode.ok
         }
         if first == "--version" {
-            Terminal.out("weatherctl \(version)\n")
+            // `weatherctl --version --json` (or `--json --version`) for scripts, as elsewhere.
+            Terminal.out(arguments.contains("--json") ? JSONDocument.object([("version", .string(version))]).rendered : "weatherctl \(version)\n")
             return ExitCode.ok
         }
         if first == "help" {
