@@ -129,6 +129,32 @@ import Testing
     }
 }
 
+@Suite struct ResponseHeadTests {
+    /// The head written in one pass into a buffer of its exact size: the same bytes as written
+    /// piece by piece before session 27, room for the body, no Content-Length on a 204.
+    @Test func theHeadIsExactlyItsBytesWithRoomForTheBody() {
+        let body = Array(#"{"ok":true}"#.utf8)
+        let r = Response(status: 201, headers: [("Content-Type", "application/json; charset=utf-8"), ("X-Note", "Grüße, 雨")], body: body)
+        let expected = "Status: 201 Created\r\nContent-Type: application/json; charset=utf-8\r\nX-Note: Grüße, 雨\r\nContent-Length: 11\r\n\r\n"
+        #expect(r.cgiHead() == Array(expected.utf8))
+        let whole = r.cgiBytes()
+        #expect(whole == Array(expected.utf8) + body)
+        #expect(whole.capacity >= whole.count)
+        #expect(r.cgiBytes(includeBody: false) == Array(expected.utf8))
+        #expect(Response(status: 204, headers: [("X-Request-Id", "r1")]).cgiHead() == Array("Status: 204 No Content\r\nX-Request-Id: r1\r\n\r\n".utf8))
+        #expect(Response(status: 599).cgiHead() == Array("Status: 599 Status\r\nContent-Length: 0\r\n\r\n".utf8))
+        for n in [0, 7, 9, 10, 99, 100, 4096, 1_234_567, Int.max, -1, -42, Int.min] {
+            #expect(ByteWriter.decimalCount(n) == String(n).utf8.count, "\(n)")
+            let written = [UInt8](unsafeUninitializedCapacity: 21) { buffer, count in
+                var w = ByteWriter(buffer)
+                w.write(decimal: n)
+                count = w.count
+            }
+            #expect(written == Array(String(n).utf8), "\(n)")
+        }
+    }
+}
+
 @Suite struct OpenAPIDocumentTests {
     @Test func servedDocumentEqualsDocsOpenAPIJSON() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

@@ -27,34 +27,41 @@ public struct Response: Sendable {
         return out
     }
 
-    /// The `Status:` line, headers and blank line, in one buffer sized up front (this runs for
-    /// every response; a FastCGI server writes the body after it without copying it in here).
+    /// The `Status:` line, headers and blank line, in one buffer of exactly their size (plus
+    /// `extra` bytes of room: `cgiBytes` puts the body there), written in one pass: this runs for
+    /// every response, and appending piece by piece to a growing array cost about 4,600
+    /// instructions a cached weather answer (callgrind, session 27). A FastCGI server writes the
+    /// body after it without copying it in here.
     public func cgiHead(reserving extra: Int = 0) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(128 + headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 } + extra)
-        out.appendUTF8("Status: ")
-        appendDecimal(status, to: &out)
-        out.append(UInt8(ascii: " "))
-        out.appendUTF8(Response.reason(status))
-        out.appendUTF8("\r\n")
-        for h in headers {
-            out.appendUTF8(h.name)
-            out.appendUTF8(": ")
-            out.appendUTF8(h.value)
-            out.appendUTF8("\r\n")
-        }
+        let reason = Response.reason(status)
         // A 204 carries no Content-Length (RFC 9110 §8.6: a server must not send one), which the
         // revoke's 204 did, through nginx and Apache alike.
-        if status != 204 {
-            out.appendUTF8("Content-Length: ")
-            appendDecimal(body.count, to: &out)
-            out.appendUTF8("\r\n")
+        let sendsLength = status != 204
+        var size = 8 + ByteWriter.decimalCount(status) + 1 + reason.utf8.count + 2 + 2  // "Status: " … "\r\n" … "\r\n"
+        for h in headers { size += h.name.utf8.count + 2 + h.value.utf8.count + 2 }
+        if sendsLength { size += 16 + ByteWriter.decimalCount(body.count) + 2 }  // "Content-Length: " … "\r\n"
+        return [UInt8](unsafeUninitializedCapacity: size + extra) { buffer, initialized in
+            var w = ByteWriter(buffer)
+            w.write("Status: ")
+            w.write(decimal: status)
+            w.write(" ")
+            w.write(reason)
+            w.write("\r\n")
+            for h in headers {
+                w.write(h.name)
+                w.write(": ")
+                w.write(h.value)
+                w.write("\r\n")
+            }
+            if sendsLength {
+                w.write("Content-Length: ")
+                w.write(decimal: body.count)
+                w.write("\r\n")
+            }
+            w.write("\r\n")
+            initialized = w.count
         }
-        out.appendUTF8("\r\n")
-        return out
     }
-
-    private func appendDecimal(_ n: Int, to out: inout [UInt8]) { out.appendUTF8(String(n)) }
 
     static func reason(_ status: Int) -> String {
         switch status {
@@ -82,5 +89,53 @@ extension Array where Element == UInt8 {
     mutating func appendUTF8(_ s: String) {
         var s = s
         s.withUTF8 { append(contentsOf: $0) }
+    }
+}
+
+/// Writes bytes into a buffer sized beforehand, checking each write against its end.
+struct ByteWriter {
+    private let buffer: UnsafeMutableBufferPointer<UInt8>
+    private(set) var count = 0
+
+    init(_ buffer: UnsafeMutableBufferPointer<UInt8>) { self.buffer = buffer }
+
+    mutating func write(_ s: String) {
+        let done: Void? = s.utf8.withContiguousStorageIfAvailable { write($0) }
+        if done == nil { for c in s.utf8 { write(byte: c) } }
+    }
+
+    mutating func write(_ bytes: UnsafeBufferPointer<UInt8>) {
+        precondition(bytes.count <= buffer.count - count, "ByteWriter: past the buffer's end")
+        guard let from = bytes.baseAddress, let to = buffer.baseAddress else { return }
+        (to + count).initialize(from: from, count: bytes.count)
+        count += bytes.count
+    }
+
+    mutating func write(byte: UInt8) {
+        precondition(count < buffer.count, "ByteWriter: past the buffer's end")
+        buffer[count] = byte
+        count += 1
+    }
+
+    /// `n` in decimal, without making a String.
+    mutating func write(decimal n: Int) {
+        if n < 0 { write(byte: UInt8(ascii: "-")) }
+        let magnitude = n.magnitude
+        var power: UInt = 1
+        while power <= magnitude / 10 { power *= 10 }
+        while power > 0 {
+            write(byte: UInt8(ascii: "0") + UInt8(magnitude / power % 10))
+            power /= 10
+        }
+    }
+
+    /// How many bytes `write(decimal: n)` writes.
+    static func decimalCount(_ n: Int) -> Int {
+        var digits = 1, rest = n.magnitude
+        while rest >= 10 {
+            rest /= 10
+            digits += 1
+        }
+        return n < 0 ? digits + 1 : digits
     }
 }
