@@ -139,7 +139,8 @@ import Testing
         #expect(r.cgiHead() == Array(expected.utf8))
         let whole = r.cgiBytes()
         #expect(whole == Array(expected.utf8) + body)
-        #expect(whole.capacity >= whole.count)
+        // The body goes into room the head left for it, not into a second allocation.
+        #expect(r.cgiHead(reserving: body.count).capacity >= expected.utf8.count + body.count)
         #expect(r.cgiBytes(includeBody: false) == Array(expected.utf8))
         #expect(Response(status: 204, headers: [("X-Request-Id", "r1")]).cgiHead() == Array("Status: 204 No Content\r\nX-Request-Id: r1\r\n\r\n".utf8))
         #expect(Response(status: 599).cgiHead() == Array("Status: 599 Status\r\nContent-Length: 0\r\n\r\n".utf8))
