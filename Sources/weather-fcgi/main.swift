@@ -22,8 +22,6 @@ let usage = """
     --version prints the release this program is (`make dist` sets it; "dev" otherwise).
     """
 
-let version = BuildInfo.version
-
 FastCGIServer.installSignalHandlers()
 Bootstrap.restrictFileCreation()
 
@@ -58,7 +56,7 @@ while let arg = args.popFirst() {
         print(usage)
         exit(0)
     case "--version":
-        print("weather-fcgi \(version)")
+        print("weather-fcgi \(BuildInfo.version)")
         exit(0)
     default:
         // Named only when it looks like an option: a mistyped `--caiyun-token=…` is not logged.
@@ -124,7 +122,7 @@ func serve(listenFD: Int32, retireWhenReplaced: Bool = false, announce: Bool = t
     }
     // Once per start, so an upgrade's log says which release now serves: a worker of the
     // supervisor's does not repeat it (its line is the supervisor's, below).
-    if announce { StandardErrorLog().write("weather-fcgi: version \(version), serving (pid \(getpid()))") }
+    if announce { StandardErrorLog().write("weather-fcgi: version \(BuildInfo.version), serving (pid \(getpid()))") }
     FastCGIServer.useOneMallocArena()
     var served = 0
     do {
@@ -197,7 +195,7 @@ if workers > 1 {
         StandardErrorLog().write("weather-fcgi: \(error)")
         exitBeforeServing(78)
     }
-    StandardErrorLog().write("weather-fcgi: version \(version), starting \(workers) workers (supervisor pid \(getpid()))")
+    StandardErrorLog().write("weather-fcgi: version \(BuildInfo.version), starting \(workers) workers (supervisor pid \(getpid()))")
     // No worker serves the socket yet: an idle interval left on it by the previous start (a
     // systemd socket outlives the service) gives way to this start's setting.
     FastCGIServer.clearIdleInterval(listenFD)

@@ -77,7 +77,7 @@ import Testing
 
     /// `KEY=value   # note` makes the note part of the value, as it always did (a systemd
     /// `EnvironmentFile` reads it so too; refusing it made an upgrade lose a database named
-    /// with its note): kept, and named by `parseFileNotingComments` (names only), so that start-up and
+    /// with its note): kept, and named by `readSettingsFile` (names only), so that start-up and
     /// `weatherctl check` can say so. A quoted value, `#` without a space before it, a comment
     /// line and an overridden name are not named.
     @Test func aTrailingCommentInTheFileIsKeptAndNamed() throws {
@@ -89,7 +89,8 @@ import Testing
             VISUAL_CROSSING_API_KEY="vc #secret"
             WEATHER_DB_PATH=/srv/w#1.sqlite3
             """
-        let (values, commented) = try ConfigLoader.parseFileNotingComments(text)
+        let read = try ConfigLoader.readSettingsFile(text)
+        let (values, commented) = (read.values, read.commented)
         #expect(commented == ["CAIYUN_API_TOKEN", "CLOSET_WEATHER_PROXY_TOKEN", "WEATHER_PLATFORMS"])
         #expect(values["CLOSET_WEATHER_PROXY_TOKEN"] == "legacy-secret-0123456789   # shipped in app 1.x")
         #expect(values["VISUAL_CROSSING_API_KEY"] == "vc #secret" && values["WEATHER_DB_PATH"] == "/srv/w#1.sqlite3")
@@ -286,7 +287,8 @@ import Testing
             "WEATHER_CACHE_TTL=600 # ten minutes", "WEATHER_MOUNT_PREFIX=/api   # behind nginx", "CAIYUN_BASE_URL=https://api.caiyunapp.com # default",
             "WEATHER_PROVIDERS=caiyun\t# only caiyun", "WEATHER_CACHE_TTL=#600",
         ] {
-            let (file, commented) = try ConfigLoader.parseFileNotingComments(line + "\n")
+            let read = try ConfigLoader.readSettingsFile(line + "\n")
+            let (file, commented) = (read.values, read.commented)
             let name = String(line.prefix { $0 != "=" })
             #expect {
                 try ConfigLoader.load(environment: [:], file: file, commented: commented)
@@ -300,7 +302,8 @@ import Testing
                 (error as? ConfigError)?.variable == name && !"\(error)".contains(hint)
             }
         }
-        let (file, commented) = try ConfigLoader.parseFileNotingComments("CLOSET_WEATHER_PROXY_TOKEN=legacy-secret-0123456789 # app 1.x\n")
+        let read = try ConfigLoader.readSettingsFile("CLOSET_WEATHER_PROXY_TOKEN=legacy-secret-0123456789 # app 1.x\n")
+        let (file, commented) = (read.values, read.commented)
         #expect(try ConfigLoader.load(environment: [:], file: file, commented: commented).legacyToken == "legacy-secret-0123456789 # app 1.x")
     }
 

@@ -20,32 +20,26 @@ public enum ConfigLoader {
 
     /// Parses a `KEY=VALUE` file: `#` comments, blank lines, optional `export `, optional quotes.
     /// Everything after `=` is the value, as in a systemd `EnvironmentFile`: a `#` later in the
-    /// line is part of it (`parseFileNotingComments` names such lines). A setting given on more
-    /// than one line takes the last line's value, as systemd reads such a file
-    /// (`readSettingsFile` names those settings).
+    /// line is part of it (`readSettingsFile` names such lines). A setting given on more than
+    /// one line takes the last line's value, as systemd reads such a file (`readSettingsFile`
+    /// names those settings too).
     /// Lines end in LF or CRLF (a file saved on Windows, uploaded to a shared host): to Swift
     /// "\r\n" is one `Character`, which splitting on "\n" never splits, so such a file was one
     /// line and its first value took in every line after it.
     public static func parseFile(_ text: String) throws(ConfigError) -> [String: String] {
-        try parseFileNotingComments(text).values
-    }
-
-    /// `parseFile`, and the settings whose unquoted value starts with `#` or holds a space or tab
-    /// followed by `#` (names only, sorted): what looks like a comment after the value is part of
-    /// it (a legacy token no old app sends, a provider key the provider refuses; `KEY= # retired`
-    /// turned the legacy path on with the note as its token, which `Bootstrap` refuses).
-    /// Otherwise said, not refused (black-box audits, and an upgrade audit: refusing it sent an
-    /// operator who moved the note to its own line to a new, empty database, the old one being
-    /// named with the note).
-    public static func parseFileNotingComments(_ text: String) throws(ConfigError) -> (values: [String: String], commented: [String]) {
-        let file = try readSettingsFile(text)
-        return (file.values, file.commented)
+        try readSettingsFile(text).values
     }
 
     /// What a settings file says, and what it holds that is said rather than refused.
     public struct SettingsFile: Sendable, Equatable {
         public var values: [String: String] = [:]
-        /// See `parseFileNotingComments`.
+        /// The settings whose unquoted value (on the line that counts, the last) starts with `#`
+        /// or holds a space or tab followed by `#` (names only, sorted): what looks like a comment
+        /// after the value is part of it (a legacy token no old app sends, a provider key the
+        /// provider refuses; `KEY= # retired` turned the legacy path on with the note as its
+        /// token, which `Bootstrap` refuses). Otherwise said, not refused (black-box audits, and
+        /// an upgrade audit: refusing it sent an operator who moved the note to its own line to a
+        /// new, empty database, the old one being named with the note).
         public var commented: [String] = []
         /// Known settings given on more than one line, with their lines, in the order of their
         /// first line. The last line's value is used, as before and as systemd
@@ -68,7 +62,7 @@ public enum ConfigLoader {
         }
     }
 
-    /// `parseFileNotingComments`, and the settings given twice (`SettingsFile.repeated`).
+    /// `parseFile`'s values, with the settings it says rather than refuses (`SettingsFile`).
     public static func readSettingsFile(_ text: String) throws(ConfigError) -> SettingsFile {
         var out: [String: String] = [:]
         var linesOf: [String: [Int]] = [:]
@@ -147,7 +141,7 @@ public enum ConfigLoader {
     static let longestSettingName = knownVariables.map(\.utf8.count).max() ?? 0
 
     /// Builds the configuration: `environment` first, then `file`. `commented`: the settings of
-    /// `file` whose value holds what looks like a trailing comment (`parseFileNotingComments`);
+    /// `file` whose value holds what looks like a trailing comment (`SettingsFile.commented`);
     /// when one of them is refused, the message says that a comment goes on a line of its own
     /// (`WEATHER_CACHE_TTL=600 # ten minutes` is not a number).
     public static func load(environment: [String: String], file: [String: String] = [:], commented: [String] = []) throws(ConfigError) -> GatewayConfig {

@@ -5,7 +5,7 @@ public struct GatewayConfig: Sendable, Equatable {
     public var hashKey: String?
     public var legacyToken: String?
     /// Settings read from the file whose value holds what looks like a trailing comment
-    /// (`ConfigLoader.parseFileNotingComments`; the environment's values are not among them).
+    /// (`ConfigLoader.SettingsFile.commented`; the environment's values are not among them).
     public var commentedSettings: [String] = []
     /// Settings the file gives on more than one line (`ConfigLoader.SettingsFile.repeated`;
     /// those the environment sets are not among them).

@@ -8,8 +8,6 @@ enum WeatherCtl {
         StatsCommand.spec, ResumeCommand.spec, PruneCommand.spec, CheckCommand.spec, AdoptHashKeyCommand.spec,
     ]
 
-    static let version = BuildInfo.version
-
     /// Commands that only group others (`sessions`).
     static let groups: [String: String] = ["sessions": "inspect anonymous sessions (show, list)"]
 
@@ -72,7 +70,8 @@ enum WeatherCtl {
         }
         if first == "--version" {
             // `weatherctl --version --json` (or `--json --version`) for scripts, as elsewhere.
-            Terminal.out(arguments.contains("--json") ? JSONDocument.object([("version", .string(version))]).rendered : "weatherctl \(version)\n")
+            Terminal.out(
+                arguments.contains("--json") ? JSONDocument.object([("version", .string(BuildInfo.version))]).rendered : "weatherctl \(BuildInfo.version)\n")
             return ExitCode.ok
         }
         if first == "help" {

@@ -57,10 +57,10 @@ enum CheckCommand {
         for r in results { table.append([r.ok ? "ok" : "FAIL", r.name, r.detail]) }
         context.emit(
             human: table.rendered + (allOK ? "all checks passed" : "\(results.filter { !$0.ok }.count) check(s) failed")
-                + " (weatherctl \(WeatherCtl.version))\n",
+                + " (weatherctl \(BuildInfo.version))\n",
             json: .object([
                 ("ok", .bool(allOK)),
-                ("version", .string(WeatherCtl.version)),
+                ("version", .string(BuildInfo.version)),
                 ("checks", .array(results.map { .object([("name", .string($0.name)), ("ok", .bool($0.ok)), ("detail", .string($0.detail))]) })),
             ]))
         return allOK ? ExitCode.ok : ExitCode.failure
