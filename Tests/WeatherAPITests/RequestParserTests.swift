@@ -156,6 +156,43 @@ import Testing
     }
 }
 
+/// The log line's `duration_ms`, written as digits: the text the string it replaced gave.
+@Suite struct LogLineDurationTests {
+    @Test func millisecondsHaveThreeDecimals() {
+        for (us, text) in [(0, "0.000"), (5, "0.005"), (42, "0.042"), (999, "0.999"), (1000, "1.000"), (12_345, "12.345"), (1_234_567_890, "1234567.890")] {
+            var line = LogLine()
+            line.addPlain("route", "/v1/health")
+            line.addMilliseconds("duration_ms", microseconds: UInt64(us))
+            #expect(line.text == "route=/v1/health duration_ms=\(text)", "\(us)")
+        }
+    }
+}
+
+/// The short list of parameters and headers: a name given twice reads as its last value, a value
+/// set again replaces it in place, nil removes it, and iteration keeps the order given.
+@Suite struct FieldListTests {
+    @Test func lastOneWinsAndOrderIsKept() {
+        var list = FieldList()
+        list.append("REQUEST_METHOD", "GET")
+        list.append("HTTP_X_A", "1")
+        list.append("HTTP_X_A", "2")
+        list.append("REQUEST_URI", "/v1/health")
+        #expect(list["HTTP_X_A"] == "2")
+        #expect(list["HTTP_X_B"] == nil)
+        #expect(list["REQUEST_METHO"] == nil)
+        list["REQUEST_METHOD"] = "POST"
+        #expect(Array(list).map { "\($0.0)=\($0.1)" } == ["REQUEST_METHOD=POST", "HTTP_X_A=1", "HTTP_X_A=2", "REQUEST_URI=/v1/health"])
+        list["HTTP_X_A"] = nil
+        #expect(list["HTTP_X_A"] == "1")
+        list["HTTP_X_A"] = nil
+        #expect(list["HTTP_X_A"] == nil)
+        list["CONTENT_TYPE"] = "application/json"
+        #expect(Array(list).map(\.0) == ["REQUEST_METHOD", "REQUEST_URI", "CONTENT_TYPE"])
+        let literal: FieldList = ["content-type": "text/plain", "x-request-id": "r1"]
+        #expect(literal["x-request-id"] == "r1" && literal["content-type"] == "text/plain")
+    }
+}
+
 @Suite struct OpenAPIDocumentTests {
     @Test func servedDocumentEqualsDocsOpenAPIJSON() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

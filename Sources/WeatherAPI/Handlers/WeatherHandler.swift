@@ -53,13 +53,16 @@ final class WeatherHandler {
         let query = trip ? try WeatherParameters.trip(request, today: context.now.utcDate) : try WeatherParameters.forecast(request)
         let point = GridPoint.snapping(lat: lat, lon: lon, degrees: config.gridDegrees)
         let use = Self.outlookUse(for: query, today: context.now.utcDate)
+        // The cell's key and the answer's cache key, made once: the quota and the cache both use them.
+        let cell = point.key
+        let key = "\(cell)|\(query.cacheKind)"
 
         if let grant = identity.grant {
             // A trip the cell's outlook cannot hold is a provider call of its own for every date
             // range (Visual Crossing bills each day), so each range counts as a cell of the
             // session's distinct-cell quota: one session asking far trips of ever new dates made
             // a call each time, up to its 120 requests an hour (a black-box security audit).
-            let counted = use == .none ? "\(point.key)|\(query.cacheKind)" : point.key
+            let counted = use == .none ? key : cell
             try limiter.check(
                 [limiter.weather(sessionId: grant.sessionId), limiter.weather(ip: context.clientIP)],
                 cell: counted, sessionId: grant.sessionId, context: context)
@@ -67,7 +70,7 @@ final class WeatherHandler {
             try limiter.check([limiter.legacy(ip: context.clientIP), limiter.weather(ip: context.clientIP)], context: context)
         }
 
-        let (body, state) = try answerBody(point: point, query: query, use: use, context: &context)
+        let (body, state) = try answerBody(point: point, cell: cell, key: key, query: query, use: use, context: &context)
         // The stale copy served while another worker refreshes the cell is `stale` to the client
         // (it is older than the TTL), but no provider failed: counted apart, so `weatherctl stats`
         // shows failures in its stale column.
@@ -93,13 +96,14 @@ final class WeatherHandler {
     /// of calls in one request. An outlook that cannot be had at all gives way to the request's
     /// own copy too, as API.md serves a stale copy rather than an error. A trip from UTC's
     /// yesterday takes a fresh outlook if one is there, else is asked for as it is, and only when
-    /// that fails is a stale outlook cut for it. `use` is `outlookUse(for: query, …)`, worked out
-    /// once per request.
-    func answerBody(point: GridPoint, query: WeatherQuery, use: OutlookUse, context: inout Context) throws(HTTPError) -> ([UInt8], String) {
+    /// that fails is a stale outlook cut for it. `use` is `outlookUse(for: query, …)`, `cell`
+    /// `point.key` and `key` the answer's cache key (`cell|kind`), each worked out once per request.
+    func answerBody(point: GridPoint, cell: String, key: String, query: WeatherQuery, use: OutlookUse, context: inout Context) throws(HTTPError) -> (
+        [UInt8], String
+    ) {
         let now = context.now
-        let key = "\(point.key)|\(query.cacheKind)"
         if let kept = fresh.body(for: key, now: now) { return (kept.body, "hit") }
-        let outlookKey = "\(point.key)|\(WeatherQuery.outlook.cacheKind)"
+        let outlookKey = "\(cell)|\(WeatherQuery.outlook.cacheKind)"
         switch use {
         case .none:
             break

@@ -10,14 +10,17 @@ public typealias HeaderFields = FieldList
 /// instructions); the names' byte counts are kept beside them, so most names are passed over
 /// without a string comparison. A name given twice: the last one wins, as in a dictionary.
 public struct FieldList: Sendable, ExpressibleByDictionaryLiteral, Sequence {
-    private var names: [String] = []
-    private var lengths: [Int] = []
-    private var values: [String] = []
+    /// One name with its value, and the name's byte count. One array of these rather than three
+    /// parallel arrays: every request builds two lists, and each array was an allocation.
+    fileprivate struct Field: Sendable {
+        var name: String
+        var length: Int
+        var value: String
+    }
+    private var fields: [Field] = []
 
     public init() {
-        names.reserveCapacity(16)
-        lengths.reserveCapacity(16)
-        values.reserveCapacity(16)
+        fields.reserveCapacity(16)
     }
 
     public init(dictionaryLiteral elements: (String, String)...) {
@@ -33,21 +36,19 @@ public struct FieldList: Sendable, ExpressibleByDictionaryLiteral, Sequence {
     public subscript(name: String) -> String? {
         get {
             let length = name.utf8.count
-            var i = names.count - 1
+            var i = fields.count - 1
             while i >= 0 {
-                if lengths[i] == length && names[i] == name { return values[i] }
+                if fields[i].length == length && fields[i].name == name { return fields[i].value }
                 i -= 1
             }
             return nil
         }
         set {
-            if let i = names.lastIndex(of: name) {
+            if let i = fields.lastIndex(where: { $0.name == name }) {
                 if let newValue {
-                    values[i] = newValue
+                    fields[i].value = newValue
                 } else {
-                    names.remove(at: i)
-                    lengths.remove(at: i)
-                    values.remove(at: i)
+                    fields.remove(at: i)
                 }
             } else if let newValue {
                 append(name, newValue)
@@ -57,10 +58,16 @@ public struct FieldList: Sendable, ExpressibleByDictionaryLiteral, Sequence {
 
     /// Adds a parameter without looking for an earlier one of that name (the reader's way in).
     public mutating func append(_ name: String, _ value: String) {
-        names.append(name)
-        lengths.append(name.utf8.count)
-        values.append(value)
+        fields.append(Field(name: name, length: name.utf8.count, value: value))
     }
 
-    public func makeIterator() -> Zip2Sequence<[String], [String]>.Iterator { zip(names, values).makeIterator() }
+    public struct Iterator: IteratorProtocol {
+        fileprivate var base: IndexingIterator<[Field]>
+        public mutating func next() -> (String, String)? {
+            guard let field = base.next() else { return nil }
+            return (field.name, field.value)
+        }
+    }
+
+    public func makeIterator() -> Iterator { Iterator(base: fields.makeIterator()) }
 }

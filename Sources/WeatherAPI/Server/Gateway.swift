@@ -97,7 +97,7 @@ public final class Gateway {
         line.addPlain("method", method)  // `loggedMethod`: a name of HTTP's or `other`
         line.addPlain("route", route)  // a route of the router, or "-"
         line.addPlain("status", String(response.status))
-        line.addPlain("duration_ms", MonotonicTime.milliseconds(since: started))
+        line.addMilliseconds("duration_ms", microseconds: MonotonicTime.microseconds(since: started))
         line.addPlain("auth", context.authMode?.rawValue)
         line.addPlain("cache", context.cache)
         line.addPlain("providers", context.providers)
@@ -208,7 +208,7 @@ public final class Gateway {
             guard let report = try store.pruneIfDue(now: now, interval: interval, policy: policy) else { return false }
             line.addPlain("clean_up", report.complete ? "done" : "partial")  // partial: more at the next look
             if !report.dueAgainAtNextLook { line.addPlain("next_look", "not_recorded") }  // the rest waits an interval
-            line.addPlain("duration_ms", MonotonicTime.milliseconds(since: started))
+            line.addMilliseconds("duration_ms", microseconds: MonotonicTime.microseconds(since: started))
             line.addPlain("deleted", String(report.tables.reduce(0) { $0 + $1.rows }))
             for t in report.tables { line.addPlain(t.table, String(t.rows)) }
         } catch {

@@ -52,30 +52,37 @@ public struct Request: Sendable {
         else {
             throw HTTPError(status: 400, code: "invalid_request", message: "the request has no valid method")
         }
-        var candidates: [String] = []
+        // The spellings of the path, the first one the path: nginx gives only REQUEST_URI, so the
+        // others are kept in an array only when there are others (an array is an allocation).
+        var first: String?
+        var others: [String] = []
+        func candidate(_ raw: String) {
+            if first == nil { first = raw } else { others.append(raw) }
+        }
         var rawQuery = params["QUERY_STRING"] ?? ""
         if let uri = params["REQUEST_URI"], !uri.isEmpty {
             if let q = uri.utf8.firstIndex(of: UInt8(ascii: "?")) {
-                candidates.append(String(uri[..<q]))
+                candidate(String(uri[..<q]))
                 if rawQuery.isEmpty { rawQuery = String(uri[uri.utf8.index(after: q)...]) }
             } else {
-                candidates.append(uri)
+                candidate(uri)
             }
         }
         let scriptName = params["SCRIPT_NAME"] ?? ""
         let pathInfo = params["PATH_INFO"] ?? ""
-        if !scriptName.isEmpty || !pathInfo.isEmpty { candidates.append(scriptName + pathInfo) }
-        if !pathInfo.isEmpty { candidates.append(pathInfo) }
-        if candidates.isEmpty { candidates.append("/") }
+        if !scriptName.isEmpty || !pathInfo.isEmpty { candidate(scriptName + pathInfo) }
+        if !pathInfo.isEmpty { candidate(pathInfo) }
 
-        var paths: [String] = []
-        for raw in candidates {
+        func decoded(_ raw: String) throws(HTTPError) -> String {
             guard let decoded = percentDecode(raw, plusIsSpace: false) else {
                 throw HTTPError.invalidRequest("the path is not valid UTF-8")
             }
-            paths.append(strip(prefix: mountPrefix, from: decoded))
+            return strip(prefix: mountPrefix, from: decoded)
         }
-        guard !hasNULOrReplacement(paths[0]) else {
+        let path = try decoded(first ?? "/")
+        var alternatePaths: [String] = []
+        for raw in others { alternatePaths.append(try decoded(raw)) }
+        guard !hasNULOrReplacement(path) else {
             throw HTTPError.invalidRequest("the path is not valid UTF-8")
         }
 
@@ -109,9 +116,9 @@ public struct Request: Sendable {
             guard body.count <= maxBodyBytes else { throw HTTPError.payloadTooLarge }
         }
         var request = Request(
-            method: method, path: paths[0], query: query, headers: headers,
+            method: method, path: path, query: query, headers: headers,
             remoteAddr: params["REMOTE_ADDR"] ?? "", body: body)
-        request.alternatePaths = Array(paths.dropFirst())
+        request.alternatePaths = alternatePaths
         return request
     }
 
@@ -184,6 +191,7 @@ public struct Request: Sendable {
         var refused: String?
         let pairs = raw.withUTF8 { all -> [(name: String, value: String)]? in
             var out: [(name: String, value: String)] = []
+            if !all.isEmpty { out.reserveCapacity(4) }  // a route reads two to four; one allocation
             var start = 0
             while start <= all.count {
                 var end = start

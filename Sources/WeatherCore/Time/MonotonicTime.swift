@@ -17,10 +17,7 @@ public enum MonotonicTime {
     /// Milliseconds since the same start.
     @inlinable public static func milliseconds() -> Int64 { Int64(now() / 1_000_000) }
 
-    /// Milliseconds since `start` (a `now()`), with three decimals, for the log line.
-    public static func milliseconds(since start: UInt64) -> String {
-        let us = (now() - start) / 1000
-        let frac = us % 1000
-        return "\(us / 1000)." + (frac < 10 ? "00" : frac < 100 ? "0" : "") + "\(frac)"
-    }
+    /// Microseconds since `start` (a `now()`): the log line writes them as milliseconds with
+    /// three decimals (`LogLine.addMilliseconds`).
+    @inlinable public static func microseconds(since start: UInt64) -> UInt64 { (now() - start) / 1000 }
 }
