@@ -12,9 +12,9 @@ public struct Response: Sendable {
         self.body = body
     }
 
-    /// A JSON response with the content type API.md names.
-    /// The headers are built in one array with room for the two `Gateway` adds to every answer
-    /// (a literal joined to `headers`, then grown by those two, was three or four allocations).
+    /// A JSON response with the content type API.md names. Its headers are one array with room
+    /// for the two `Gateway` adds to every answer (a literal joined to `headers`, then grown by
+    /// those two, was three or four allocations).
     public static func json(_ status: Int, _ body: [UInt8], headers: [(name: String, value: String)] = []) -> Response {
         var all: [(name: String, value: String)] = []
         all.reserveCapacity(headers.count + 3)
