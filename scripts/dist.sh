@@ -6,7 +6,8 @@
 #   lib/                               every other non-glibc shared library they load (ldd closure)
 #   htdocs/ migrations/ deploy/ docs/ INSTALL.md README.md CHANGELOG.md
 #
-# Progress goes to stderr; the only line on stdout is the tarball's path.
+# Progress goes to stderr; the only line on stdout is the tarball's path. `--print-version` prints
+# the version the bundle would have and builds nothing.
 # Environment: CW_VERSION (overrides the version), SWIFT (the swift driver, default `swift`),
 # CW_DIST_SCRATCH (build folder, default .build-dist), CW_DIST_OUT (default dist),
 # SOURCE_DATE_EPOCH (file times in the tarball, default the last commit's time).
@@ -30,11 +31,22 @@ version() {
   if [ -s VERSION ]; then head -n1 VERSION; return; fi
   local d
   if d=$(git describe --tags --dirty 2>/dev/null); then echo "${d#v}"; return; fi
-  if d=$(git describe --always --dirty 2>/dev/null); then echo "0.1.0-g$d"; return; fi
+  # No tag yet: the count of commits orders two bundles (`sort -V`, semver's pre-release rules);
+  # a shallow clone's count is its depth, so it names the commit alone.
+  if d=$(git describe --always --dirty 2>/dev/null); then
+    if [ "$(git rev-parse --is-shallow-repository 2>/dev/null)" = false ] && n=$(git rev-list --count HEAD 2>/dev/null); then
+      echo "0.1.0-dev.$n.g$d"
+    else
+      echo "0.1.0-g$d"
+    fi
+    return
+  fi
   echo "0.1.0"
 }
 ver=$(version | tr -d '[:space:]' | tr -c 'A-Za-z0-9._+-' '_')
 [ -n "$ver" ] || die "empty version"
+if [ "${1:-}" = --print-version ]; then echo "$ver"; exit 0; fi
+[ $# -eq 0 ] || die "usage: scripts/dist.sh [--print-version]"
 name="closet-weather-$ver-linux-$arch"
 epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
 say "version $ver ($name)"

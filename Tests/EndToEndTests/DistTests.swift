@@ -200,6 +200,54 @@ struct DistFailure: Error, CustomStringConvertible {
     let description: String
 }
 
+/// The version `make dist` gives a bundle (scripts/dist.sh, docs/dist.md), in a repository of its
+/// own: before a tag, builds order by their commit count (they were `0.1.0-g<commit>`, which an
+/// operator could not order, session 28); a shallow clone, which cannot count, names the commit.
+@Suite struct DistVersionTests {
+    @Test func untaggedBuildsOrderByTheirCommitCount() throws {
+        let repo = FileManager.default.temporaryDirectory.appendingPathComponent("cw-version-\(UUID().uuidString.prefix(8))")
+        defer { try? FileManager.default.removeItem(at: repo) }
+        try FileManager.default.createDirectory(at: repo.appendingPathComponent("scripts"), withIntermediateDirectories: true)
+        try FileManager.default.copyItem(
+            at: repositoryRoot.appendingPathComponent("scripts/dist.sh"), to: repo.appendingPathComponent("scripts/dist.sh"))
+        let identity = ["-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false", "-c", "tag.gpgsign=false"]
+        func git(_ args: [String], in dir: URL = repo) -> String {
+            ChildProcessOutput.run("/usr/bin/git", ["-C", dir.path] + identity + args).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        func version(in dir: URL = repo, _ environment: [String: String] = [:]) -> String {
+            var env = ProcessInfo.processInfo.environment
+            env["CW_VERSION"] = nil
+            env.merge(environment) { $1 }
+            return ChildProcessOutput.run("/bin/bash", [dir.appendingPathComponent("scripts/dist.sh").path, "--print-version"], environment: env)
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        _ = git(["init", "-q"])
+        _ = git(["add", "scripts/dist.sh"])
+        _ = git(["commit", "-q", "-m", "one"])
+        _ = git(["commit", "-q", "--allow-empty", "-m", "two"])
+        #expect(version() == "0.1.0-dev.2.g\(git(["rev-parse", "--short", "HEAD"]))")
+        _ = git(["commit", "-q", "--allow-empty", "-m", "three"])
+        let third = version()
+        #expect(third == "0.1.0-dev.3.g\(git(["rev-parse", "--short", "HEAD"]))")
+        try Data("x\n".utf8).write(to: repo.appendingPathComponent("NOTES"))
+        _ = git(["add", "NOTES"])
+        #expect(version() == third + "-dirty")
+        _ = git(["reset", "-q", "--hard"])
+        // The order an operator sees: `sort -V` puts the later build last (by the number, not
+        // by its digits' text).
+        let sorted = ChildProcessOutput.run("/usr/bin/sort", ["-V"], stdin: Data("0.1.0-dev.10.gaaaaaaa\n\(third)\n".utf8))
+        #expect(sorted.split(separator: "\n") == [Substring(third), "0.1.0-dev.10.gaaaaaaa"])
+
+        let shallow = repo.appendingPathComponent("shallow")
+        _ = ChildProcessOutput.run("/usr/bin/git", ["clone", "-q", "--depth", "1", "file://" + repo.path, shallow.path])
+        #expect(version(in: shallow) == "0.1.0-g\(git(["rev-parse", "--short", "HEAD"], in: shallow))")
+
+        _ = git(["tag", "v1.2.0"])
+        #expect(version() == "1.2.0")
+        #expect(version(["CW_VERSION": "2.0.0-rc.1"]) == "2.0.0-rc.1")
+    }
+}
+
 /// The tarball under test: `CW_DIST_TARBALL`, else built once by scripts/dist.sh (its last stdout line).
 let distTarball: Result<URL, DistFailure> = {
     if let given = ProcessInfo.processInfo.environment["CW_DIST_TARBALL"], !given.isEmpty {
