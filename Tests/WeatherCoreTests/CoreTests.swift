@@ -434,6 +434,33 @@ import Testing
         #expect(ClientAddress.quotaKey(remoteAddr: "::ffff:203.0.113.5", forwardedFor: nil, trusted: []) == "203.0.113.5")
     }
 
+    /// The shortcut that keeps a peer's dotted address as its key is taken exactly when parsing
+    /// and writing it back would give the same text (leading zeros, `::ffff:` forms, anything not
+    /// four parts of 0–255 take the long way).
+    @Test func aCanonicalIPv4KeyIsTheAddressAsItCame() {
+        var samples = [
+            "0.0.0.0", "255.255.255.255", "127.0.0.1", "10.0.0.10", "010.0.0.1", "1.02.3.4", "1.2.3.00", "256.1.1.1",
+            "1.2.3", "1.2.3.4.", ".1.2.3.4", "1..2.3", "1.2.3.4.5", "1.2.3.1000", "", "a.b.c.d", "1.2.3.4 ", "::ffff:1.2.3.4",
+            "0001.2.3.4", "1.2.3.-4", "९.1.1.1",
+        ]
+        var rng = SystemRandomNumberGenerator()
+        for _ in 0..<2000 {
+            let parts = (0..<Int.random(in: 3...5, using: &rng)).map { _ -> String in
+                let n = Int.random(in: 0...300, using: &rng)
+                return Bool.random(using: &rng) ? String(n) : "0" + String(n)
+            }
+            samples.append(parts.joined(separator: "."))
+        }
+        for text in samples {
+            let written = IPAddress(text).flatMap { $0.isV4 ? $0.description : nil }
+            #expect(ClientAddress.isCanonicalIPv4(text) == (written == text), "\(text)")
+            // Any IPv4 spelling counts under its written form, by the shortcut or not.
+            if let written { #expect(ClientAddress.quotaKey(remoteAddr: text, forwardedFor: nil, trusted: []) == written, "\(text)") }
+        }
+        // A trusted proxy's forwarded client still wins over the shortcut.
+        #expect(ClientAddress.quotaKey(remoteAddr: "10.1.2.3", forwardedFor: "1.2.3.4", trusted: [CIDR("10.0.0.0/8")!]) == "1.2.3.4")
+    }
+
     @Test func cidrMatching() {
         #expect(CIDR("192.168.0.0/16")!.contains(IPAddress("192.168.44.1")!))
         #expect(!CIDR("192.168.0.0/16")!.contains(IPAddress("192.169.0.1")!))
