@@ -29,8 +29,9 @@ public struct Router {
     /// The answer for one spelling of the path; nil when no route has that path.
     private func resolve(path: String, method: String) -> (route: String, result: Result<any Responder, HTTPError>)? {
         var pathKnown = false
-        for r in routes where r.path == path {
-            if r.method == method { return (r.path, .success(r.responder)) }
+        // By index: `for r in routes` copied every route (two strings and a responder) on every request.
+        for i in routes.indices where routes[i].path == path {
+            if routes[i].method == method { return (routes[i].path, .success(routes[i].responder)) }
             pathKnown = true
         }
         guard pathKnown else { return nil }
