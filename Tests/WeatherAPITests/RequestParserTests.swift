@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import WeatherAPI
+import WeatherCore
 
 @Suite struct RequestParserTests {
     func parse(_ params: [String: String], prefix: String = "", body: [UInt8] = []) throws(HTTPError) -> Request {
@@ -165,6 +166,29 @@ import Testing
             line.addMilliseconds("duration_ms", microseconds: UInt64(us))
             #expect(line.text == "route=/v1/health duration_ms=\(text)", "\(us)")
         }
+    }
+}
+
+/// Per-hour counters: each name summed within its hour, hours kept apart, nothing left after a drain.
+@Suite struct CountersTests {
+    @Test func namesAreSummedWithinTheirHour() {
+        var c = Counters()
+        let t = Timestamp(seconds: 1_764_720_000)  // 2025-12-03T00:00:00Z
+        for name in ["auth.weather_session", "cache.hit", "auth.weather_session", "status.429", "cache.hit", "auth.weather_session"] {
+            c.add(name, at: t)
+        }
+        c.add("cache.hit", at: Timestamp(seconds: t.seconds + 59 * 60), 5)
+        c.add("cache.hit", at: Timestamp(seconds: t.seconds + 3600))
+        let h0 = CounterKey.hour(of: t), h1 = CounterKey.hour(of: Timestamp(seconds: t.seconds + 3600))
+        let expected: [CounterKey: Int64] = [
+            CounterKey(hour: h0, name: "auth.weather_session"): 3, CounterKey(hour: h0, name: "cache.hit"): 7,
+            CounterKey(hour: h0, name: "status.429"): 1, CounterKey(hour: h1, name: "cache.hit"): 1,
+        ]
+        #expect(c.pending == expected)
+        #expect(c.drain() == expected)
+        #expect(c.pending.isEmpty)
+        c.add("cache.hit", at: Timestamp(seconds: t.seconds + 3601))
+        #expect(c.drain() == [CounterKey(hour: h1, name: "cache.hit"): 1])
     }
 }
 
