@@ -169,6 +169,45 @@ import WeatherCore
     }
 }
 
+/// The check for NUL and U+FFFD finds them exactly where the byte-state machine it replaced did
+/// (session 28), over strings made of the bytes that matter.
+@Suite struct NULOrReplacementTests {
+    static func before(_ text: String, replacementToo: Bool) -> Bool {
+        var run = 0
+        for c in text.utf8 {
+            if c == 0 { return true }
+            guard replacementToo else { continue }
+            switch (run, c) {
+            case (_, 0xEF): run = 1
+            case (1, 0xBF): run = 2
+            case (2, 0xBD): return true
+            default: run = 0
+            }
+        }
+        return false
+    }
+
+    @Test func findsWhatTheStateMachineFound() {
+        var samples = ["", "/v1/weather", "a\u{0}b", "\u{FFFD}", "x\u{FFFD}", "雨\u{FFFD}雨", "﾿", "\u{FEFF}", "\u{EFBF}"]
+        let pieces: [[UInt8]] = [[0xEF], [0xBF], [0xBD], [0xEF, 0xBF], [0xEF, 0xBF, 0xBD], [0], [0x61], [0xE9, 0x9B, 0xA8]]
+        var rng = SystemRandomNumberGenerator()
+        for _ in 0..<3000 {
+            var bytes: [UInt8] = []
+            for _ in 0..<Int.random(in: 0...6, using: &rng) { bytes += pieces.randomElement(using: &rng)! }
+            samples.append(String(decoding: bytes, as: UTF8.self))
+        }
+        var found = 0
+        for text in samples {
+            for replacementToo in [true, false] {
+                let expected = Self.before(text, replacementToo: replacementToo)
+                #expect(Request.hasNULOrReplacement(text, replacementToo: replacementToo) == expected, "\(Array(text.utf8)) \(replacementToo)")
+                if expected { found += 1 }
+            }
+        }
+        #expect(found > 1000)
+    }
+}
+
 /// Per-hour counters: each name summed within its hour, hours kept apart, nothing left after a drain.
 @Suite struct CountersTests {
     @Test func namesAreSummedWithinTheirHour() {

@@ -160,20 +160,20 @@ public struct Request: Sendable {
         "HTTP_X_WEATHER_SESSION_TOKEN", "HTTP_X_WEATHER_TOKEN", "HTTP_TRANSFER_ENCODING",
     ]
 
-    /// A NUL byte, or (with `replacementToo`) U+FFFD, which marks bytes that were not UTF-8.
+    /// A NUL byte, or (with `replacementToo`) U+FFFD (EF BF BD), which marks bytes that were not
+    /// UTF-8. Over the string's own bytes: it runs on the path and on every query name and value.
     static func hasNULOrReplacement(_ text: String, replacementToo: Bool = true) -> Bool {
-        var run = 0  // how much of EF BF BD has just been seen
-        for c in text.utf8 {
-            if c == 0 { return true }
-            guard replacementToo else { continue }
-            switch (run, c) {
-            case (_, 0xEF): run = 1
-            case (1, 0xBF): run = 2
-            case (2, 0xBD): return true
-            default: run = 0
+        var text = text
+        return text.withUTF8 { u in
+            var i = 0
+            while i < u.count {
+                let c = u[i]
+                if c == 0 { return true }
+                if replacementToo, c == 0xEF, i + 2 < u.count, u[i + 1] == 0xBF, u[i + 2] == 0xBD { return true }
+                i += 1
             }
+            return false
         }
-        return false
     }
 
     static func strip(prefix: String, from path: String) -> String {
