@@ -45,8 +45,13 @@ version() {
 }
 ver=$(version | tr -d '[:space:]' | tr -c 'A-Za-z0-9._+-' '_')
 [ -n "$ver" ] || die "empty version"
-if [ "${1:-}" = --print-version ]; then echo "$ver"; exit 0; fi
-[ $# -eq 0 ] || die "usage: scripts/dist.sh [--print-version]"
+# It goes into a 64-byte section of each binary (below), NUL-padded.
+[ ${#ver} -lt 64 ] || die "version '$ver' is longer than 63 characters"
+case "$#:${1:-}" in
+  0:) ;;
+  1:--print-version) echo "$ver"; exit 0 ;;
+  *) die "usage: scripts/dist.sh [--print-version]" ;;
+esac
 name="closet-weather-$ver-linux-$arch"
 epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
 say "version $ver ($name)"
@@ -97,8 +102,8 @@ trap 'rm -rf "$stage"' EXIT
 top="$stage/$name"
 mkdir -p "$top/bin" "$top/lib"
 # The version goes into each binary's .cw_version section (Sources/CBuildInfo): 64 bytes,
-# NUL-padded, replaced in place, so a new version needs no rebuild.
-[ ${#ver} -lt 64 ] || die "version '$ver' is longer than 63 characters"
+# NUL-padded (at most 63 characters: checked where the version is worked out), replaced in place,
+# so a new version needs no rebuild.
 version_section="$stage/cw_version"
 { printf '%s' "$ver"; head -c $((64 - ${#ver})) /dev/zero; } >"$version_section"
 for exe in weather-fcgi weatherctl; do

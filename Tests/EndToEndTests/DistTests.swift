@@ -245,6 +245,12 @@ struct DistFailure: Error, CustomStringConvertible {
         _ = git(["tag", "v1.2.0"])
         #expect(version() == "1.2.0")
         #expect(version(["CW_VERSION": "2.0.0-rc.1"]) == "2.0.0-rc.1")
+        // What `make dist` would refuse is refused here too, before any build.
+        let script = repo.appendingPathComponent("scripts/dist.sh").path
+        var long = ProcessInfo.processInfo.environment
+        long["CW_VERSION"] = String(repeating: "9", count: 64)
+        #expect(ChildProcessOutput.runData("/bin/bash", [script, "--print-version"], environment: long).status != 0)
+        #expect(ChildProcessOutput.runData("/bin/bash", [script, "--print-version", "extra"]).status != 0)
     }
 }
 

@@ -40,6 +40,23 @@ import WeatherCore
         #expect(router.resolve(r).route == "/v1/health")
     }
 
+    /// The path's spellings in their order: REQUEST_URI's path, then SCRIPT_NAME + PATH_INFO, then
+    /// PATH_INFO (the router tries them so); "/" when there is none; a bad escape in any of them is 400.
+    @Test func thePathsSpellingsKeepTheirOrder() throws {
+        let r = try parse([
+            "REQUEST_METHOD": "GET", "REQUEST_URI": "/api/weather.fcgi/v1/health?x=1", "SCRIPT_NAME": "/api/weather.fcgi",
+            "PATH_INFO": "/v1/h%65alth",
+        ])
+        #expect(r.path == "/api/weather.fcgi/v1/health")
+        #expect(r.alternatePaths == ["/api/weather.fcgi/v1/health", "/v1/health"])
+        let bare = try parse(["REQUEST_METHOD": "GET"])
+        #expect(bare.path == "/" && bare.alternatePaths.isEmpty)
+        let onlyURI = try parse(["REQUEST_METHOD": "GET", "REQUEST_URI": "/v1/weather?lat=1"])
+        #expect(onlyURI.path == "/v1/weather" && onlyURI.alternatePaths.isEmpty)
+        #expect(throws: HTTPError.self) { try parse(["REQUEST_METHOD": "GET", "REQUEST_URI": "/v1/health", "PATH_INFO": "/v1/%ZZ"]) }
+        #expect(throws: HTTPError.self) { try parse(["REQUEST_METHOD": "GET", "REQUEST_URI": "/v1/%C3"]) }
+    }
+
     /// Every `HTTP_` parameter becomes a lower-case header with dashes; `CONTENT_TYPE` is the
     /// content type even when an `HTTP_CONTENT_TYPE` came too; other parameters are not headers.
     @Test func headersComeFromHTTPParametersAndContentType() throws {
