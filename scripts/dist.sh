@@ -29,7 +29,7 @@ glibc_re='^(linux-vdso\.so\.1|ld-linux-x86-64\.so\.2|ld-linux-aarch64\.so\.1|lib
 version() {
   if [ -n "${CW_VERSION:-}" ]; then echo "$CW_VERSION"; return; fi
   if [ -s VERSION ]; then head -n1 VERSION; return; fi
-  local d
+  local d n
   if d=$(git describe --tags --dirty 2>/dev/null); then echo "${d#v}"; return; fi
   # No tag yet: the count of commits orders two bundles (`sort -V`, semver's pre-release rules);
   # a shallow clone's count is its depth, so it names the commit alone.
