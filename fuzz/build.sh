@@ -34,7 +34,7 @@ fi
 # One module named WeatherCore: the `import WeatherCore` lines of the WeatherAPI files then only
 # warn ("ignoring import"). ld.gold's "Cannot export local symbol __asan_*" warnings are noise.
 "$swiftc" -sanitize=fuzzer,address -parse-as-library ${FUZZ_OPT:--O} -g -swift-version 6 \
-  -module-name WeatherCore -enable-upcoming-feature ExistentialAny \
+  -module-name WeatherCore -package-name closet_weather -enable-upcoming-feature ExistentialAny \
   "${sources[@]}" -o "$bin.tmp" >"$out/build.log" 2>&1 \
   || { grep -v 'Cannot export local symbol' "$out/build.log" >&2; exit 1; }
 mv "$bin.tmp" "$bin"

@@ -41,6 +41,29 @@ import Glibc
         #expect(try HTTPClient.send(port: h.port, "GET", "/v1/health", timeout: 5).status == 200)
     }
 
+    /// Only the parameters the gateway reads reach it, each matched on its exact bytes: a name
+    /// one byte longer, shorter or different (even in case) is dropped before the handler sees
+    /// it. The request id shows which: echoed when it came under its own name, the worker's own
+    /// otherwise.
+    @Test func onlyTheExactNamesOfTheKeptParametersReachTheGateway() throws {
+        let h = try GatewayHarness(workers: 1)
+        func echoedId(under name: String) throws -> Bool {
+            let peer = try RawPeer(h.socketPath)
+            let params = ["REQUEST_METHOD": "GET", "REQUEST_URI": "/v1/health", "REMOTE_ADDR": "127.0.0.1", name: "raw-id-0123"]
+            try peer.send(
+                FastCGIExchange.record(1, [0, 1, 0, 0, 0, 0, 0, 0]) + FastCGIExchange.record(4, FastCGIExchange.params(params))
+                    + FastCGIExchange.record(4, []) + FastCGIExchange.record(5, []))
+            #expect(peer.endsWithin(seconds: 5), "\(name): no answer")
+            let answer = String(decoding: peer.received, as: UTF8.self)
+            #expect(answer.contains("Status: 200"), "\(name): \(answer.prefix(80))")
+            return answer.contains("X-Request-Id: raw-id-0123\r\n")
+        }
+        #expect(try echoedId(under: "HTTP_X_REQUEST_ID"))
+        for near in ["HTTP_X_REQUEST_IE", "HTTP_X_REQUEST_I", "HTTP_X_REQUEST_IDS", "http_x_request_id", "XTTP_X_REQUEST_ID"] {
+            #expect(try !echoedId(under: near), "\(near) was taken for HTTP_X_REQUEST_ID")
+        }
+    }
+
     /// Requests libfcgi would read otherwise than the screen walks them (found by a review of the
     /// screen): padding on the begin record or on the params' empty record, which libfcgi reads
     /// as the next record's header, hiding a management record there; and a name-value pair

@@ -174,6 +174,68 @@ import WeatherCore
     }
 }
 
+/// What session 29 made once or wrote in one pass: the same texts and bytes as before.
+@Suite struct OncePerWorkerTests {
+    /// The header names of the kept `HTTP_` parameters, made once, are the ones every other
+    /// `HTTP_` name gets on each request; names of either kind end up among the headers alike.
+    @Test func theKeptHeaderNamesAreMadeAsAnyOtherIs() throws {
+        let kept = Request.parameterNames.filter { $0.hasPrefix("HTTP_") }
+        #expect(Request.knownHeaderNames.map(\.cgi) == kept)
+        for known in Request.knownHeaderNames { #expect(known.header == headerName(cgiName: known.cgi)) }
+        #expect(Request.knownHeaderName("HTTP_X_WEATHER_TOKEN") == "x-weather-token")
+        #expect(Request.knownHeaderName("HTTP_X_WEATHER_TOKEX") == nil && Request.knownHeaderName("HTTP_X_CUSTOM") == nil)
+        let r = try Request.parse(
+            params: [
+                "REQUEST_METHOD": "GET", "REQUEST_URI": "/v1/health", "HTTP_X_WEATHER_TOKEN": "a", "HTTP_X_CUSTOM_THING": "b",
+                "HTTP_X_REQUEST_ID": "c", "HOST_NAME": "d", "HTTP_": "e",
+            ], mountPrefix: ""
+        ) { _ in [] }
+        #expect(r.headers["x-weather-token"] == "a" && r.headers["x-custom-thing"] == "b" && r.headers["x-request-id"] == "c")
+        #expect(r.headers[""] == "e" && r.headers["host-name"] == nil && r.headers["st-name"] == nil)
+    }
+
+    /// A log line handed over as bytes is the line as text.
+    @Test func aLineWrittenAsBytesIsItsText() {
+        var line = LogLine()
+        line.addPlain("ts", "2026-11-30T02:00:00Z")
+        line.add("storage_error", "disk \"full\" = bad\u{1}, 雨")
+        let log = MemoryLog()
+        line.write(to: log)
+        #expect(log.lines == [line.text])
+        #expect(line.text == #"ts=2026-11-30T02:00:00Z storage_error="disk \"full\" = bad?, 雨""#)
+    }
+
+    /// Each line's `ts` is the second it was written in, made once for that second.
+    @Test func eachLineHasTheSecondItWasWrittenIn() throws {
+        let t = try TestGateway()
+        _ = t.send("GET", "/v1/health")
+        _ = t.send("GET", "/v1/health")
+        t.clock.advance(1)
+        _ = t.send("GET", "/v1/health")
+        t.clock.advance(86_399)
+        _ = t.send("GET", "/v1/health")
+        let stamps = t.log.lines.filter { $0.contains(" route=/v1/health ") }.map { $0.prefix(23) }
+        #expect(stamps == ["ts=2026-11-30T02:00:00Z", "ts=2026-11-30T02:00:00Z", "ts=2026-11-30T02:00:01Z", "ts=2026-12-01T02:00:00Z"])
+    }
+
+    /// The weather envelope, written into a buffer of its exact size: the bytes appending gave.
+    @Test func theEnvelopeIsTheBytesAppendingGave() {
+        func before(_ report: [UInt8], _ mode: AuthMode, _ cache: String) -> [UInt8] {
+            var out = Array(#"{"authMode":""#.utf8) + Array(mode.rawValue.utf8) + Array(#"","#.utf8)
+            if report.count >= 2 { out += report[1..<(report.count - 1)] }
+            return out + Array(#","cache":""#.utf8) + Array(cache.utf8) + Array(#""}"#.utf8)
+        }
+        for report in ["", "{", "{}", #"{"provider":"caiyun","daily":[1,2]}"#, "{\"note\":\"雨\"}"] {
+            for mode in [AuthMode.weatherSession, .weatherToken] {
+                for cache in ["hit", "miss", "stale", ""] {
+                    let got = WeatherHandler.envelope(Array(report.utf8), authMode: mode, cache: cache)
+                    #expect(got == before(Array(report.utf8), mode, cache), "\(report) \(mode) \(cache)")
+                }
+            }
+        }
+    }
+}
+
 /// The log line's `duration_ms`, written as digits: the text the string it replaced gave.
 @Suite struct LogLineDurationTests {
     @Test func millisecondsHaveThreeDecimals() {
@@ -356,7 +418,16 @@ import WeatherCore
         for w in 0..<8 {
             done.enter()
             Thread {
-                for i in 0..<200 { log.write(line(w, i)) }; done.leave()
+                // Odd writers hand their lines over as bytes (`LogLine.write(to:)`'s way).
+                for i in 0..<200 {
+                    if w % 2 == 1 {
+                        var text = line(w, i)
+                        text.withUTF8 { log.write(utf8: $0) }
+                    } else {
+                        log.write(line(w, i))
+                    }
+                }
+                done.leave()
             }.start()
         }
         done.wait()

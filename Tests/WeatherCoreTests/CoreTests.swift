@@ -500,6 +500,35 @@ import Testing
         #expect(GridPoint(lat: -0.05, lon: 121).key == "-0.05,121")
     }
 
+    /// The cell key and the cache key written into one buffer (session 29) are the texts the key
+    /// and the interpolation `"\(key)|\(cacheKind)"` gave: cache rows keep their names.
+    @Test func cacheKeysAreTheCellKeyAndTheInterpolationTheyReplaced() throws {
+        func kindBefore(_ q: WeatherQuery) -> String {
+            switch q {
+            case .forecast(let days): return "forecast:\(days)"
+            case .trip(let start, let end): return "trip:\(start):\(end)"
+            case .outlook: return "forecast"
+            }
+        }
+        let start = try #require(LocalDate("2026-12-20")), end = try #require(LocalDate("2026-12-24"))
+        let queries: [WeatherQuery] =
+            [.outlook, .trip(start: start, end: end), .trip(start: end, end: end)] + (-3...20).map { .forecast(days: $0) } + [
+                .forecast(days: Int.max), .forecast(days: Int.min),
+            ]
+        var points = [
+            GridPoint(lat: 31.25, lon: 121.45), GridPoint(lat: -0.05, lon: 121), GridPoint(lat: 0, lon: -180), GridPoint(lat: -89.999999, lon: -179.999999),
+            GridPoint(lat: 0.00005, lon: 1e16), GridPoint(lat: -2.2250738585072014e-308, lon: 1e15),
+        ]
+        for i in stride(from: -90.0, through: 90.0, by: 7.3) { points.append(GridPoint.snapping(lat: i, lon: i * 1.99, degrees: 0.003)) }
+        for p in points {
+            for q in queries {
+                #expect(q.cacheKind == kindBefore(q), "\(q)")
+                let keys = p.cacheKeys(q)
+                #expect(keys.cell == p.key && keys.cache == "\(p.key)|\(kindBefore(q))", "\(p) \(q): \(keys)")
+            }
+        }
+    }
+
     @Test func timestampsRoundTripTheWireFormat() {
         let t = Timestamp(iso8601: "2026-06-03T20:00:00Z")!
         #expect(t.iso8601 == "2026-06-03T20:00:00Z")
@@ -516,6 +545,34 @@ import Testing
         #expect(LocalDate("2028-02-29")!.adding(years: 4).description == "2032-02-29")
         #expect(LocalDate("2027-03-02")!.adding(years: 1).description == "2028-03-02")
         #expect(LocalDate("2026-1-01") == nil)
+    }
+
+    /// The table behind `isBase64URL` accepts exactly the bytes the shift-and-mask check it
+    /// replaced did (session 29): every byte value, with and without `dot`, anywhere in the text.
+    @Test func base64URLIsExactlyItsAlphabet() {
+        func before(_ b: UInt8, dot: Bool) -> Bool {
+            let low: UInt64 = 0x03FF_2000_0000_0000 | (dot ? 1 << 46 : 0)
+            let high: UInt64 = 0x07FF_FFFE_87FF_FFFE
+            let bits = b < 64 ? low >> UInt64(b) : b < 128 ? high >> UInt64(b - 64) : 0
+            return bits & 1 == 1
+        }
+        var accepted = 0
+        for b in 0...127 {
+            let c = String(UnicodeScalar(UInt8(b)))
+            for dot in [false, true] {
+                for text in [c, "ab" + c, c + "yz", "wta_" + c] {
+                    #expect(TokenSyntax.isBase64URL(text, dot: dot) == before(UInt8(b), dot: dot), "\(b) dot=\(dot) in \(text.debugDescription)")
+                }
+                if before(UInt8(b), dot: dot) { accepted += 1 }
+            }
+        }
+        #expect(accepted == 64 + 65)
+        for text in ["é", "a\u{00FF}", "\u{1F600}", "ab\u{0080}"] {
+            #expect(!TokenSyntax.isBase64URL(text) && !TokenSyntax.isBase64URL(text, dot: true), "\(text.debugDescription)")
+        }
+        #expect(TokenSyntax.isBase64URL("!!!abc", from: 3) && !TokenSyntax.isBase64URL("!!!abc", from: 2))
+        #expect(TokenSyntax.isBase64URL("abc", from: 3) && !TokenSyntax.isBase64URL("abc", from: 4))
+        #expect(TokenSyntax.isBase64URL(""))
     }
 
     @Test func tokenSyntax() {

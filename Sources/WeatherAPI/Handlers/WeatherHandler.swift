@@ -54,8 +54,7 @@ final class WeatherHandler {
         let point = GridPoint.snapping(lat: lat, lon: lon, degrees: config.gridDegrees)
         let use = Self.outlookUse(for: query, today: context.now.utcDate)
         // The cell's key and the answer's cache key, made once: the quota and the cache both use them.
-        let cell = point.key
-        let key = "\(cell)|\(query.cacheKind)"
+        let (cell, key) = point.cacheKeys(query)
 
         if let grant = identity.grant {
             // A trip the cell's outlook cannot hold is a provider call of its own for every date
@@ -103,7 +102,7 @@ final class WeatherHandler {
     ) {
         let now = context.now
         if let kept = fresh.body(for: key, now: now) { return (kept.body, "hit") }
-        let outlookKey = "\(cell)|\(WeatherQuery.outlook.cacheKind)"
+        let outlookKey = point.cacheKeys(.outlook).cache
         switch use {
         case .none:
             break
@@ -307,7 +306,7 @@ final class WeatherHandler {
     /// covering the days) and a copy is kept.
     func weatherBody(point: GridPoint, query: WeatherQuery, context: inout Context) throws(HTTPError) -> CellBody {
         let now = context.now
-        let key = "\(point.key)|\(query.cacheKind)"
+        let key = point.cacheKeys(query).cache
         // A copy that cannot answer is none: no stale answer, and while another worker fetches,
         // its answer is waited for.
         let stored = try storedCopy(key: key, now: now)
@@ -520,18 +519,23 @@ final class WeatherHandler {
         throw failure ?? .providerTimeout
     }
 
-    /// `{"authMode":..., <stored report fields>, "cache":...}` without decoding the stored body.
+    /// `{"authMode":..., <stored report fields>, "cache":...}` without decoding the stored body,
+    /// in one buffer of its exact size (every weather answer is wrapped so).
     static func envelope(_ report: [UInt8], authMode: AuthMode, cache: String) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(report.count + 64)
-        out.appendUTF8("{\"authMode\":\"")
-        out.appendUTF8(authMode.rawValue)
-        out.appendUTF8("\",")
-        if report.count >= 2 { out += report[1..<(report.count - 1)] }
-        out.appendUTF8(",\"cache\":\"")
-        out.appendUTF8(cache)
-        out.appendUTF8("\"}")
-        return out
+        let open = "{\"authMode\":\"", afterMode = "\",", beforeCache = ",\"cache\":\"", close = "\"}"
+        let inner = max(0, report.count - 2)
+        let size = open.utf8.count + authMode.rawValue.utf8.count + afterMode.utf8.count + inner + beforeCache.utf8.count + cache.utf8.count + close.utf8.count
+        return [UInt8](unsafeUninitializedCapacity: size) { buffer, initialized in
+            var w = ByteWriter(buffer)
+            w.write(open)
+            w.write(authMode.rawValue)
+            w.write(afterMode)
+            if inner > 0 { report.withUnsafeBufferPointer { w.write(UnsafeBufferPointer(rebasing: $0[1..<($0.count - 1)])) } }
+            w.write(beforeCache)
+            w.write(cache)
+            w.write(close)
+            initialized = w.count
+        }
     }
 }
 

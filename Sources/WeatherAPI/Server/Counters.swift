@@ -31,7 +31,8 @@ public struct Counters {
             hourIndex = index
             hourLabel = CounterKey.hour(of: t)
         }
-        if let i = current.firstIndex(where: { $0.name == name }) {
+        let length = name.utf8.count
+        if let i = current.firstIndex(where: { $0.name.utf8.count == length && $0.name == name }) {
             current[i].count += n
         } else {
             current.append((name, n))

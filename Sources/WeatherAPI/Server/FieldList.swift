@@ -57,8 +57,10 @@ public struct FieldList: Sendable, ExpressibleByDictionaryLiteral, Sequence {
     }
 
     /// Adds a parameter without looking for an earlier one of that name (the reader's way in).
-    public mutating func append(_ name: String, _ value: String) {
-        fields.append(Field(name: name, length: name.utf8.count, value: value))
+    /// The strings are taken over, not copied: a reader makes them for this list alone.
+    public mutating func append(_ name: consuming String, _ value: consuming String) {
+        let length = name.utf8.count
+        fields.append(Field(name: name, length: length, value: value))
     }
 
     public struct Iterator: IteratorProtocol {

@@ -2,6 +2,13 @@
 public protocol LogSink: AnyObject {
     /// Writes one finished line (no newline at its end).
     func write(_ line: String)
+    /// Writes one finished line given as its UTF-8 bytes (no newline at its end). By default
+    /// as a `String` through `write(_:)`; a sink that writes bytes anyway takes them as they are.
+    func write(utf8 line: UnsafeBufferPointer<UInt8>)
+}
+
+extension LogSink {
+    public func write(utf8 line: UnsafeBufferPointer<UInt8>) { write(String(decoding: line, as: UTF8.self)) }
 }
 
 /// Collects lines in memory (tests).
@@ -71,4 +78,10 @@ public struct LogLine {
 
     /// The line as text.
     public var text: String { String(decoding: bytes, as: UTF8.self) }
+
+    /// Hands the line to `log` as bytes: the request's line is written without being made a
+    /// `String` first (an allocation and a UTF-8 check of every byte, on every request).
+    public func write(to log: any LogSink) {
+        bytes.withUnsafeBufferPointer { log.write(utf8: $0) }
+    }
 }

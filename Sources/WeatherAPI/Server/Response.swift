@@ -93,55 +93,9 @@ public struct Response: Sendable {
 extension Array where Element == UInt8 {
     /// Appends a string's UTF-8 bytes with one copy (`+= s.utf8` walks an iterator).
     mutating func appendUTF8(_ s: String) {
-        var s = s
-        s.withUTF8 { append(contentsOf: $0) }
-    }
-}
-
-/// Writes bytes into a buffer sized beforehand, checking each write against its end.
-struct ByteWriter {
-    private let buffer: UnsafeMutableBufferPointer<UInt8>
-    private(set) var count = 0
-
-    init(_ buffer: UnsafeMutableBufferPointer<UInt8>) { self.buffer = buffer }
-
-    mutating func write(_ s: String) {
-        let done: Void? = s.utf8.withContiguousStorageIfAvailable { write($0) }
-        if done == nil { for c in s.utf8 { write(byte: c) } }
-    }
-
-    mutating func write(_ bytes: UnsafeBufferPointer<UInt8>) {
-        precondition(bytes.count <= buffer.count - count, "ByteWriter: past the buffer's end")
-        guard let from = bytes.baseAddress, let to = buffer.baseAddress else { return }
-        (to + count).initialize(from: from, count: bytes.count)
-        count += bytes.count
-    }
-
-    mutating func write(byte: UInt8) {
-        precondition(count < buffer.count, "ByteWriter: past the buffer's end")
-        buffer[count] = byte
-        count += 1
-    }
-
-    /// `n` in decimal, without making a String.
-    mutating func write(decimal n: Int) {
-        if n < 0 { write(byte: UInt8(ascii: "-")) }
-        let magnitude = n.magnitude
-        var power: UInt = 1
-        while power <= magnitude / 10 { power *= 10 }
-        while power > 0 {
-            write(byte: UInt8(ascii: "0") + UInt8(magnitude / power % 10))
-            power /= 10
-        }
-    }
-
-    /// How many bytes `write(decimal: n)` writes.
-    static func decimalCount(_ n: Int) -> Int {
-        var digits = 1, rest = n.magnitude
-        while rest >= 10 {
-            rest /= 10
-            digits += 1
-        }
-        return n < 0 ? digits + 1 : digits
+        // The string's own bytes, borrowed: `withUTF8` needs a mutable copy (a retain and a
+        // release on every call, and a log line makes about twenty).
+        let done: Void? = s.utf8.withContiguousStorageIfAvailable { append(contentsOf: $0) }
+        if done == nil { append(contentsOf: s.utf8) }
     }
 }

@@ -17,16 +17,18 @@ public final class StandardErrorLog: LogSink, Sendable {
     /// interleaved with another worker's line.
     public func write(_ line: String) {
         var text = line
+        text.withUTF8 { write(utf8: $0) }
+    }
+
+    public func write(utf8 bytes: UnsafeBufferPointer<UInt8>) {
         var newline = UInt8(ascii: "\n")
-        text.withUTF8 { bytes in
-            withUnsafeMutablePointer(to: &newline) { nl in
-                var parts = (
-                    iovec(iov_base: UnsafeMutableRawPointer(mutating: bytes.baseAddress), iov_len: bytes.count),
-                    iovec(iov_base: UnsafeMutableRawPointer(nl), iov_len: 1)
-                )
-                withUnsafeMutableBytes(of: &parts) { raw in
-                    _ = writev(fd, raw.baseAddress!.assumingMemoryBound(to: iovec.self), 2)
-                }
+        withUnsafeMutablePointer(to: &newline) { nl in
+            var parts = (
+                iovec(iov_base: UnsafeMutableRawPointer(mutating: bytes.baseAddress), iov_len: bytes.count),
+                iovec(iov_base: UnsafeMutableRawPointer(nl), iov_len: 1)
+            )
+            withUnsafeMutableBytes(of: &parts) { raw in
+                _ = writev(fd, raw.baseAddress!.assumingMemoryBound(to: iovec.self), 2)
             }
         }
     }

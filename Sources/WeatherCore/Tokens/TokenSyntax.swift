@@ -41,21 +41,34 @@ public enum TokenSyntax {
     }
 
     /// True when every byte of `text` from `offset` on is base64url (or, with `dot`, also `.`).
-    /// One shift and mask per byte over the string's own UTF-8: this runs on every request (the
-    /// token, the request id), where a per-byte closure over `utf8` cost 1,700 instructions.
+    /// One table look-up per byte over the string's own UTF-8: this runs on every request (the
+    /// token, the request id), where a per-byte closure over `utf8` cost 1,700 instructions and a
+    /// shift and mask per byte about 1,000 (callgrind, session 29).
     public static func isBase64URL(_ text: String, from offset: Int = 0, dot: Bool = false) -> Bool {
-        // Bit n of `low` is byte n (0...63): `-`, `0`...`9`, and `.` with `dot`; of `high`, byte
-        // 64 + n: `A`...`Z`, `_`, `a`...`z`.
-        let low: UInt64 = 0x03FF_2000_0000_0000 | (dot ? 1 << 46 : 0)
-        let high: UInt64 = 0x07FF_FFFE_87FF_FFFE
+        let mask: UInt8 = dot ? 2 : 1
         var text = text
         return text.withUTF8 { bytes in
             guard offset <= bytes.count else { return false }
-            for b in bytes[offset...] {
-                let bits = b < 64 ? low >> UInt64(b) : b < 128 ? high >> UInt64(b - 64) : 0
-                if bits & 1 == 0 { return false }
+            return base64URLBytes.withUnsafeBufferPointer { table in
+                var i = offset
+                while i < bytes.count {
+                    if table[Int(bytes[i])] & mask == 0 { return false }
+                    i += 1
+                }
+                return true
             }
-            return true
+        }
+    }
+
+    /// For each byte value: 3 for a base64url character (`A`–`Z`, `a`–`z`, `0`–`9`, `-`, `_`),
+    /// 2 for `.` (base64url with `dot`), 0 for anything else.
+    static let base64URLBytes: [UInt8] = (0..<256).map { b in
+        switch UInt8(b) {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+            UInt8(ascii: "-"), UInt8(ascii: "_"):
+            return 3
+        case UInt8(ascii: "."): return 2
+        default: return 0
         }
     }
 }

@@ -15,10 +15,29 @@ public enum WeatherQuery: Sendable, Hashable {
     /// The cache's name for this request kind at one cell, e.g. `forecast` (the outlook),
     /// `forecast:7` or `trip:2026-12-20:2026-12-24`.
     public var cacheKind: String {
+        if let tripKind = tripCacheKind { return tripKind }
+        return GridPoint.text(capacity: Self.maxForecastKindBytes) { writeCacheKind(to: &$0) }
+    }
+
+    /// A trip's `cacheKind`, nil for the other kinds (which `writeCacheKind` writes).
+    var tripCacheKind: String? {
+        if case .trip(let start, let end) = self { return "trip:\(start):\(end)" }
+        return nil
+    }
+
+    /// The most bytes `writeCacheKind` writes: `forecast:` and an `Int`.
+    static let maxForecastKindBytes = 9 + 20
+
+    /// The bytes of a forecast's or the outlook's `cacheKind` (a trip's is `tripCacheKind`).
+    func writeCacheKind(to w: inout ByteWriter) {
         switch self {
-        case .forecast(let days): return "forecast:\(days)"
-        case .trip(let start, let end): return "trip:\(start):\(end)"
-        case .outlook: return "forecast"
+        case .forecast(let days):
+            w.write("forecast:")
+            if days >= 0 { w.write(digits: Int64(days), width: 1) } else { w.write(String(days)) }
+        case .outlook:
+            w.write("forecast")
+        case .trip:
+            break
         }
     }
 
