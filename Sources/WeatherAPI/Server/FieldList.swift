@@ -36,12 +36,14 @@ public struct FieldList: Sendable, ExpressibleByDictionaryLiteral, Sequence {
     public subscript(name: String) -> String? {
         get {
             let length = name.utf8.count
-            var i = fields.count - 1
-            while i >= 0 {
-                if fields[i].length == length && fields[i].name == name { return fields[i].value }
-                i -= 1
+            return fields.withUnsafeBufferPointer { all in
+                var i = all.count - 1
+                while i >= 0 {
+                    if all[i].length == length && all[i].name == name { return all[i].value }
+                    i -= 1
+                }
+                return nil
             }
-            return nil
         }
         set {
             if let i = fields.lastIndex(where: { $0.name == name }) {

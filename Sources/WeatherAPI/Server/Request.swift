@@ -1,4 +1,7 @@
 import WeatherCore
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// One HTTP request, as the web server described it to us. Built once, by `Request.parse`.
 public struct Request: Sendable {
@@ -60,10 +63,17 @@ public struct Request: Sendable {
             if first == nil { first = raw } else { others.append(raw) }
         }
         var rawQuery = params["QUERY_STRING"] ?? ""
-        if let uri = params["REQUEST_URI"], !uri.isEmpty {
-            if let q = uri.utf8.firstIndex(of: UInt8(ascii: "?")) {
-                candidate(String(uri[..<q]))
-                if rawQuery.isEmpty { rawQuery = String(uri[uri.utf8.index(after: q)...]) }
+        if var uri = params["REQUEST_URI"], !uri.isEmpty {
+            // Split at the first `?` on the bytes (`memchr`), not by walking `String` indices.
+            let split = uri.withUTF8 { all -> (path: String, query: String?)? in
+                guard let base = all.baseAddress, let mark = memchr(base, Int32(UInt8(ascii: "?")), all.count) else { return nil }
+                let q = UnsafeRawPointer(mark) - UnsafeRawPointer(base)
+                let path = String(decoding: UnsafeBufferPointer(rebasing: all[..<q]), as: UTF8.self)
+                return (path, rawQuery.isEmpty ? String(decoding: UnsafeBufferPointer(rebasing: all[(q + 1)...]), as: UTF8.self) : nil)
+            }
+            if let split {
+                candidate(split.path)
+                if let query = split.query { rawQuery = query }
             } else {
                 candidate(uri)
             }

@@ -48,23 +48,29 @@ public struct Response: Sendable {
         if sendsLength { size += 16 + ByteWriter.decimalCount(body.count) + 2 }  // "Content-Length: " … "\r\n"
         return [UInt8](unsafeUninitializedCapacity: size + extra) { buffer, initialized in
             var w = ByteWriter(buffer)
+            // The two-byte separators as bytes: a string's bytes cost a look-up and a copy each.
+            func lineEnd() {
+                w.write(byte: UInt8(ascii: "\r"))
+                w.write(byte: UInt8(ascii: "\n"))
+            }
             w.write("Status: ")
             w.write(decimal: status)
-            w.write(" ")
+            w.write(byte: UInt8(ascii: " "))
             w.write(reason)
-            w.write("\r\n")
-            for h in headers {
-                w.write(h.name)
-                w.write(": ")
-                w.write(h.value)
-                w.write("\r\n")
+            lineEnd()
+            for i in headers.indices {
+                w.write(headers[i].name)
+                w.write(byte: UInt8(ascii: ":"))
+                w.write(byte: UInt8(ascii: " "))
+                w.write(headers[i].value)
+                lineEnd()
             }
             if sendsLength {
                 w.write("Content-Length: ")
                 w.write(decimal: body.count)
-                w.write("\r\n")
+                lineEnd()
             }
-            w.write("\r\n")
+            lineEnd()
             initialized = w.count
         }
     }
