@@ -205,6 +205,25 @@ import WeatherCore
         #expect(line.text == #"ts=2026-11-30T02:00:00Z storage_error="disk \"full\" = bad?, 雨""#)
     }
 
+    /// A line past its first 512 bytes grows and keeps every byte, in order.
+    @Test func aLineLongerThanItsFirstBufferIsWhole() {
+        var line = LogLine()
+        var expected: [String] = []
+        for i in 0..<40 {
+            let value = String(repeating: Character(UnicodeScalar(UInt8(97 + i % 26))), count: 1 + i * 7)
+            line.addPlain("k\(i)", value)
+            expected.append("k\(i)=\(value)")
+            if i % 9 == 0 {
+                line.add("q\(i)", "雨 \"x\" \(i)")
+                expected.append(#"q\#(i)="雨 \"x\" \#(i)""#)
+            }
+        }
+        let log = MemoryLog()
+        line.write(to: log)
+        #expect(line.text == expected.joined(separator: " "))
+        #expect(line.text.utf8.count > 5_000 && log.lines == [line.text])
+    }
+
     /// Each line's `ts` is the second it was written in, made once for that second.
     @Test func eachLineHasTheSecondItWasWrittenIn() throws {
         let t = try TestGateway()

@@ -77,9 +77,7 @@ public final class Gateway {
         var errorCode: String?
         do throws(HTTPError) {
             let request = try Request.parse(params: params, mountPrefix: config.mountPrefix, readBody: readBody)
-            let resolved = router.resolve(request)
-            route = resolved.route
-            response = try resolved.result.get().respond(to: request, context: &context)
+            response = try router.respond(to: request, context: &context, route: &route)
         } catch {
             response = error.response
             storageFailed = error.code == HTTPError.storageUnavailable.code

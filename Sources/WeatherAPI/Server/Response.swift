@@ -95,13 +95,3 @@ public struct Response: Sendable {
         }
     }
 }
-
-extension Array where Element == UInt8 {
-    /// Appends a string's UTF-8 bytes with one copy (`+= s.utf8` walks an iterator).
-    mutating func appendUTF8(_ s: String) {
-        // The string's own bytes, borrowed: `withUTF8` needs a mutable copy (a retain and a
-        // release on every call, and a log line makes about twenty).
-        let done: Void? = s.utf8.withContiguousStorageIfAvailable { append(contentsOf: $0) }
-        if done == nil { append(contentsOf: s.utf8) }
-    }
-}
