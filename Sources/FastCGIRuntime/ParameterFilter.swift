@@ -29,7 +29,7 @@ struct ParameterFilter {
     /// The kept name spelled `name`, the same string for every request instead of one decoded
     /// (and, past 15 bytes, allocated) each time; nil when the parameter is not kept.
     func keptName(_ name: UnsafeBufferPointer<UInt8>) -> String? {
-        guard let wanted = name.baseAddress else { return nil }
+        guard !name.isEmpty, let wanted = name.baseAddress else { return names.first { $0.isEmpty } }
         return joined.withUnsafeBufferPointer { all -> String? in
             guard let base = all.baseAddress else { return nil }
             for i in 0..<lengths.count where lengths[i] == name.count && memcmp(base + starts[i], wanted, name.count) == 0 {

@@ -41,10 +41,9 @@ import Glibc
         #expect(try HTTPClient.send(port: h.port, "GET", "/v1/health", timeout: 5).status == 200)
     }
 
-    /// Only the parameters the gateway reads reach it, each matched on its exact bytes: a name
-    /// one byte longer, shorter or different (even in case) is dropped before the handler sees
-    /// it. The request id shows which: echoed when it came under its own name, the worker's own
-    /// otherwise.
+    /// A kept parameter is matched on its exact bytes: a name one byte longer, shorter or
+    /// different (even in case) is never taken for it. The request id shows which: echoed when
+    /// it came under its own name, the worker's own otherwise.
     @Test func onlyTheExactNamesOfTheKeptParametersReachTheGateway() throws {
         let h = try GatewayHarness(workers: 1)
         func echoedId(under name: String) throws -> Bool {

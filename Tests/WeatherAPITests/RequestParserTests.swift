@@ -22,6 +22,21 @@ import WeatherCore
         #expect(r.remoteAddr == "::1")
     }
 
+    /// The path ends at the URI's first `?`; the query is `QUERY_STRING` when the web server
+    /// gives one, else what follows that `?` (session 29 splits on the bytes).
+    @Test func theURIIsSplitAtItsFirstQuestionMark() throws {
+        let both = try parse(["REQUEST_METHOD": "GET", "REQUEST_URI": "/v1/weather?lat=1", "QUERY_STRING": "lat=5&lon=6"])
+        #expect(both.path == "/v1/weather" && both.query.map(\.value) == ["5", "6"])
+        for (uri, path, query) in [
+            ("/v1/weather?", "/v1/weather", [String]()), ("?lat=1", "", ["lat"]), ("/v1/weather?a=1?b=2", "/v1/weather", ["a"]),
+            ("/v1/health", "/v1/health", []), ("/v1/w%C3%A4?x=%C3%A4", "/v1/w\u{E4}", ["x"]),
+        ] {
+            let r = try parse(["REQUEST_METHOD": "GET", "REQUEST_URI": uri])
+            #expect(r.path == path && r.query.map(\.name) == query, "\(uri): \(r.path) \(r.query)")
+        }
+        #expect(try parse(["REQUEST_METHOD": "GET", "REQUEST_URI": "/v1/weather?a=1?b=2"]).queryValue("a") == "1?b=2")
+    }
+
     /// A mount prefix with a space or a non-ASCII letter, written as it is in the settings,
     /// matches the request's escaped path (the configuration accepts such prefixes for that).
     @Test func aPrefixWithASpaceOrNonASCIIMatchesItsEscapedPath() throws {
@@ -222,6 +237,13 @@ import WeatherCore
         line.write(to: log)
         #expect(line.text == expected.joined(separator: " "))
         #expect(line.text.utf8.count > 5_000 && log.lines == [line.text])
+        // One piece larger than the whole first buffer.
+        var big = LogLine()
+        let value = String(repeating: "x", count: 2_000)
+        big.addPlain("a", "b")
+        big.addPlain("big", value)
+        big.addPlain("c", "d")
+        #expect(big.text == "a=b big=\(value) c=d")
     }
 
     /// Each line's `ts` is the second it was written in, made once for that second.

@@ -515,8 +515,12 @@ import Testing
             [.outlook, .trip(start: start, end: end), .trip(start: end, end: end)] + (-3...20).map { .forecast(days: $0) } + [
                 .forecast(days: Int.max), .forecast(days: Int.min),
             ]
+        // The longest texts a coordinate can have (24 bytes each, `GridPoint.maxCoordinateBytes`).
+        let longest = [-2.2250738585072014e-308, -1.7976931348623157e308]
+        for v in longest { #expect(GridPoint.format(v).utf8.count == GridPoint.maxCoordinateBytes, "\(v)") }
         var points = [
-            GridPoint(lat: 31.25, lon: 121.45), GridPoint(lat: -0.05, lon: 121), GridPoint(lat: 0, lon: -180), GridPoint(lat: -89.999999, lon: -179.999999),
+            GridPoint(lat: longest[0], lon: longest[1]), GridPoint(lat: longest[1], lon: longest[0]), GridPoint(lat: 31.25, lon: 121.45),
+            GridPoint(lat: -0.05, lon: 121), GridPoint(lat: 0, lon: -180), GridPoint(lat: -89.999999, lon: -179.999999),
             GridPoint(lat: 0.00005, lon: 1e16), GridPoint(lat: -2.2250738585072014e-308, lon: 1e15),
         ]
         for i in stride(from: -90.0, through: 90.0, by: 7.3) { points.append(GridPoint.snapping(lat: i, lon: i * 1.99, degrees: 0.003)) }

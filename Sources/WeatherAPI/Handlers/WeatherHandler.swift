@@ -102,7 +102,7 @@ final class WeatherHandler {
     ) {
         let now = context.now
         if let kept = fresh.body(for: key, now: now) { return (kept.body, "hit") }
-        let outlookKey = point.cacheKeys(.outlook).cache
+        let outlookKey = cell + "|" + WeatherQuery.outlook.cacheKind
         switch use {
         case .none:
             break

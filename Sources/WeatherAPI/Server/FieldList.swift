@@ -59,7 +59,7 @@ public struct FieldList: Sendable, ExpressibleByDictionaryLiteral, Sequence {
     }
 
     /// Adds a parameter without looking for an earlier one of that name (the reader's way in).
-    /// The strings are taken over, not copied: a reader makes them for this list alone.
+    /// The strings are taken over (`consuming`): the caller's copies are not retained again.
     public mutating func append(_ name: consuming String, _ value: consuming String) {
         let length = name.utf8.count
         fields.append(Field(name: name, length: length, value: value))

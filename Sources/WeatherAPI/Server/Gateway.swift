@@ -20,7 +20,7 @@ public final class Gateway {
     /// The log line's `ts` for the second it was made in: a worker's requests mostly come many
     /// to a second, and writing the text for each was about 650 instructions of a cached
     /// request's 58,000 (callgrind, session 29).
-    private var loggedSecond: (seconds: Int64, text: String) = (.min, "")
+    private var loggedSecond: (seconds: Int64, text: String)?
 
     /// Wires the handlers. `hashKey` is the server key for installation ids and refresh successors;
     /// `weather` answers the weather routes (nil: 503 `provider_not_configured`).
@@ -92,9 +92,15 @@ public final class Gateway {
         // Kept in memory until a flush succeeds: a full disk's 503s show once it has room again, if
         // this worker is still running then (a CGI process or a worker that ends meanwhile loses them).
         if response.status >= 500 { metrics.count(Counters.Name.serverError(errorCode ?? "http_\(response.status)"), at: now) }
-        if now.seconds != loggedSecond.seconds { loggedSecond = (now.seconds, now.iso8601) }
+        let ts: String
+        if let kept = loggedSecond, kept.seconds == now.seconds {
+            ts = kept.text
+        } else {
+            ts = now.iso8601
+            loggedSecond = (now.seconds, ts)
+        }
         var line = LogLine()
-        line.addPlain("ts", loggedSecond.text)
+        line.addPlain("ts", ts)
         line.addPlain("request_id", requestId)  // checked by acceptableRequestId, or ours
         line.addPlain("worker", requestIdPrefix)
         line.addPlain("method", method)  // `loggedMethod`: a name of HTTP's or `other`

@@ -13,13 +13,13 @@ public final class StandardErrorLog: LogSink, Sendable {
     /// Standard error, or another descriptor (tests).
     public init(fd: Int32 = 2) { self.fd = fd }
 
-    /// The line and its newline in one `writev`: no copy of the line, and (up to PIPE_BUF) never
-    /// interleaved with another worker's line.
     public func write(_ line: String) {
         var text = line
         text.withUTF8 { write(utf8: $0) }
     }
 
+    /// The line and its newline in one `writev`: no copy of the line, and (up to PIPE_BUF) never
+    /// interleaved with another worker's line.
     public func write(utf8 bytes: UnsafeBufferPointer<UInt8>) {
         var newline = UInt8(ascii: "\n")
         withUnsafeMutablePointer(to: &newline) { nl in

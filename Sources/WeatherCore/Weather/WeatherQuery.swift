@@ -28,16 +28,17 @@ public enum WeatherQuery: Sendable, Hashable {
     /// The most bytes `writeCacheKind` writes: `forecast:` and an `Int`.
     static let maxForecastKindBytes = 9 + 20
 
-    /// The bytes of a forecast's or the outlook's `cacheKind` (a trip's is `tripCacheKind`).
+    /// The bytes of `cacheKind`. `w` must have room for them: `maxForecastKindBytes` for a
+    /// forecast or the outlook, `tripCacheKind`'s count for a trip.
     func writeCacheKind(to w: inout ByteWriter) {
         switch self {
         case .forecast(let days):
             w.write("forecast:")
-            if days >= 0 { w.write(digits: Int64(days), width: 1) } else { w.write(String(days)) }
+            w.write(decimal: days)
         case .outlook:
             w.write("forecast")
         case .trip:
-            break
+            w.write(tripCacheKind ?? "")
         }
     }
 
