@@ -38,6 +38,13 @@ import Glibc
         let outside = try HTTPClient.send(port: h.port, "GET", "/weather.sqlite3")
         #expect(outside.status == 404)
         #expect(outside.errorCode == "not_found")
+        // The request id: a worker's own for what a worker answers (nginx passes none: its
+        // $request_id cost a quarter of its instructions), nginx's for what nginx answers; the
+        // access log records the one the client got (checked below).
+        let answeredId = try HTTPClient.send(port: h.port, "GET", "/v1/health").headers["x-request-id"] ?? ""
+        let nginxId = outside.headers["x-request-id"] ?? ""
+        #expect(answeredId.wholeMatch(of: /w[0-9]+-[0-9]+/) != nil, "\(answeredId)")
+        #expect(nginxId.wholeMatch(of: /[0-9a-f]{32}/) != nil, "\(nginxId)")
         // JSON whatever the path's extension, under the stock nginx.conf's mime.types (an
         // `/index.html` 404 was `text/html`, a TRACE of /openapi.json lacked the charset).
         for (method, path) in [("GET", "/index.html"), ("GET", "/robots.txt"), ("TRACE", "/openapi.json")] {
@@ -62,6 +69,8 @@ import Glibc
         #expect(logs["access.log"]?.contains("\"GET /v1/weather HTTP/1.1\" 200") == true, "\(logs["access.log"] ?? "no access log")")
         #expect(logs["access.log"]?.contains("\"GET /v1/weather/ HTTP/1.1\" 404") == true, "\(logs["access.log"] ?? "no access log")")
         #expect(logs["access.log"]?.contains("\"GET /v1/weather HTTP/1.1\" 503") == true && logs["access.log"]?.contains("upstream=502") == true)
+        #expect(logs["access.log"]?.contains(" rid=\(answeredId)\n") == true && logs["access.log"]?.contains(" rid=\(nginxId)\n") == true)
+        #expect(h.log.contains(" request_id=\(answeredId) "), "the gateway's line of \(answeredId)")
         expectNoCoordinates(in: logs.merging(["gateway": h.log]) { $1 }, written: ["access.log", "gateway"])
     }
 
