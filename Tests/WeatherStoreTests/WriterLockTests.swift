@@ -13,16 +13,23 @@ import WeatherCore
 
     /// Takes `lock` on a thread that then ends without letting it go, as a killed worker would
     /// (and without announcing anything): the mutex is "owner dead" afterwards.
+    /// Joined with `pthread_join`, not watched through `Thread.isFinished`: Foundation says a
+    /// thread finished before the kernel, as the thread exits, marks the robust mutexes it holds
+    /// "owner dead", and a fresh clone's CI run once found the turn still held just after
+    /// (`openingThePageTakesADeadHoldersTurnOver`, session 29). `pthread_join` returns once the
+    /// kernel has cleared the thread's id, which it does after walking its robust list.
     func leaveHeldByAThreadThatEnded(_ lock: WriterLock) {
-        let done = DispatchSemaphore(value: 0)
-        nonisolated(unsafe) let shared = lock
-        let holder = Thread {
-            _ = shared.lock()
-            done.signal()
-        }
-        holder.start()
-        done.wait()
-        while !holder.isFinished { usleep(1000) }
+        let context = Unmanaged.passRetained(lock).toOpaque()
+        var holder = pthread_t()
+        let created = pthread_create(
+            &holder, nil,
+            { raw in
+                let lock = Unmanaged<WriterLock>.fromOpaque(raw!).takeRetainedValue()
+                _ = lock.lock()
+                return nil
+            }, context)
+        precondition(created == 0, "pthread_create: \(created)")
+        pthread_join(holder, nil)
     }
 
     @Test func oneHolderAtATimeAndWaitingEndsAtTheDeadline() throws {
