@@ -26,13 +26,7 @@ package struct ByteWriter {
     /// `n` in decimal, without making a String.
     package mutating func write(decimal n: Int) {
         if n < 0 { write(byte: UInt8(ascii: "-")) }
-        let magnitude = n.magnitude
-        var power: UInt = 1
-        while power <= magnitude / 10 { power *= 10 }
-        while power > 0 {
-            write(byte: UInt8(ascii: "0") + UInt8(magnitude / power % 10))
-            power /= 10
-        }
+        write(digits: UInt64(n.magnitude), width: 1)
     }
 
     /// How many bytes `write(decimal: n)` writes.
@@ -45,9 +39,9 @@ package struct ByteWriter {
         return n < 0 ? digits + 1 : digits
     }
 
-    /// `n >= 0` in decimal, zero-padded on the left to `width` digits.
-    package mutating func write(digits n: Int64, width: Int) {
-        var power: Int64 = 1
+    /// `n` in decimal, zero-padded on the left to `width` digits.
+    package mutating func write(digits n: UInt64, width: Int) {
+        var power: UInt64 = 1
         var count = 1
         while power <= n / 10 {
             power *= 10
@@ -64,4 +58,13 @@ package struct ByteWriter {
 
     /// The bytes written so far.
     package var written: UnsafeBufferPointer<UInt8> { UnsafeBufferPointer(rebasing: buffer[..<count]) }
+
+    /// What `body` writes into a buffer of `capacity` bytes on the stack, as a string.
+    package static func text(capacity: Int, _ body: (inout ByteWriter) -> Void) -> String {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity) { buffer in
+            var w = ByteWriter(buffer)
+            body(&w)
+            return String(decoding: w.written, as: UTF8.self)
+        }
+    }
 }

@@ -30,7 +30,7 @@ public struct GridPoint: Codable, Sendable, Hashable {
 
     /// A stable text key for caches and limits, e.g. `31.25,121.45`.
     public var key: String {
-        Self.text(capacity: 2 * Self.maxCoordinateBytes + 1) { writeKey(to: &$0) }
+        ByteWriter.text(capacity: 2 * Self.maxCoordinateBytes + 1) { writeKey(to: &$0) }
     }
 
     /// `key` and the cache key of `query` at this cell, `key|kind` (`31.25,121.45|forecast:7`),
@@ -58,20 +58,11 @@ public struct GridPoint: Codable, Sendable, Hashable {
 
     /// Shortest decimal text of a snapped coordinate (`31.25`, `-0.05`, `121`).
     public static func format(_ v: Double) -> String {
-        text(capacity: maxCoordinateBytes) { write(v, to: &$0) }
+        ByteWriter.text(capacity: maxCoordinateBytes) { write(v, to: &$0) }
     }
 
     /// The most bytes `write` writes: Swift's longest `Double` (`-2.2250738585072014e-308`).
     static let maxCoordinateBytes = 24
-
-    /// What `body` writes into a buffer of `capacity` bytes on the stack, as a string.
-    static func text(capacity: Int, _ body: (inout ByteWriter) -> Void) -> String {
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity) { buffer in
-            var w = ByteWriter(buffer)
-            body(&w)
-            return String(decoding: w.written, as: UTF8.self)
-        }
-    }
 
     /// The text of `format`. A snapped coordinate has at most 6 decimals (`snapping` rounds it so),
     /// which are written from its millionths without `Double`'s printing; anything else (a value
@@ -88,7 +79,7 @@ public struct GridPoint: Codable, Sendable, Hashable {
             w.write(byte: UInt8(ascii: "-"))
             n = -n
         }
-        w.write(digits: n / 1_000_000, width: 1)
+        w.write(digits: UInt64(n / 1_000_000), width: 1)
         var fraction = n % 1_000_000
         guard fraction != 0 else { return }
         w.write(byte: UInt8(ascii: "."))
@@ -97,6 +88,6 @@ public struct GridPoint: Codable, Sendable, Hashable {
             fraction /= 10
             width -= 1
         }
-        w.write(digits: fraction, width: width)
+        w.write(digits: UInt64(fraction), width: width)
     }
 }

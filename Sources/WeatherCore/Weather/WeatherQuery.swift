@@ -16,7 +16,7 @@ public enum WeatherQuery: Sendable, Hashable {
     /// `forecast:7` or `trip:2026-12-20:2026-12-24`.
     public var cacheKind: String {
         if let tripKind = tripCacheKind { return tripKind }
-        return GridPoint.text(capacity: Self.maxForecastKindBytes) { writeCacheKind(to: &$0) }
+        return ByteWriter.text(capacity: Self.maxForecastKindBytes) { writeCacheKind(to: &$0) }
     }
 
     /// A trip's `cacheKind`, nil for the other kinds (which `writeCacheKind` writes).
