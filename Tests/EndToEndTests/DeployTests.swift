@@ -308,6 +308,18 @@ import Glibc
         let port = apache.port
         try flow(port: port)
         #expect(try HTTPClient.send(port: port, "GET", "/privacy.html").status == 200)
+        // Every answer of the workers carries Apache's own id (mod_unique_id: base64url here; older
+        // 2.4 releases write `@` for `_`, accepted since session 30), never one a worker made up
+        // (`w<pid>-<n>`), so the two logs join.
+        var ids: Set<String> = []
+        for _ in 0..<40 {
+            let id = try #require(try HTTPClient.send(port: port, "GET", "/v1/health").headers["x-request-id"])
+            let parts = id.dropFirst().split(separator: "-", omittingEmptySubsequences: false)
+            #expect(!(id.hasPrefix("w") && parts.count == 2 && parts.allSatisfy { !$0.isEmpty && $0.allSatisfy(\.isNumber) }), "a worker's own id: \(id)")
+            #expect(id.count >= 16 && id.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "@" || $0 == "-" || $0 == "_") }, "\(id)")
+            ids.insert(id)
+        }
+        #expect(ids.count == 40)
 
         func raw(_ text: String) throws -> HTTPResponse { try HTTPClient.send(port: port, "", "", rawRequest: Array(text.utf8)) }
         let create = "POST /v1/weather/session HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n"

@@ -134,9 +134,11 @@ import WeatherProviders
         let echoed = t.send("GET", "/v1/health", headers: ["X-Request-Id": "abc123"])
         #expect(echoed.headers["x-request-id"] == "abc123")
         #expect(t.log.lines.last?.contains("request_id=abc123") == true)
-        // nginx's ids (32 hex digits), Apache-like ones and dots between letters are echoed.
+        // nginx's ids (32 hex digits), Apache's (mod_unique_id: base64url, or letters, digits, `@`
+        // and `-` in older 2.4 releases) and dots between letters are echoed.
         for kept in [
-            "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c", "Z2xhc3Nlcy1hYmM_DEF-x", "ios.app-1.x", "0b6f1c4e-6f5a-4c0e-9d2b",
+            "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c", "Z2xhc3Nlcy1hYmM_DEF-x", "VAYyin8AAAEAAAKa@DMAAAAB", "Z@-x@Yk3AAAAAB@@0Ng-AAAAL",
+            "ios.app-1.x", "0b6f1c4e-6f5a-4c0e-9d2b",
             "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
         ] {
             #expect(t.send("GET", "/v1/health", headers: ["X-Request-Id": kept]).headers["x-request-id"] == kept)
@@ -145,7 +147,7 @@ import WeatherProviders
         // Nor is a token echoed or logged (a client behind an `.htaccess` sends the header as it likes).
         let token = try #require(t.createSession()["weatherAccessToken"] as? String)
         for value in [
-            "a b\r\nSet-Cookie: x", "a\r\nSet-Cookie:x", "abc\u{0}", String(repeating: "a", count: 129), "id;drop",
+            "a b\r\nSet-Cookie: x", "a\r\nSet-Cookie:x", "abc\u{0}", String(repeating: "a", count: 129), "id;drop", "apache-t=1764762000000000",
             token, "wtr_abcdefghijklmnop", "req-\(token)", "x-wta_abc", "legacy-token-0123456789", "req.legacy-token-0123456789.1",
             // A token's body without its prefix (43 base64url characters).
             String(token.dropFirst(4)), "id." + String(token.dropFirst(4)),

@@ -552,11 +552,15 @@ import Testing
     }
 
     /// The table behind `isBase64URL` accepts exactly the bytes the shift-and-mask check it
-    /// replaced did (session 29): every byte value, with and without `dot`, anywhere in the text.
+    /// replaced did (session 29), and `isRequestIdText` those and `.` and `@` (session 30: Apache's
+    /// `UNIQUE_ID` holds `@`): every byte value, anywhere in the text.
     @Test func base64URLIsExactlyItsAlphabet() {
+        func check(_ text: String, requestId: Bool) -> Bool {
+            requestId ? TokenSyntax.isRequestIdText(text) : TokenSyntax.isBase64URL(text)
+        }
         func before(_ b: UInt8, dot: Bool) -> Bool {
             let low: UInt64 = 0x03FF_2000_0000_0000 | (dot ? 1 << 46 : 0)
-            let high: UInt64 = 0x07FF_FFFE_87FF_FFFE
+            let high: UInt64 = 0x07FF_FFFE_87FF_FFFE | (dot ? 1 : 0)
             let bits = b < 64 ? low >> UInt64(b) : b < 128 ? high >> UInt64(b - 64) : 0
             return bits & 1 == 1
         }
@@ -565,14 +569,15 @@ import Testing
             let c = String(UnicodeScalar(UInt8(b)))
             for dot in [false, true] {
                 for text in [c, "ab" + c, c + "yz", "wta_" + c] {
-                    #expect(TokenSyntax.isBase64URL(text, dot: dot) == before(UInt8(b), dot: dot), "\(b) dot=\(dot) in \(text.debugDescription)")
+                    #expect(check(text, requestId: dot) == before(UInt8(b), dot: dot), "\(b) requestId=\(dot) in \(text.debugDescription)")
                 }
                 if before(UInt8(b), dot: dot) { accepted += 1 }
             }
         }
-        #expect(accepted == 64 + 65)
-        for text in ["é", "a\u{00FF}", "\u{1F600}", "ab\u{0080}"] {
-            #expect(!TokenSyntax.isBase64URL(text) && !TokenSyntax.isBase64URL(text, dot: true), "\(text.debugDescription)")
+        #expect(accepted == 64 + 66)
+        #expect(TokenSyntax.isRequestIdText("VAYyin8AAAEAAAKa@DMAAAAB") && !TokenSyntax.isBase64URL("VAYyin8AAAEAAAKa@DMAAAAB"))
+        for text in ["é", "a\u{00FF}", "\u{1F600}", "ab\u{0080}", "apache-t=1", "a b", "a:b"] {
+            #expect(!TokenSyntax.isBase64URL(text) && !TokenSyntax.isRequestIdText(text), "\(text.debugDescription)")
         }
         #expect(TokenSyntax.isBase64URL("!!!abc", from: 3) && !TokenSyntax.isBase64URL("!!!abc", from: 2))
         #expect(TokenSyntax.isBase64URL("abc", from: 3) && !TokenSyntax.isBase64URL("abc", from: 4))
@@ -606,25 +611,26 @@ import Testing
     }
 
     /// The string check (a bit set over the string's bytes) against the byte-by-byte definition,
-    /// on every byte value and on random strings of base64url, `.`, and other bytes.
+    /// on every byte value and on random strings of base64url, `.`, `@`, and other bytes; and the
+    /// request-id check (base64url, `.` and `@`) likewise.
     @Test func base64URLStringCheckMatchesTheByteDefinition() {
-        func expected(_ s: String, from: Int, dot: Bool) -> Bool {
+        func expected(_ s: String, from: Int, requestId: Bool) -> Bool {
             let u = Array(s.utf8)
             func base64URL(_ c: UInt8) -> Bool { (65...90).contains(c) || (97...122).contains(c) || (48...57).contains(c) || c == 45 || c == 95 }
-            return from <= u.count && u[from...].allSatisfy { base64URL($0) || (dot && $0 == UInt8(ascii: ".")) }
+            return from <= u.count && u[from...].allSatisfy { base64URL($0) || (requestId && ($0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "@"))) }
         }
         for b in 0..<128 {
             let s = String(decoding: [UInt8(b)], as: UTF8.self)
-            for dot in [false, true] { #expect(TokenSyntax.isBase64URL(s, dot: dot) == expected(s, from: 0, dot: dot), "byte \(b)") }
+            #expect(TokenSyntax.isBase64URL(s) == expected(s, from: 0, requestId: false), "byte \(b)")
+            #expect(TokenSyntax.isRequestIdText(s) == expected(s, from: 0, requestId: true), "byte \(b)")
         }
         var rng = SystemRandomNumberGenerator()
-        let alphabet = Array("ABCXYZabcxyz0189-_.~ é\u{0}/=+".unicodeScalars)
+        let alphabet = Array("ABCXYZabcxyz0189-_.@~ é\u{0}/=+".unicodeScalars)
         for _ in 0..<2_000 {
             let s = String(String.UnicodeScalarView((0..<Int.random(in: 0...12, using: &rng)).map { _ in alphabet.randomElement(using: &rng)! }))
             let from = Int.random(in: 0...3, using: &rng)
-            for dot in [false, true] {
-                #expect(TokenSyntax.isBase64URL(s, from: from, dot: dot) == expected(s, from: from, dot: dot), "\(s.debugDescription) from \(from)")
-            }
+            #expect(TokenSyntax.isBase64URL(s, from: from) == expected(s, from: from, requestId: false), "\(s.debugDescription) from \(from)")
+            #expect(TokenSyntax.isRequestIdText(s) == expected(s, from: 0, requestId: true), "\(s.debugDescription)")
         }
     }
 }

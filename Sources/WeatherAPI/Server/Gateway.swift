@@ -264,7 +264,7 @@ public final class Gateway {
     /// (`String.contains` builds a substring searcher per call: 105,000 instructions a request,
     /// more than twice what the rest of a cached weather request costs; bench/RESULTS.md, session 12.)
     static func acceptableRequestId(_ id: String?, legacyToken: String?) -> String? {
-        guard var id, (1...128).contains(id.utf8.count), TokenSyntax.isBase64URL(id, dot: true) else { return nil }
+        guard var id, (1...128).contains(id.utf8.count), TokenSyntax.isRequestIdText(id) else { return nil }
         var legacy = legacyToken ?? ""
         let holdsSecret = id.withUTF8 { text in
             legacy.withUTF8 { legacy in
@@ -301,7 +301,7 @@ public final class Gateway {
     /// Whether `text` holds something shaped like an installation id (a UUID, 8-4-4-4-12 hex
     /// digits) or a decimal number (a digit, a dot, a digit: a coordinate). Neither may reach a
     /// log line, and a client's `X-Request-Id` behind an `.htaccess` would be logged as sent.
-    /// nginx's and Apache's own ids hold neither (hex; base64 without dots).
+    /// nginx's and Apache's own ids hold neither (hex; letters, digits, `@` and `-`, no dots).
     /// (memchr finds the first dot or dash: nginx's 32 hex digits have neither, so its ids cost
     /// two calls and no loop of ours.)
     static func holdsUUIDOrDecimal(_ text: UnsafeBufferPointer<UInt8>) -> Bool {
