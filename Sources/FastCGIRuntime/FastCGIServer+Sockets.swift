@@ -26,11 +26,12 @@ extension FastCGIServer {
     /// A listening Unix socket at `path`, which must not exist: bound here, not by libfcgi's
     /// `FCGX_OpenSocket`, which unlinks the path first (two starts overlapping would each remove
     /// the other's live socket). Created 0600 (the umask for the moment of `bind`), so it is
-    /// never open to more than `mode` allows.
+    /// never open to more than `mode` allows. Errors name the path by its role, not as text
+    /// (API.md: no file path in a log line); the operator typed it.
     static func bindUnixSocket(_ path: String, backlog: Int32) throws -> Int32 {
-        guard var address = unixAddress(path) else { throw FastCGIError("cannot listen on \(path): the path is too long for a socket") }
+        guard var address = unixAddress(path) else { throw FastCGIError("cannot listen on the --listen path: the path is too long for a socket") }
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw FastCGIError("cannot listen on \(path): \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw FastCGIError("cannot listen on the --listen path: \(String(cString: strerror(errno)))") }
         let previous = umask(0o177)
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
@@ -39,7 +40,7 @@ extension FastCGIServer {
         guard bound == 0, Glibc.listen(fd, backlog) == 0 else {
             let reason = errno == EADDRINUSE ? "another process made that socket meanwhile" : String(cString: strerror(errno))
             close(fd)
-            throw FastCGIError("cannot listen on \(path): \(reason)")
+            throw FastCGIError("cannot listen on the --listen path: \(reason)")
         }
         return fd
     }
@@ -105,10 +106,10 @@ extension FastCGIServer {
         var info = stat()
         guard lstat(path, &info) == 0 else { return }
         guard info.st_mode & S_IFMT == S_IFSOCK else {
-            throw FastCGIError("cannot listen on \(path): a file that is not a socket is there (left as it is)")
+            throw FastCGIError("cannot listen on the --listen path: a file that is not a socket is there (left as it is)")
         }
         guard !acceptsConnections(path) else {
-            throw FastCGIError("cannot listen on \(path): another process is serving that socket")
+            throw FastCGIError("cannot listen on the --listen path: another process is serving that socket")
         }
         unlink(path)
     }

@@ -24,6 +24,7 @@ let usage = """
 
 FastCGIServer.installSignalHandlers()
 Bootstrap.restrictFileCreation()
+Bootstrap.forbidCoreDumps()
 
 var listenAddress: String?
 var workers = 1

@@ -100,6 +100,23 @@ import Glibc
         #expect(Self.health(socket, within: 2) == "", "a stopped worker answered")
     }
 
+    /// A worker leaves no core file whatever limit it was started with (its memory holds the
+    /// provider keys and the requests' tokens): soft and hard limit 0, here under a start with
+    /// the limit raised as far as it goes (a secrets audit, session 30: only the systemd unit set
+    /// `LimitCORE=0`).
+    @Test func aWorkerNeverDumpsCore() throws {
+        let dir = try Self.scratch()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let socket = dir.appendingPathComponent("w.sock").path
+        let app = try ChildProcess(
+            "/usr/bin/prlimit", ["--core=unlimited", "\(binDirectory)/weather-fcgi", "--listen", socket], environment: Self.environment(dir))
+        defer { app.stop() }
+        try #require(waitUntil { Self.health(socket) == "Status: 200 OK" })
+        let limits = try String(contentsOfFile: "/proc/\(app.pid)/limits", encoding: .utf8)
+        let core = try #require(limits.split(separator: "\n").first { $0.hasPrefix("Max core file size") })
+        #expect(core.split(separator: " ", omittingEmptySubsequences: true).dropFirst(4).prefix(2) == ["0", "0"], "\(core)")
+    }
+
     /// `--listen PORT` listens on 127.0.0.1 only (libfcgi took every interface, where anyone who
     /// reached the port could send any `REMOTE_ADDR`); `0.0.0.0:PORT` still asks for all.
     @Test func aBarePortListensOnLoopbackOnly() throws {
@@ -160,7 +177,9 @@ import Glibc
         let second = try ChildProcess("\(binDirectory)/weather-fcgi", ["--listen", socket], environment: broken, stderr: log)
         #expect(waitUntil { !second.isRunning })
         #expect(second.terminationStatus == 71)
-        #expect(((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("another process is serving that socket"))
+        let said = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        #expect(said.contains("cannot listen on the --listen path: another process is serving that socket"), "\(said)")
+        #expect(!said.contains(socket), "a log line named the path (API.md: no file path in a log line)")
         #expect(Self.health(socket) == "Status: 200 OK", "the first instance's socket is still there")
 
         let file = dir.appendingPathComponent("notes.txt").path

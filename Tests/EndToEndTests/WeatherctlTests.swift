@@ -558,6 +558,9 @@ import Glibc
         #expect(missing.status == 1)
         #expect(missing.stderr.contains("does not exist") && missing.stderr.contains("weatherctl migrate"))
         #expect(missing.stderr.split(separator: "\n").count == 1)
+        // By its setting, not its path (API.md: no file path in an error or log line; the timer's
+        // runs land in the journal). `weatherctl check` prints the paths.
+        #expect(missing.stderr.contains("WEATHER_DB_PATH") && !missing.stderr.contains(dir.path), "\(missing.stderr)")
         #expect(missing.stdout.isEmpty)
 
         // A -wal without its database (deleted under running workers): migrate creates nothing
@@ -646,7 +649,8 @@ import Glibc
 
         let noDirectory = try ctl(["migrate"], nowhere)
         #expect(noDirectory.status == 1)
-        #expect(noDirectory.stderr.contains("directory"))
+        #expect(noDirectory.stderr.contains("database folder WEATHER_DB_PATH names does not exist"), "\(noDirectory.stderr)")
+        #expect(!noDirectory.stderr.contains(nowhere["WEATHER_DB_PATH"] ?? "?"), "\(noDirectory.stderr)")
     }
 
     // MARK: sessions
@@ -848,6 +852,9 @@ import Glibc
         #expect(try fake.calls().count == 1)
 
         #expect(try ctl(["resume", "darksky"], h).status == 64)
+        // A pasted installation id or key is not repeated (a secrets audit, session 30).
+        let pasted = try ctl(["resume", "0b6f1c4e-6f5a-4c0e-9d2b-2c1e8f3a7d11"], h)
+        #expect(pasted.status == 64 && pasted.stderr.contains("unknown provider") && !pasted.stderr.contains("0b6f1c4e"), "\(pasted.stderr)")
         let resumed = try ctl(["resume", "caiyun", "--json"], h)
         let list = try #require(try resumed.json()["resumed"] as? [[String: Any]])
         #expect(resumed.status == 0 && list.compactMap { $0["provider"] as? String } == ["caiyun"], "\(resumed.stdout)")

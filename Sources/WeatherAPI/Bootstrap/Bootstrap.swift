@@ -143,6 +143,17 @@ public enum Bootstrap {
         umask(current | 0o027)
     }
 
+    /// No core file, whatever the launch path's limit (session 30, a secrets audit: only the
+    /// systemd unit set `LimitCORE=0`; spawn-fcgi, mod_fcgid and plain CGI kept the host's, and a
+    /// worker's memory holds the provider keys, the legacy token, the hash key and the tokens,
+    /// installation ids and coordinates of the requests in hand). Soft and hard limit both 0, so
+    /// nothing the process starts can raise it again; a crash handler on a pipe
+    /// (`systemd-coredump`, apport) reads the limit and keeps nothing either.
+    public static func forbidCoreDumps() {
+        var none = rlimit(rlim_cur: 0, rlim_max: 0)
+        _ = setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &none)
+    }
+
     /// Writes an `.htaccess` refusing every request into the folder of each of `files` that has none. For the
     /// shared-hosting layout only (settings found beside the program): the data folder belongs
     /// beside the document root, but a sub-domain whose root the host puts inside `public_html`,

@@ -60,7 +60,9 @@ struct CommandContext {
         for path in [folder, config.databasePath] where access(path, F_OK) == 0 {
             guard access(path, path == folder ? W_OK | X_OK : W_OK) != 0 else { continue }
             if errno == EROFS { return "; the file system is read-only" }
-            if errno == EACCES { return "; this user (uid \(geteuid())) may not write \(path): run weatherctl as the service user" }
+            if errno == EACCES {
+                return "; this user (uid \(geteuid())) may not write the database \(path == folder ? "folder" : "file"): run weatherctl as the service user"
+            }
         }
         return ""
     }
@@ -70,7 +72,9 @@ struct CommandContext {
         if opening == .creating {
             let dir = config.databaseFolder
             if !dir.isEmpty, !Self.isDirectory(dir) {
-                throw .failure("the database directory \(dir) does not exist (WEATHER_DB_PATH); create it and make it writable for the service user")
+                throw .failure(
+                    "the database folder WEATHER_DB_PATH names does not exist; create it and make it writable for the service user (`weatherctl check` prints the paths)"
+                )
             }
             if let why = Bootstrap.missingDatabase(config, onPurpose: true) { throw .failure(why) }
         } else if !Self.exists(path) {
@@ -78,11 +82,11 @@ struct CommandContext {
             // missing database: saying so sent operators to `migrate` (a black-box operator audit).
             if errno == EACCES {
                 throw .failure(
-                    "this user (uid \(geteuid())) may not reach the database \(path) (WEATHER_DB_PATH): permission denied on its folder; run weatherctl as the service user"
+                    "this user (uid \(geteuid())) may not reach the database WEATHER_DB_PATH names: permission denied on its folder; run weatherctl as the service user"
                 )
             }
             if let why = Bootstrap.missingDatabase(config) { throw .failure(why) }
-            throw .failure("the database \(path) does not exist (WEATHER_DB_PATH); run `weatherctl migrate` to create it")
+            throw .failure("the database WEATHER_DB_PATH names does not exist; run `weatherctl migrate` to create it (`weatherctl check` prints the paths)")
         }
         let store: SQLiteGatewayStore
         do {
@@ -91,12 +95,12 @@ struct CommandContext {
             opened.databases.append(store.db)
         } catch {
             let readOnly = opening == .readOnly || opening == .migratedReadOnly
-            throw .failure("cannot open the database \(path) (WEATHER_DB_PATH): \(error.summary)" + (readOnly ? "" : Self.whyNotWritable(config)))
+            throw .failure("cannot open the database WEATHER_DB_PATH names: \(error.summary)" + (readOnly ? "" : Self.whyNotWritable(config)))
         }
         if opening == .migrated || opening == .migratedReadOnly {
             let pending = try storeCall { () throws(StoreError) in try store.pendingMigrations() }
             if !pending.isEmpty {
-                let what = "the database \(path) has \(pending.count) pending migration(s) (\(pending.joined(separator: ", ")))"
+                let what = "the database has \(pending.count) pending migration(s) (\(pending.joined(separator: ", ")))"
                 // Reading commands read an older release's database as it is (INSTALL.md: they
                 // read backup copies, which migrating would have to write; an operations audit):
                 // said, and a table it lacks fails the command with SQLite's own words.
@@ -138,7 +142,8 @@ struct CommandContext {
     /// The workers' hash key as they read it; never created here.
     func hashKey(_ config: GatewayConfig) throws(CLIError) -> [UInt8] {
         if config.hashKey == nil, !Self.exists(config.hashKeyFile) {
-            throw .failure("no hash key: WEATHER_HASH_KEY is unset and \(config.hashKeyFile) does not exist, so no session can be matched to an installation")
+            throw .failure(
+                "no hash key: WEATHER_HASH_KEY is unset and there is no hash.key beside the database, so no session can be matched to an installation")
         }
         do {
             return try Bootstrap.hashKey(for: config, sessionsStored: { true })

@@ -29,7 +29,7 @@ enum ResumeCommand {
         let known = GatewayConfig.knownProviders
         let names: [String]
         if let name = args.positionals.first {
-            guard known.contains(name) else { throw .usage("unknown provider \(name) (\(known.joined(separator: " or ")))") }
+            guard known.contains(name) else { throw .usage("unknown provider \(Terminal.quoted(name)) (\(known.joined(separator: " or ")))") }
             names = [name]
         } else {
             names = known
@@ -37,7 +37,7 @@ enum ResumeCommand {
         let store = try context.openStore(config, .migrated)
         guard let board = store.providerPauses else {
             throw .failure(
-                "this database has no page the workers share pauses on (\(config.databasePath)-writer); pauses live in each worker's memory, and end with it")
+                "this database has no page the workers share pauses on (the `-writer` file beside it); pauses live in each worker's memory, and end with it")
         }
         // As `stats` reads them: the pauses running for workers with this configuration.
         let cooldowns = ProviderCooldowns(longest: config.providerCooldown, board: board)
