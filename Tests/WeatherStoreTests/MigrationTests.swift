@@ -73,6 +73,24 @@ import WeatherCore
         #expect(try columns("d1_migrations") == ["id INTEGER 0 1", "name TEXT 0 0", "applied_at TIMESTAMP 1 0"])
     }
 
+    /// The indexes a creation writes into: each is one more page in its commit, and one on a
+    /// random key (a hash) is a page of its own for every row on a big database. Only the token
+    /// hash's (the contract's UNIQUE) is random; the primary keys and the tokens' session index
+    /// grow at their right-hand end (ids begin with their time). 0004 dropped two indexes only
+    /// the clean-up used, 0008 the installation hash's, which only weatherctl read.
+    @Test func aCreationWritesIntoTheseIndexesOnly() throws {
+        let db = try tempDB()
+        try Migrator.apply(to: db)
+        let indexes = try db.statement(
+            "SELECT tbl_name || ' ' || coalesce(group_concat(name, ','), '') FROM (SELECT tbl_name, name FROM sqlite_master WHERE type = 'index' AND tbl_name IN ('anonymous_weather_sessions', 'weather_session_tokens') ORDER BY tbl_name, name) GROUP BY tbl_name ORDER BY tbl_name"
+        ).rows { $0.text(0)! }
+        #expect(
+            indexes == [
+                "anonymous_weather_sessions sqlite_autoindex_anonymous_weather_sessions_1",
+                "weather_session_tokens sqlite_autoindex_weather_session_tokens_1,sqlite_autoindex_weather_session_tokens_2,weather_session_tokens_session",
+            ])
+    }
+
     /// Another program's database is refused, not given this gateway's tables; a file holding
     /// the sessions table without the migrations' record (a D1 export) is migrated.
     @Test func anotherProgramsDatabaseIsRefused() throws {
