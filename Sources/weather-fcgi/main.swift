@@ -11,7 +11,8 @@ let usage = """
     usage: weather-fcgi [--listen PATH|HOST:PORT|PORT [--socket-mode 0660]] [--workers N]
            weather-fcgi --version
 
-    --listen PORT (or :PORT) listens on 127.0.0.1; 0.0.0.0:PORT on every interface. A PATH is
+    --listen PORT (or :PORT) listens on 127.0.0.1; 0.0.0.0:PORT on every interface (IPv4 only:
+    a HOST is an IPv4 address or a name of one). A PATH is
     taken over only from a dead socket: a live one or any other file there stops the start.
 
     Without --listen it serves the FastCGI socket inherited on fd 0 (spawn-fcgi, mod_fcgid,

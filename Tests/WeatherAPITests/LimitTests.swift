@@ -141,6 +141,43 @@ import WeatherCore
         #expect(t.weather(token: a, ip: "192.0.2.1").status == 200)
     }
 
+    /// The same between an hourly quota and the distinct-cell quota, both ways: refused by the
+    /// session's bucket while its cells are full (found full by another worker), the client is
+    /// told the cells' wait, not the bucket's; refused by cells this worker knows full while the
+    /// address's bucket is empty for longer, the bucket's. A contract audit (session 30) found
+    /// the first bucket's wait sent, after which the other quota refused again.
+    @Test func retryAfterIsTheLongerOfAnHourlyAndTheCellWait() throws {
+        let a = try TestGateway {
+            $0.limits.gridCellsPerSessionPerDay = 1
+            $0.limits.requestsPerSessionPerHour = 2  // one every 1,800 s
+            $0.tokenPolicy.accessTTL = 2 * 86_400
+        }
+        let b = try TestGateway(workerBeside: a)
+        let token = a.createSession()["weatherAccessToken"] as? String
+        #expect(a.weather(token: token, query: "lat=10&lon=10").status == 200)
+        #expect(a.weather(token: token, query: "lat=10&lon=10").status == 200)
+        // b has not seen the cells full: its bucket refuses first, and the cells' wait is longer.
+        expectLimited(b.weather(token: token, query: "lat=20&lon=20"), retryAfter: 86_400, "the cells' wait, not the bucket's 1,800 s")
+        #expect(b.log.lines.last?.contains(" refused=weather_session") == true, "\(b.log.lines.last ?? "")")
+        // A cell already counted is refused only by the bucket, with the bucket's wait.
+        expectLimited(b.weather(token: token, query: "lat=10&lon=10"), retryAfter: 1800)
+
+        // The other way: cells known full here, and an address's bucket empty for longer.
+        let t = try TestGateway {
+            $0.limits.gridCellsPerSessionPerDay = 1
+            $0.limits.requestsPerIPPerHour = 1  // one an hour
+            $0.limits.dayWindow = 600  // cells count for ten minutes
+            $0.tokenPolicy.accessTTL = 2 * 86_400
+        }
+        let c = t.createSession()["weatherAccessToken"] as? String
+        #expect(t.weather(token: c, query: "lat=10&lon=10", ip: "192.0.2.9").status == 200)
+        expectLimited(t.weather(token: c, query: "lat=20&lon=20", ip: "192.0.2.8"), retryAfter: 600, "this worker learns the cells are full")
+        expectLimited(t.weather(token: c, query: "lat=20&lon=20", ip: "192.0.2.9"), retryAfter: 3600, "the address's wait, longer than the cells'")
+        t.clock.advance(600)
+        expectLimited(t.weather(token: c, query: "lat=20&lon=20", ip: "192.0.2.9"), retryAfter: 3000)
+        #expect(t.weather(token: c, query: "lat=20&lon=20", ip: "192.0.2.8").status == 200, "the cell window ended")
+    }
+
     @Test func weatherPerIP() throws {
         let t = try TestGateway { $0.limits.requestsPerIPPerHour = 3 }
         let a = t.createSession()["weatherAccessToken"] as? String

@@ -128,15 +128,46 @@ final class Limiter {
 
     /// `check` of `buckets`, then the distinct-cell quota of `cell` for the session. A request the
     /// cell quota refuses is charged to none of the buckets: their units go back.
+    ///
+    /// When both kinds refuse, `Retry-After` is the longer wait (README: the longest of every
+    /// refusing quota's), read without a write: a client told the hourly bucket's minutes would
+    /// come back to the cell quota's refusal of up to a day, and one told the cells' last second
+    /// to an empty bucket (a contract audit, session 30). The log line names the quota that
+    /// refused first.
     func check(_ buckets: [LimitBucket], cell: String, sessionId: String, context: Context) throws(HTTPError) {
-        try refuseIfFull(cell, sessionId: sessionId, context: context)
-        try check(buckets, context: context)
+        do {
+            try refuseIfFull(cell, sessionId: sessionId, context: context)
+        } catch {
+            throw Self.waitingAtLeast(rateWait(buckets, context: context), error)
+        }
+        do {
+            try check(buckets, context: context)
+        } catch {
+            let cellWait = (try? store.cellRefusalWait(cell, sessionId: sessionId, quota: cellQuota, nowMs: context.now.seconds * 1000)) ?? nil
+            throw Self.waitingAtLeast(cellWait ?? 0, error)
+        }
         do {
             try checkCell(cell, sessionId: sessionId, context: context)
         } catch {
             refund(buckets, context: context)
             throw error
         }
+    }
+
+    /// `error` with its `Retry-After` raised to `wait` when it is a 429 with a shorter one.
+    private static func waitingAtLeast(_ wait: Int64, _ error: HTTPError) -> HTTPError {
+        guard error.status == 429, let told = error.headers["Retry-After"].flatMap({ Int64($0) }), wait > told else { return error }
+        return .rateLimited(retryAfter: wait, limit: error.reason ?? "")
+    }
+
+    /// The longest wait of the enabled `buckets` that have no unit free here or in the store
+    /// (reads only), 0 when every one has room.
+    private func rateWait(_ buckets: [LimitBucket], context: Context) -> Int64 {
+        var longest: Int64 = 0
+        for b in buckets where b.quota.isEnabled && (leases[b.key]?.units ?? 0) == 0 {
+            if let wait = try? store.wait(for: b, nowMs: context.now.seconds * 1000) { longest = max(longest, wait) }
+        }
+        return longest
     }
 
     /// Gives back the unit `check` just took from each of `buckets`: to this worker's lease where

@@ -316,9 +316,6 @@ let openAPIDocument = ##"""
           "429": {
             "$ref": "#/components/responses/RateLimited"
           },
-          "500": {
-            "$ref": "#/components/responses/InternalError"
-          },
           "502": {
             "$ref": "#/components/responses/ProviderError"
           },
@@ -394,9 +391,6 @@ let openAPIDocument = ##"""
           },
           "429": {
             "$ref": "#/components/responses/RateLimited"
-          },
-          "500": {
-            "$ref": "#/components/responses/InternalError"
           },
           "502": {
             "$ref": "#/components/responses/ProviderError"

@@ -60,6 +60,11 @@ public protocol GatewayStore: AnyObject {
     /// it does not count: a read, never a write.
     func cellCountedUntil(_ cell: String, sessionId: String, quota: Quota, nowMs: Int64) throws(StoreError) -> Int64?
 
+    /// The seconds `admitCell` would answer a refusal of `cell` with now, or nil when it would
+    /// admit it: a read, never a write (a request another quota refused is not counted, but its
+    /// `Retry-After` is the longer of the two waits).
+    func cellRefusalWait(_ cell: String, sessionId: String, quota: Quota, nowMs: Int64) throws(StoreError) -> Int64?
+
     // MARK: Weather cache
 
     /// The cached body for `key`, fresh or stale, if any is within its stale deadline.

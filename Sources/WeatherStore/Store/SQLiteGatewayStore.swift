@@ -397,7 +397,6 @@ public final class SQLiteGatewayStore: GatewayStore {
     public func admitCell(_ cell: String, sessionId: String, quota: Quota, nowMs: Int64) throws(StoreError) -> CellAdmission {
         guard quota.isEnabled else { return .admitted(countedUntilMs: .max) }
         let windowMs = quota.window * 1000
-        let windowStart = nowMs - windowMs
         // The common case, a cell already seen today, is one read and no write.
         if let until = try cellCountedUntil(cell, sessionId: sessionId, quota: quota, nowMs: nowMs) { return .admitted(countedUntilMs: until) }
         betweenCellReadAndWrite?()
@@ -405,14 +404,8 @@ public final class SQLiteGatewayStore: GatewayStore {
             // Read again under the lock: another worker may have counted this very cell since
             // (two requests for one new cell at once), and it must not count as one more.
             if let until = try countedUntil(cell, sessionId: sessionId, windowMs: windowMs, nowMs: nowMs) { return .admitted(countedUntilMs: until) }
-            // Cells first seen after now were counted under a clock since set back: they do not
-            // count (their wait would outlast the window), and are counted anew if asked again.
-            let s = try db.statement(
-                "SELECT count(*), min(first_seen_ms) FROM weather_session_cells WHERE session_id = ?1 AND first_seen_ms > ?2 AND first_seen_ms <= ?3")
-            let (count, oldest) = try s.rows([.text(sessionId), .int(windowStart), .int(nowMs + Self.clockSlackMs)]) { ($0.int(0), $0.int(1)) }.first ?? (0, 0)
-            if count >= Int64(quota.limit) {
-                let waitMs = oldest + quota.window * 1000 - nowMs
-                return .refused(retryAfter: max(1, (waitMs + 999) / 1000), bucket: "cells:\(sessionId)")
+            if let wait = try fullWait(sessionId: sessionId, quota: quota, nowMs: nowMs) {
+                return .refused(retryAfter: wait, bucket: "cells:\(sessionId)")
             }
             try db.run(
                 "INSERT INTO weather_session_cells(session_id, cell, first_seen_ms) VALUES (?1, ?2, ?3) ON CONFLICT(session_id, cell) DO UPDATE SET first_seen_ms = excluded.first_seen_ms",
@@ -423,6 +416,28 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func cellCountedUntil(_ cell: String, sessionId: String, quota: Quota, nowMs: Int64) throws(StoreError) -> Int64? {
         try read { try countedUntil(cell, sessionId: sessionId, windowMs: quota.window * 1000, nowMs: nowMs) }
+    }
+
+    public func cellRefusalWait(_ cell: String, sessionId: String, quota: Quota, nowMs: Int64) throws(StoreError) -> Int64? {
+        guard quota.isEnabled else { return nil }
+        return try read { () throws -> Int64? in
+            guard try countedUntil(cell, sessionId: sessionId, windowMs: quota.window * 1000, nowMs: nowMs) == nil else { return nil }
+            return try fullWait(sessionId: sessionId, quota: quota, nowMs: nowMs)
+        }
+    }
+
+    /// Seconds until the session's oldest counted cell stops counting, when it has as many as
+    /// `quota` allows; nil while there is room. Cells first seen after now were counted under a
+    /// clock since set back: they do not count (their wait would outlast the window), and are
+    /// counted anew if asked again.
+    private func fullWait(sessionId: String, quota: Quota, nowMs: Int64) throws -> Int64? {
+        let windowStart = nowMs - quota.window * 1000
+        let s = try db.statement(
+            "SELECT count(*), min(first_seen_ms) FROM weather_session_cells WHERE session_id = ?1 AND first_seen_ms > ?2 AND first_seen_ms <= ?3")
+        let (count, oldest) = try s.rows([.text(sessionId), .int(windowStart), .int(nowMs + Self.clockSlackMs)]) { ($0.int(0), $0.int(1)) }.first ?? (0, 0)
+        guard count >= Int64(quota.limit) else { return nil }
+        let waitMs = oldest + quota.window * 1000 - nowMs
+        return max(1, (waitMs + 999) / 1000)
     }
 
     private func countedUntil(_ cell: String, sessionId: String, windowMs: Int64, nowMs: Int64) throws -> Int64? {
