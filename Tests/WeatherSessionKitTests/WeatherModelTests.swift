@@ -89,6 +89,17 @@ struct WeatherModelTests {
                 == WeatherAPIError(status: 429, code: "rate_limited", message: "slow down", retryAfter: 30))
     }
 
+    /// A `Retry-After` past a day (a broken proxy's `Int.max`) is taken as a day, and a negative
+    /// one as 0: a hold of `Int.max` seconds overflowed when the service counted it down.
+    @Test func retryAfterIsKeptWithinADay() {
+        func parsed(_ value: String) -> Int? {
+            WeatherAPIError(response: WeatherHTTPResponse(status: 429, headers: ["retry-after": value], body: Data())).retryAfter
+        }
+        #expect(parsed("9223372036854775807") == 86_400)
+        #expect(parsed("86401") == 86_400 && parsed("86400") == 86_400 && parsed("30") == 30)
+        #expect(parsed("-5") == 0 && parsed("soon") == nil)
+    }
+
     /// Every error code the contract (API.md) names has a constant, and so have the gateway's own
     /// 5xx codes and the envelope its web server sends when it cannot reach the gateway.
     @Test func everyErrorCodeOfTheContractHasAConstant() {

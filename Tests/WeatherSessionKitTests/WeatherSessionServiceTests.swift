@@ -185,6 +185,28 @@ struct WeatherSessionServiceTests {
         #expect(app.gateway.count(.createSession) == 1)
     }
 
+    /// The app resets its installation id while its widget, sharing the store, still holds the
+    /// old one: the widget's next session is created under the new id, so the app, which then
+    /// takes that session from the store, is not tied to the id the reset ended.
+    @Test func aWidgetCreatesItsNextSessionUnderTheIDTheAppsResetSaved() async throws {
+        let clock = FakeClock()
+        let store = InMemoryWeatherSessionStore()
+        let app = Harness(store: store, clock: clock)
+        let widget = WeatherSessionService(baseURL: Harness.baseURL, store: store, transport: app.gateway, clock: clock)
+        let first = try await app.service.accessToken()
+        #expect(try await widget.accessToken() == first)
+        let old = try await widget.installationID()
+
+        try await app.service.revoke(resettingInstallationID: true)
+        let new = try #require(try store.loadInstallationID())
+        #expect(new != old)
+        let widgetToken = try await widget.refreshAccessToken(rejecting: first)  // its 401: revoked
+        #expect(try await app.service.accessToken() == widgetToken, "the app takes the widget's session from the store")
+        let creates = app.gateway.requests(to: .createSession)
+        #expect(creates.map { FakeGateway.json($0)["installationId"] } == [old.uuidString.lowercased(), new.uuidString.lowercased()])
+        #expect(try await widget.installationID() == new)
+    }
+
     @Test func expiredTokenForcesRefreshAndThrowsWhenItFails() async throws {
         let h = Harness()
         let original = try await h.service.accessToken()

@@ -138,13 +138,14 @@ final class Limiter {
         do {
             try refuseIfFull(cell, sessionId: sessionId, context: context)
         } catch {
+            guard error.status == 429 else { throw error }
             throw Self.waitingAtLeast(rateWait(buckets, context: context), error)
         }
         do {
             try check(buckets, context: context)
         } catch {
-            let cellWait = (try? store.cellRefusalWait(cell, sessionId: sessionId, quota: cellQuota, nowMs: context.now.seconds * 1000)) ?? nil
-            throw Self.waitingAtLeast(cellWait ?? 0, error)
+            guard error.status == 429 else { throw error }
+            throw Self.waitingAtLeast(cellWait(cell, sessionId: sessionId, context: context), error)
         }
         do {
             try checkCell(cell, sessionId: sessionId, context: context)
@@ -158,6 +159,15 @@ final class Limiter {
     private static func waitingAtLeast(_ wait: Int64, _ error: HTTPError) -> HTTPError {
         guard error.status == 429, let told = error.headers["Retry-After"].flatMap({ Int64($0) }), wait > told else { return error }
         return .rateLimited(retryAfter: wait, limit: error.reason ?? "")
+    }
+
+    /// The wait the distinct-cell quota would refuse `cell` with (a read), 0 when it would admit
+    /// it or the cell counts already (as this worker remembers, no read at all).
+    private func cellWait(_ cell: String, sessionId: String, context: Context) -> Int64 {
+        let nowMs = context.now.seconds * 1000
+        guard cellQuota.isEnabled else { return 0 }
+        if let until = countedCells[CellKey(sessionId: sessionId, cell: cell)], nowMs < until { return 0 }
+        return ((try? store.cellRefusalWait(cell, sessionId: sessionId, quota: cellQuota, nowMs: nowMs)) ?? nil) ?? 0
     }
 
     /// The longest wait of the enabled `buckets` that have no unit free here or in the store

@@ -57,6 +57,13 @@ public struct JSONWriter {
         container(UInt8(ascii: "["), UInt8(ascii: "]"), body)
     }
 
+    /// A string as the next element of an array.
+    public mutating func element(_ s: String) {
+        separate()
+        string(s)
+        needsComma = true
+    }
+
     private mutating func container(_ open: UInt8, _ close: UInt8, _ body: (inout JSONWriter) -> Void) {
         separate()
         bytes.append(open)

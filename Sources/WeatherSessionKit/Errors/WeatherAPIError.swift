@@ -37,14 +37,20 @@ public struct WeatherAPIError: LocalizedError, Sendable, Equatable, CustomString
         self.retryAfter = retryAfter
     }
 
+    /// The longest `Retry-After` taken from a response, in seconds: a day.
+    public static let longestRetryAfter = 86_400
+
     /// Reads the error out of a non-success response; never fails.
     ///
     /// A body that is not the gateway's envelope (an HTML 502 page from a proxy, an empty body)
     /// still yields an error with the status and ``Code/unexpectedResponse``.
     public init(response: WeatherHTTPResponse) {
+        // At most a day (the gateway's longest wait, a session's distinct-cell quota): a
+        // `Retry-After` near `Int.max` from a broken proxy overflowed the hold's arithmetic and
+        // stopped the app at its next call (a client-kit audit, session 30).
         let retryAfter = response.header("Retry-After")
             .flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
-            .map { max(0, $0) }
+            .map { min(max(0, $0), Self.longestRetryAfter) }
         if let envelope = try? WeatherJSON.decoder().decode(WeatherErrorEnvelope.self, from: response.body) {
             self.init(
                 status: response.status, code: envelope.error.code,

@@ -303,6 +303,17 @@ public actor WeatherSessionService {
         return id
     }
 
+    /// The installation id a new session is created under, read from the store again: another
+    /// process sharing it (an app's widget) may have replaced it since this one cached it, by the
+    /// app's ``revoke(resettingInstallationID:)``, and a session created under the old id would
+    /// tie the app's next sessions to it (a client-kit audit, session 30: the widget created one
+    /// under its cached id, and the app then took that session from the store). A store that
+    /// cannot be read leaves the cached id.
+    private func installationIDForCreation() throws -> UUID {
+        if let stored = try? store.loadInstallationID(), stored != cachedInstallationID { cachedInstallationID = stored }
+        return try installationID()
+    }
+
     // MARK: - Renewal
 
     /// Joins the renewal in flight, or starts one from `current`. A caller that is cancelled
@@ -436,7 +447,7 @@ public actor WeatherSessionService {
         let body = CreateSessionRequest(
             platform: platform,
             appVersion: appVersion,
-            installationId: try installationID().uuidString.lowercased()
+            installationId: try installationIDForCreation().uuidString.lowercased()
         )
         let sentAt = clock.now()
         let response = try await connection.post("/v1/weather/session", json: body)

@@ -106,21 +106,26 @@ extension SQLiteGatewayStore: OperatorStore {
                 ORDER BY created_at, id
                 """
             ).rows([.text(hash)]) { $0.text(0) ?? "" }
-            // The batch's ids as one JSON array (ids are base64url: nothing to escape), so that
-            // each statement is one cached statement whatever the batch's size.
+            // The batch's ids as one JSON array, so that each statement is one cached statement
+            // whatever the batch's size.
             let chosen = "SELECT value FROM json_each(?1)"
+            func jsonArray(_ ids: some Sequence<String>) -> SQLValue {
+                var w = JSONWriter()
+                w.array { w in for id in ids { w.element(id) } }
+                return .text(String(decoding: w.bytes, as: UTF8.self))
+            }
             var revoked: [String] = []
             var next = 0
             while next < found.count {
                 let batch = found[next..<min(next + batchSize, found.count)]
                 next = batch.endIndex
                 let ids = try db.transaction { () throws -> [String] in
-                    let list = SQLValue.text("[" + batch.map { "\"\($0)\"" }.joined(separator: ",") + "]")
+                    let list = jsonArray(batch)
                     let active = try db.statement(
                         "SELECT id FROM anonymous_weather_sessions WHERE id IN (\(chosen)) AND status = 'active' ORDER BY created_at, id"
                     ).rows([list]) { $0.text(0) ?? "" }
                     guard !active.isEmpty else { return [] }
-                    let bindings: [SQLValue] = [.text("[" + active.map { "\"\($0)\"" }.joined(separator: ",") + "]"), .text(now.iso8601)]
+                    let bindings: [SQLValue] = [jsonArray(active), .text(now.iso8601)]
                     try db.run("UPDATE weather_session_tokens SET revoked_at = ?2 WHERE revoked_at IS NULL AND session_id IN (\(chosen))", bindings)
                     try db.run(
                         "UPDATE anonymous_weather_sessions SET status = 'revoked', revoked_at = coalesce(revoked_at, ?2) WHERE id IN (\(chosen))",

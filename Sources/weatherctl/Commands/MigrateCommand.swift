@@ -13,8 +13,8 @@ enum MigrateCommand {
             Run as root, it gives the database and its -wal, -shm and -writer files, where root owns
             them, to the owner of that directory, the service's user: files owned by root would
             leave the workers answering 503 to every write (a file it could not give away is named
-            on standard error, and the exit status is 1). It refuses a database on which a newer
-            release applied migrations this one does not know.
+            on standard error by its suffix, and the exit status is 1). It refuses a database on
+            which a newer release applied migrations this one does not know.
             Each migration runs in its own transaction together with its record in d1_migrations,
             so running this while workers serve, or twice at once, applies each file exactly once.
             """,
@@ -75,7 +75,7 @@ enum MigrateCommand {
             if fchown(fd, folder.st_uid, folder.st_gid) != 0 {
                 let why = String(cString: strerror(errno))
                 failures.append(
-                    "could not give \(config.databasePath + suffix) to the folder's owner (uid \(folder.st_uid)): \(why); the workers cannot write it until it is theirs (chown it by hand)"
+                    "could not give the database\(suffix.isEmpty ? " file" : "'s \(suffix) file") to the folder's owner (uid \(folder.st_uid)): \(why); the workers cannot write it until it is theirs (chown it by hand; `weatherctl check` prints the path)"
                 )
             }
         }
