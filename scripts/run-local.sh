@@ -23,7 +23,7 @@ stop() {
   echo "stopped"
 }
 trap stop INT TERM EXIT
-for _ in $(seq 50); do [ -S "$var/run/weather.sock" ] || ! kill -0 "$app" 2>/dev/null || break; sleep 0.1; done
+for _ in $(seq 50); do [ -S "$var/run/weather.sock" ] && break; kill -0 "$app" 2>/dev/null || break; sleep 0.1; done
 kill -0 "$app" 2>/dev/null || { echo "run: weather-fcgi did not start (its message is above)" >&2; exit 1; }
 nginx -c "$conf" &
 web=$!

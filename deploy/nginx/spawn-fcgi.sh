@@ -75,6 +75,12 @@ SERVICE_GROUP=$(id -gn "$SERVICE_USER")
 # /run is a tmpfs: recreate the socket directory at every boot. Group www-data with mode 2750
 # lets nginx reach the socket and keeps everyone else out; the setgid bit makes a socket that
 # weather-fcgi creates itself (option 1) belong to group www-data too.
+# Only a folder of the service's own: with SOCKET=/run/x.sock this would make /run itself
+# closet-weather:www-data 2750 and lock every other daemon out of it.
+if [ -e "$RUNDIR" ] && [ "$(stat -c %U "$RUNDIR")" != "$SERVICE_USER" ]; then
+  echo "spawn-fcgi.sh: the folder of SOCKET exists and is not $SERVICE_USER's; give the socket a folder of its own (default /run/closet-weather)" >&2
+  exit 1
+fi
 install -d -m 2750 -o "$SERVICE_USER" -g "$WEB_GROUP" "$RUNDIR"
 
 if [ "$USE_SUPERVISOR" = "1" ]; then
