@@ -569,6 +569,30 @@ import WeatherProviders
         #expect(t.weather(token: token, query: "lat=31.2304&lon=121.4737&days=7").json["cache"] as? String == "stale", "cut from the outlook")
     }
 
+    /// A request that fetched the cell's outlook first (slowly) and then claims its own row claims
+    /// it from the time it claims, not from its arrival: claimed from the arrival after an 8 s
+    /// outlook, the claim had run out before its fetch began, so another worker could take the
+    /// cell over and call the provider again (a race audit, session 30).
+    @Test func aClaimAfterASlowOutlookCountsFromItsOwnStart() throws {
+        let t = try TestGateway()
+        t.source.outlookDays = 14  // so days=15 needs a row of its own, a second fetch
+        let clock = t.clock, db = t.store.db
+        var claimLeft: [Int64] = []
+        t.source.onFetch = { query in
+            switch query {
+            case .outlook: clock.advance(8)  // the outlook took 8 s
+            default:
+                let until = (try? db.scalarInt("SELECT max(expires_at) FROM weather_fetch_locks")) ?? nil
+                claimLeft.append((until ?? 0) - clock.now().seconds)
+            }
+        }
+        let token = t.createSession()["weatherAccessToken"] as? String
+        #expect(t.weather(token: token, query: "lat=31.2304&lon=121.4737&days=15").status == 200)
+        #expect(t.source.calls == 2)
+        let claimSeconds = WeatherHandler.fetchBudget(of: t.source).claimSeconds
+        #expect(claimLeft == [claimSeconds], "the own row's claim had \(claimLeft) s left while its fetch ran")
+    }
+
     /// A trip within the outlook's reach that the outlook cannot hold because the provider sent
     /// it short, and that no provider is asked for alone (a Caiyun-only gateway, a trip ending
     /// at UTC today+14), is the provider's shortfall: the generic 502, not "do not cover".

@@ -31,6 +31,8 @@ final class FakeWeatherSource: WeatherSource {
     var utcOffset: Int64?
     /// Reports say the provider's day has not turned yet (`WeatherReport.dayNotTurned`).
     var dayNotTurned = false
+    /// Runs at the start of every call, with its query (a slow provider advances the clock).
+    var onFetch: ((WeatherQuery) -> Void)?
 
     func uncoveredFetch(_ query: WeatherQuery, now: Timestamp) -> WeatherFetch? {
         guard !covering, case .trip = query else { return nil }
@@ -40,6 +42,7 @@ final class FakeWeatherSource: WeatherSource {
     func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) -> WeatherFetch {
         calls += 1
         lastQuery = query
+        onFetch?(query)
         if let failure { return WeatherFetch(result: .failure(failure), attempts: [("caiyun", true)]) }
         let local = now.adding(seconds: utcOffset ?? 0)
         let days = Self.days(for: query, now: local, outlookDays: outlookDays)

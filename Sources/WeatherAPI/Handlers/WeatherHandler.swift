@@ -13,13 +13,20 @@ final class WeatherHandler {
     let store: any GatewayStore
     let source: (any WeatherSource)?
     let owner: String
+    /// The gateway's clock: a fetch claim and a wait count from the time they start, not from the
+    /// request's arrival (`Context.now`), which may be seconds earlier.
+    let clock: any Clock
     /// This worker's copies of fresh cache rows (see `FreshBodies`).
     private var fresh: FreshBodies
     /// Seconds after the place's midnight at which a forecast stops being fresh, 0 to 59 at
     /// random (see `weatherBody`); tests fix it.
     var midnightSpread: () -> Int64 = { Int64.random(in: 0..<60) }
 
-    init(config: GatewayConfig, auth: Authenticator, limiter: Limiter, metrics: Metrics, store: any GatewayStore, source: (any WeatherSource)?) {
+    init(
+        config: GatewayConfig, auth: Authenticator, limiter: Limiter, metrics: Metrics, store: any GatewayStore, source: (any WeatherSource)?,
+        clock: any Clock
+    ) {
+        self.clock = clock
         self.config = config
         self.auth = auth
         self.limiter = limiter
@@ -338,10 +345,15 @@ final class WeatherHandler {
         // Without the claim, another worker is calling the provider for this cell right now. One
         // that has ended (killed mid-fetch) is taken over: by the claim itself, or once a waiter
         // sees it end (`awaitOtherWorker` gives nil), at most once a request.
-        let started = MonotonicTime.now()
+        // Timed from now, not from the request's arrival: a request that first waited seconds for
+        // the cell's outlook (or for the writers' queue) claimed with those seconds already gone,
+        // and its claim could run out while its own fetch ran, letting another worker call the
+        // provider again and a waiter answer 504 (a race audit, session 30). A clock set back
+        // meanwhile counts from the arrival, as before.
+        let claimStart = max(now, clock.now()), started = MonotonicTime.now()
         var acquired = false
         for _ in 0..<2 {
-            let claimedAt = now.adding(seconds: Int64((MonotonicTime.now() - started) / 1_000_000_000))
+            let claimedAt = claimStart.adding(seconds: Int64((MonotonicTime.now() - started) / 1_000_000_000))
             do {
                 acquired = try store.acquireFetchLock(key: key, owner: owner, now: claimedAt, until: claimedAt.adding(seconds: claimSeconds))
             } catch { throw .storageUnavailable }
@@ -435,7 +447,7 @@ final class WeatherHandler {
         key: String, query: WeatherQuery, seen: Timestamp?, source: any WeatherSource, budget: Double, claimSeconds: Int64,
         context: inout Context
     ) throws(HTTPError) -> CellBody? {
-        let started = MonotonicTime.now(), requestTime = context.now
+        let started = MonotonicTime.now(), requestTime = max(context.now, clock.now())
         let deadline = started + UInt64(budget * 1_000_000_000)
         let store = self.store
         var trail: String?

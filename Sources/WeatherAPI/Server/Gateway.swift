@@ -40,7 +40,7 @@ public final class Gateway {
         self.limiter = limiter
         let sessions = SessionServices(store: store, minter: minter, config: config, limiter: limiter, metrics: metrics)
         let auth = Authenticator(store: store, minter: minter, legacyToken: config.legacyToken)
-        let weatherHandler = WeatherHandler(config: config, auth: auth, limiter: limiter, metrics: metrics, store: store, source: weather)
+        let weatherHandler = WeatherHandler(config: config, auth: auth, limiter: limiter, metrics: metrics, store: store, source: weather, clock: clock)
         self.weatherHandler = weatherHandler
 
         var router = Router()
