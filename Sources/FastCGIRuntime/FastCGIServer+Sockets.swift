@@ -12,6 +12,11 @@ extension FastCGIServer {
     /// that died); a live socket (another instance) or any other file there is an error, and
     /// stays as it was.
     public static func listen(_ address: String, mode: mode_t = 0o660, backlog: Int32 = 128) throws -> Int32 {
+        // A relative path (`weather.sock`, `run/w.sock`) is neither a port nor HOST:PORT: said so,
+        // without repeating it (API.md: no file path in a log line; it was echoed as a bad port).
+        if !address.hasPrefix("/"), !address.contains(":"), address.contains(where: { $0 == "/" || $0 == "." || $0.isLetter }) {
+            throw FastCGIError("cannot listen on the --listen value: a PATH must be absolute (otherwise HOST:PORT or PORT)")
+        }
         let spec = address.hasPrefix("/") ? address : address.contains(":") ? address : ":" + address
         let bound = spec.hasPrefix(":") ? "127.0.0.1" + spec : spec
         guard bound.hasPrefix("/") else { return try bindTCPSocket(bound, shown: address, backlog: backlog) }

@@ -145,6 +145,7 @@ import Glibc
             (["--listen", "127.0.0.1:99999"], 71, "cannot listen on 127.0.0.1:99999: the port must be a number from 1 to 65535"),
             (["--listen", "-5"], 71, "cannot listen on -5: the port must be a number from 1 to 65535"),
             (["--listen", "0"], 71, "cannot listen on 0: the port must be a number from 1 to 65535"),
+            (["--listen", "weather.sock"], 71, "cannot listen on the --listen value: a PATH must be absolute (otherwise HOST:PORT or PORT)"),
             (["--listen", "\(busy)"], 71, "cannot listen on \(busy): Address already in use"),
             (["--listen", "192.0.2.1:9000"], 71, "cannot listen on 192.0.2.1:9000: Cannot assign requested address"),
             (["--socket-mode", "0660"], 64, "--socket-mode applies to --listen PATH only"),
