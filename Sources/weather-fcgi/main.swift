@@ -89,6 +89,9 @@ func makeGateway(announce: Bool = true) throws -> Gateway {
     if announce, !config.repeatedSettings.isEmpty {
         StandardErrorLog().write("weather-fcgi: \(Bootstrap.repeatedSettingsNotice(config.repeatedSettings))")
     }
+    if announce {
+        for variable in config.providerKeysInClearText { StandardErrorLog().write("weather-fcgi: warning: \(Bootstrap.clearTextKeyNotice(variable))") }
+    }
     if announce, !store.appliedMigrations.isEmpty {
         StandardErrorLog().write(
             "weather-fcgi: applied \(store.appliedMigrations.count) migration(s) to the database: \(store.appliedMigrations.joined(separator: ", "))")

@@ -284,6 +284,13 @@ import Glibc
         // The human table says it too.
         let table = try ctl(["check"], env.merging(keys.merging(["WEATHER_PROVIDERS": "visualcrossing"]) { $1 }) { $1 })
         #expect(table.stdout.contains("warning: CAIYUN_API_TOKEN is set, but WEATHER_PROVIDERS (visualcrossing) leaves out caiyun"), "\(table.stdout)")
+        // A key that would travel in clear text: warned, the setting named, nothing repeated.
+        let clear = try providersRow(keys.merging(["VISUAL_CROSSING_BASE_URL": "http://weather.visualcrossing.com"]) { $1 })
+        #expect(
+            clear.status == 0
+                && clear.detail.hasSuffix(
+                    "; warning: VISUAL_CROSSING_BASE_URL is plain http:// to a host other than this machine, so the provider's key travels unencrypted; use https:// (or a proxy on this machine)"
+                ), "\(clear.detail)")
         // Every keyed provider listed, or no key at all: no warning.
         for settings in [keys, keys.merging(["WEATHER_PROVIDERS": "visualcrossing,caiyun"]) { $1 }, ["WEATHER_PROVIDERS": "caiyun"]] {
             #expect(try !providersRow(settings).detail.contains("warning"), "\(settings.keys.sorted())")

@@ -124,6 +124,31 @@ import WeatherCore
         #expect(fm.fileExists(atPath: db), "a fresh folder gets its database")
     }
 
+    /// The key file appears whole or not at all: written to a file of the process's own and linked
+    /// into place (created in place and written after, a worker killed in between left an empty
+    /// `hash.key` that stopped every later start). Nothing of the temporary file is left, a
+    /// leftover of an earlier process with the same pid is no obstacle, and the file is 0600.
+    @Test func aNewHashKeyFileAppearsWhole() throws {
+        let fm = FileManager.default
+        let root = fm.temporaryDirectory.appendingPathComponent("cw-key-\(UUID().uuidString.prefix(8))")
+        try fm.createDirectory(at: root, withIntermediateDirectories: true)
+        defer { try? fm.removeItem(at: root) }
+        let config = try ConfigLoader.load(environment: ["WEATHER_DB_PATH": root.appendingPathComponent("weather.sqlite3").path])
+        let leftover = root.appendingPathComponent(".hash.key.new-\(getpid())").path
+        fm.createFile(atPath: leftover, contents: Data("half".utf8))
+        var created = 0
+        let key = try Bootstrap.hashKey(for: config, sessionsStored: { false }, created: { created += 1 })
+        #expect(created == 1 && key.count == 64)
+        let text = try String(contentsOfFile: config.hashKeyFile, encoding: .utf8)
+        #expect(text.count == 65 && text.hasSuffix("\n") && Array(text.dropLast().utf8) == key)
+        let left = try fm.contentsOfDirectory(atPath: root.path)
+        #expect(left == ["hash.key"], "no temporary file left: \(left)")
+        let mode = try #require(try fm.attributesOfItem(atPath: config.hashKeyFile)[.posixPermissions] as? Int)
+        #expect(mode == 0o600)
+        // The next start reads it and creates nothing.
+        #expect(try Bootstrap.hashKey(for: config, sessionsStored: { true }, created: { created += 1 }) == key && created == 1)
+    }
+
     /// A folder where the hash key file belongs is named as what it is, not as "readable by others".
     @Test func aHashKeyPathThatIsAFolderIsSaidToBeNoFile() throws {
         let fm = FileManager.default

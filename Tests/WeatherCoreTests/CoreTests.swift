@@ -242,6 +242,27 @@ import Testing
         #expect(try ConfigLoader.load(environment: [:], file: ConfigLoader.parseFile("WEATHER_PROVIDERS=  \n")).providers == GatewayConfig.knownProviders)
     }
 
+    /// A configured provider whose base URL is plain http:// to another host would send its key
+    /// unencrypted (the workers say so at start, `weatherctl check` warns); loopback, https and a
+    /// provider without a key are fine.
+    @Test func aKeyInClearTextIsKnown() throws {
+        let keys = ["CAIYUN_API_TOKEN": "caiyun-token", "VISUAL_CROSSING_API_KEY": "vc-key"]
+        func clear(_ settings: [String: String]) throws -> [String] {
+            try ConfigLoader.load(environment: keys.merging(settings) { $1 }).providerKeysInClearText
+        }
+        #expect(try clear([:]).isEmpty, "the defaults are https")
+        #expect(try clear(["CAIYUN_BASE_URL": "http://api.caiyunapp.com"]) == ["CAIYUN_BASE_URL"])
+        #expect(
+            try clear(["CAIYUN_BASE_URL": "HTTP://10.0.0.5:8080/caiyun", "VISUAL_CROSSING_BASE_URL": "http://vc.internal"]) == [
+                "CAIYUN_BASE_URL", "VISUAL_CROSSING_BASE_URL",
+            ])
+        for local in ["http://127.0.0.1:9000", "http://localhost:9000", "http://[::1]:9000", "http://127.8.9.10", "https://api.caiyunapp.com"] {
+            #expect(try clear(["CAIYUN_BASE_URL": local]).isEmpty, "\(local)")
+        }
+        #expect(try ConfigLoader.load(environment: ["CAIYUN_BASE_URL": "http://api.caiyunapp.com"]).providerKeysInClearText.isEmpty, "no key, nothing sent")
+        #expect(try clear(["CAIYUN_BASE_URL": "http://api.caiyunapp.com", "WEATHER_PROVIDERS": "visualcrossing"]).isEmpty, "not called")
+    }
+
     /// A key whose provider `WEATHER_PROVIDERS` leaves out is never used (`weatherctl check` warns).
     @Test func aKeyedProviderLeftOutOfTheListIsKnown() throws {
         let keys = ["CAIYUN_API_TOKEN": "caiyun-token", "VISUAL_CROSSING_API_KEY": "vc-key"]

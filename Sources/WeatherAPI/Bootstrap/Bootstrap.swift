@@ -143,6 +143,12 @@ public enum Bootstrap {
         umask(current | 0o027)
     }
 
+    /// What the workers say at start, and `weatherctl check` warns, for a provider whose key
+    /// would travel in clear text (`GatewayConfig.providerKeysInClearText`).
+    public static func clearTextKeyNotice(_ variable: String) -> String {
+        "\(variable) is plain http:// to a host other than this machine, so the provider's key travels unencrypted; use https:// (or a proxy on this machine)"
+    }
+
     /// No core file, whatever the launch path's limit (session 30, a secrets audit: only the
     /// systemd unit set `LimitCORE=0`; spawn-fcgi, mod_fcgid and plain CGI kept the host's, and a
     /// worker's memory holds the provider keys, the legacy token, the hash key and the tokens,
@@ -220,16 +226,38 @@ public enum Bootstrap {
                         ? "the hash key file (\(Self.hashKeyFileName)) is missing, but the database holds sessions hashed with it: restore it from a backup and restart every worker (INSTALL.md, \"A lost hash key\")"
                         : "cannot read the hash key file (\(Self.hashKeyFileName)): \(why)")
             }
-            let fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
-            if fd >= 0 {
-                let hex = Hex.encode(try SecureRandom.bytes(32)) + "\n"
-                let ok = hex.utf8CString.withUnsafeBufferPointer { write(fd, $0.baseAddress, hex.utf8.count) } == hex.utf8.count
-                fsync(fd)
+            // Written whole to a file of this process's own, then linked into place: the file
+            // appears with its key or not at all. Created in place and written after, a worker
+            // killed in between (or a full disk) left an empty `hash.key`, and every later start
+            // stopped on it until an operator deleted it (a token-lifecycle audit, session 30).
+            // A file system without hard links (some shared hosts' network mounts) gets it in
+            // place, as before.
+            let hex = Hex.encode(try SecureRandom.bytes(32)) + "\n"
+            func writeKey(to file: String) throws -> Bool {
+                let fd = open(file, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+                guard fd >= 0 else {
+                    if errno == EEXIST, file == path { return false }  // another worker's, at the same moment
+                    throw StartupError("cannot create the hash key file (\(Self.hashKeyFileName)): \(String(cString: strerror(errno)))")
+                }
+                let ok = hex.utf8CString.withUnsafeBufferPointer { write(fd, $0.baseAddress, hex.utf8.count) } == hex.utf8.count && fsync(fd) == 0
                 close(fd)
-                guard ok else { throw StartupError("cannot write the hash key file (\(Self.hashKeyFileName))") }
+                guard ok else {
+                    if file != path { unlink(file) }
+                    throw StartupError("cannot write the hash key file (\(Self.hashKeyFileName))")
+                }
+                return true
+            }
+            let temporary = (config.databaseFolder.isEmpty ? "." : config.databaseFolder) + "/.hash.key.new-\(getpid())"
+            unlink(temporary)  // a leftover of an earlier process with this pid
+            _ = try writeKey(to: temporary)
+            let linked = link(temporary, path) == 0, linkError = errno
+            unlink(temporary)
+            if linked {
                 created()
-            } else if errno != EEXIST {
-                throw StartupError("cannot create the hash key file (\(Self.hashKeyFileName)): \(String(cString: strerror(errno)))")
+            } else if linkError == EPERM || linkError == EOPNOTSUPP || linkError == ENOTSUP {
+                if try writeKey(to: path) { created() }
+            } else if linkError != EEXIST {
+                throw StartupError("cannot create the hash key file (\(Self.hashKeyFileName)): \(String(cString: strerror(linkError)))")
             }
             // EEXIST: another worker created it at the same moment; read theirs.
         }

@@ -28,6 +28,25 @@ public struct GatewayConfig: Sendable, Equatable {
     /// Providers with a key that `providers` leaves out: their key is never used.
     public var keyedProvidersLeftOut: [String] { GatewayConfig.knownProviders.filter { hasKey($0) && !providers.contains($0) } }
 
+    /// The base-URL settings of the configured providers that would send their key in clear
+    /// text: plain `http://` to a host other than this machine (a provider-client audit, session
+    /// 30: `CAIYUN_BASE_URL=http://api.caiyunapp.com` sent the token unencrypted with every
+    /// uncached request). Allowed, for a reverse proxy on a private network, but the workers say
+    /// so at start and `weatherctl check` warns.
+    public var providerKeysInClearText: [String] {
+        let bases = [("caiyun", "CAIYUN_BASE_URL", caiyunBaseURL), ("visualcrossing", "VISUAL_CROSSING_BASE_URL", visualCrossingBaseURL)]
+        return bases.compactMap { name, variable, base in
+            guard configuredProviders.contains(name), let url = try? HTTPURL.parseBase(base), !url.tls, !Self.isLoopback(url.host) else { return nil }
+            return variable
+        }
+    }
+
+    /// `localhost`, 127.0.0.0/8 or `::1`: a host whose traffic never leaves this machine.
+    static func isLoopback(_ host: String) -> Bool {
+        let h = host.lowercased()
+        return h == "localhost" || h.hasSuffix(".localhost") || h == "::1" || (h.hasPrefix("127.") && h.split(separator: ".").count == 4)
+    }
+
     func hasKey(_ provider: String) -> Bool {
         (provider == "caiyun" && caiyunToken != nil) || (provider == "visualcrossing" && visualCrossingKey != nil)
     }

@@ -230,6 +230,9 @@ enum CheckCommand {
                 "; warning: \(key) is set, but WEATHER_PROVIDERS (\(config.providers.joined(separator: ","))) leaves out \(name), so that key is never used"
                 + " (add \(name) to WEATHER_PROVIDERS, or unset \(key))"
         }
+        for variable in config.providerKeysInClearText {
+            detail += "; warning: " + Bootstrap.clearTextKeyNotice(variable)
+        }
         return Result(name: "providers", ok: true, detail: detail)
     }
 
