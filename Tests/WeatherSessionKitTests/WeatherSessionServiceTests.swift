@@ -161,10 +161,8 @@ struct WeatherSessionServiceTests {
     /// refreshes; the app, still holding the spent refresh token in memory, must not present it:
     /// its own refresh takes the widget's pair from the store instead.
     @Test func processesSharingAStoreDoNotReplayEachOthersRefreshTokens() async throws {
-        let clock = FakeClock()
-        let store = InMemoryWeatherSessionStore()
-        let app = Harness(store: store, clock: clock)
-        let widget = WeatherSessionService(baseURL: Harness.baseURL, store: store, transport: app.gateway, clock: clock)
+        let app = Harness(), clock = app.clock
+        let widget = app.widget()
         let first = try await app.service.accessToken()
         _ = try await widget.accessToken()
         clock.advance(by: .hours(7))
@@ -189,10 +187,8 @@ struct WeatherSessionServiceTests {
     /// old one: the widget's next session is created under the new id, so the app, which then
     /// takes that session from the store, is not tied to the id the reset ended.
     @Test func aWidgetCreatesItsNextSessionUnderTheIDTheAppsResetSaved() async throws {
-        let clock = FakeClock()
-        let store = InMemoryWeatherSessionStore()
-        let app = Harness(store: store, clock: clock)
-        let widget = WeatherSessionService(baseURL: Harness.baseURL, store: store, transport: app.gateway, clock: clock)
+        let app = Harness(), store = app.store
+        let widget = app.widget()
         let first = try await app.service.accessToken()
         #expect(try await widget.accessToken() == first)
         let old = try await widget.installationID()

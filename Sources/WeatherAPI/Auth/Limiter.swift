@@ -167,7 +167,7 @@ final class Limiter {
         let nowMs = context.now.seconds * 1000
         guard cellQuota.isEnabled else { return 0 }
         if let until = countedCells[CellKey(sessionId: sessionId, cell: cell)], nowMs < until { return 0 }
-        return ((try? store.cellRefusalWait(cell, sessionId: sessionId, quota: cellQuota, nowMs: nowMs)) ?? nil) ?? 0
+        return (try? store.cellRefusalWait(cell, sessionId: sessionId, quota: cellQuota, nowMs: nowMs)) ?? 0
     }
 
     /// The longest wait of the enabled `buckets` that have no unit free here or in the store

@@ -317,4 +317,10 @@ struct Harness {
             platform: "ios", appVersion: "1.0", refreshRetryInterval: refreshRetryInterval, activity: activity)
         self.client = WeatherClient(service: service)
     }
+
+    /// A second service on this harness's store, gateway and clock: an app's widget sharing the
+    /// Keychain through an access group.
+    func widget() -> WeatherSessionService {
+        WeatherSessionService(baseURL: Harness.baseURL, store: store, transport: gateway, clock: clock)
+    }
 }
