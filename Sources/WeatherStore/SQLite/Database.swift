@@ -171,6 +171,7 @@ public final class Database {
     /// afterwards would create a new, empty database there, and the two would split the service
     /// (tokens valid on one and not the other). `/v1/health` reports that.
     public var isStillAtItsPath: Bool {
+        guard !isClosed else { return true }  // unknown: no alarm
         guard let opened = fileIdentity, let name = sqlite3_db_filename(handle, "main"), name.pointee != 0,
             let now = Self.identity(of: String(cString: name))
         else { return fileIdentity == nil }
@@ -192,6 +193,7 @@ public final class Database {
     /// The writes this connection made to its WAL through the `perCommit` VFS; nil when its WAL
     /// is not open through it (tests).
     var walWritesMade: Int? {
+        guard !isClosed else { return nil }
         let n = csqlite_wal_write_count(handle)
         return n >= 0 ? n : nil
     }
@@ -216,7 +218,15 @@ public final class Database {
             }, UnsafeMutableRawPointer(bitPattern: naps))
     }
 
-    private var isClosed = false
+    /// After `close`, every member answers without SQLite: statements throw `closedError`, the
+    /// checkpoints do nothing, and the questions get their safe answer. A store whose reopening
+    /// failed (a disk giving I/O errors, no descriptors left) keeps its closed connection until the
+    /// next reopening works, and its housekeeping (the flush's check of the file, a stop's WAL
+    /// truncation, a due checkpoint) asked SQLite about a freed handle (a failure-path audit).
+    private(set) var isClosed = false
+
+    /// What a closed connection's statements throw: CANTOPEN, which makes a store try to reopen.
+    static let closedError = DatabaseError(resultCode: SQLITE_CANTOPEN, message: "the database connection is closed", sql: nil)
 
     /// Closes the connection now (before a replacement is opened: SQLite shares one `-shm` index per
     /// file inside a process, so a new connection beside an old read-only one would be read-only too).
@@ -233,10 +243,11 @@ public final class Database {
     deinit { close() }
 
     /// True when SQLite opened the file read-only because the file system refused writing.
-    public var isReadOnly: Bool { sqlite3_db_readonly(handle, "main") == 1 }
+    public var isReadOnly: Bool { isClosed || sqlite3_db_readonly(handle, "main") == 1 }
 
     /// Runs SQL without results (may hold several statements); not cached.
     public func execute(_ sql: String) throws(DatabaseError) {
+        guard !isClosed else { throw Self.closedError }
         var err: UnsafeMutablePointer<CChar>?
         let rc = sqlite3_exec(handle, sql, nil, nil, &err)
         if rc != SQLITE_OK {
@@ -248,6 +259,7 @@ public final class Database {
 
     /// The cached prepared statement for `sql`, reset and with bindings cleared.
     public func statement(_ sql: String) throws(DatabaseError) -> Statement {
+        guard !isClosed else { throw Self.closedError }
         if let s = statements[sql] {
             s.reset()
             return s
@@ -389,7 +401,7 @@ public final class Database {
     /// revocation it committed just before it was killed is announced as the worker replacing it
     /// starts (`WriterLock.lock`), not only at the machine's next write.
     public func attachWriterPage(waitSeconds: Int = 5, create: Bool = true) {
-        guard writerLock == nil, let name = sqlite3_db_filename(handle, "main"), name.pointee != 0 else { return }
+        guard writerLock == nil, !isClosed, let name = sqlite3_db_filename(handle, "main"), name.pointee != 0 else { return }
         writerLock = WriterLock(databasePath: String(cString: name), timeout: waitSeconds, create: create)
         if let lock = writerLock, lock.lock(waiting: false) { lock.unlock() }
     }
@@ -463,7 +475,7 @@ public final class Database {
     /// meanwhile. TRUNCATE, which empties the file, cost writes in every A/B round (creation 7–31%,
     /// refresh 7–10%): the WAL then grows its file again from nothing.
     public func checkpointIfDue() {
-        guard committedSinceCheck else { return }
+        guard committedSinceCheck, !isClosed else { return }
         committedSinceCheck = false
         let seen = writerLock?.checkpointMark
         let last = seen.map { Int32(clamping: $0) } ?? walAtLastCheckpoint
@@ -549,6 +561,7 @@ public final class Database {
     /// whole busy wait (a review). A WAL it could not empty is emptied by a later prune.
     @discardableResult
     public func truncateWAL() -> Bool {
+        guard !isClosed else { return false }
         // Copied first without holding anyone: the TRUNCATE then copies what little came since
         // while writers wait (a review: 52 ms for 4,000 frames).
         sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)

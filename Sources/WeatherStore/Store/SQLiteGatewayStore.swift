@@ -9,8 +9,10 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// Where to reopen from after a storage fault (nil for a wrapped connection).
     private let path: String?
     /// Set when the file system refused a write or read (read-only, I/O error): the connection may
-    /// have cached that state, so the next call opens a fresh one once the disk is back.
-    private var needsReopen = false
+    /// have cached that state, so the next call opens a fresh one once the disk is back. Until a
+    /// reopening works, `db` is the closed connection (`Database.isClosed`). Tests set it to stand
+    /// for a fault.
+    var needsReopen = false
     /// SQLite said the file is damaged (CORRUPT, NOTADB): health says so from then on, where it
     /// answered 200 while every write failed (a disaster-recovery drill). Damage does not mend
     /// itself; a restart after the restore clears it.
