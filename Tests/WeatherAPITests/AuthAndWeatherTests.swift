@@ -485,6 +485,23 @@ import WeatherProviders
         #expect(later.json["cache"] as? String == "stale" && dates(later) == days(from: "2026-12-03", 7))
     }
 
+    /// A stored first-day end beyond any real clock (a damaged or hand-edited row) is a copy long
+    /// ended or not yet begun, not a trap: `now - end` overflowed for an end near `Int64.min`.
+    @Test func aFirstDayEndBeyondAnyClockIsCountedNotTrappedOn() {
+        let now = Timestamp(seconds: 1_780_000_000)
+        func ended(_ end: Int64?) -> Int {
+            WeatherHandler.staleCopy(CachedWeather(body: [], fetchedAt: now, freshUntil: now, firstDayEndsAt: end), now: now).daysEnded
+        }
+        #expect(ended(.min) == Int(Int32.max))
+        #expect(ended(.min + 1) == Int(Int32.max))
+        #expect(ended(-1) == 1 + Int(now.seconds + 1) / 86_400)
+        #expect(ended(.max) == -1)
+        #expect(ended(now.seconds) == 1)
+        #expect(ended(now.seconds + 3_600) == 0)
+        #expect(ended(now.seconds + 90_001) == -1)
+        #expect(ended(nil) == 0)
+    }
+
     /// A copy fetched under a clock since set back by two days: its first day has not begun at
     /// the place, so while the providers fail no forecast is served from it (it would start at
     /// the day after tomorrow); a trip within its dates still is.

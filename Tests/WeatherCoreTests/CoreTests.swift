@@ -401,6 +401,16 @@ import Testing
         #expect(GCRA.giveBack(tat: emptied!, units: 1, nowMs: now - 10_000, quota: quota) == emptied! - 900_000)
     }
 
+    /// A stored TAT far in the past (a damaged or hand-edited row, `Int64.min`) is a full bucket:
+    /// giving a lease back subtracted from it and trapped, after every response of the worker.
+    @Test func aTATFromBeforeAnyClockIsAFullBucket() {
+        let now: Int64 = 1_000_000_000
+        for tat in [Int64.min, Int64.min + 1, -1, now - 1, now] {
+            #expect(GCRA.giveBack(tat: tat, units: 64, nowMs: now, quota: quota) == now)
+            #expect(GCRA.decide(tat: tat, nowMs: now, quota: quota) == GCRA.Decision(allowed: true, newTAT: now + 900_000, retryAfter: 0))
+        }
+    }
+
     @Test func leasesOnlyFromABucketWithRoomForManyAndGiveBackRestoresIt() {
         let big = Quota(limit: 1000, window: 3600)  // one unit per 3600 ms
         let lease = GCRA.take(tat: nil, nowMs: 0, quota: big, upTo: 65)

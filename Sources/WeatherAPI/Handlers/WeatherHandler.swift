@@ -293,11 +293,14 @@ final class WeatherHandler {
     /// under a clock since set back, and a forecast from it would start at tomorrow (-1; a
     /// review). A trip's row, and one stored without an end (no offset from the provider, or
     /// before migration 0006), counts none. Counted, not cut: the body is read only where a
-    /// forecast is cut from it.
+    /// forecast is cut from it. An end beyond any real clock (a damaged or hand-edited row) counts
+    /// as long ended or not begun rather than overflowing.
     static func staleCopy(_ cached: CachedWeather, now: Timestamp) -> CellBody {
         var copy = CellBody(body: cached.body, state: "stale", fetchedAt: cached.fetchedAt)
         guard let end = cached.firstDayEndsAt else { return copy }
-        copy.daysEnded = now.seconds >= end ? 1 + Int((now.seconds - end) / 86_400) : end - now.seconds > 90_000 ? -1 : 0
+        let (past, overflow) = now.seconds.subtractingReportingOverflow(end)
+        copy.daysEnded =
+            overflow ? (end < 0 ? Int(Int32.max) : -1) : past >= 0 ? 1 + Int(min(past / 86_400, Int64(Int32.max))) : past < -90_000 ? -1 : 0
         return copy
     }
 

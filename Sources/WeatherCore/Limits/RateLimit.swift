@@ -84,8 +84,12 @@ public enum GCRA {
     /// A minute's slack: a request's `now` is taken when it arrives, and one that arrived a few
     /// seconds before a take it races (a slow body) must not find the bucket it emptied "full
     /// again" (a review found a one-second-older request got a whole new burst).
+    ///
+    /// A TAT not after now is a full bucket too (nil): what the callers make of it anyway, and
+    /// no arithmetic then meets a value near `Int64.min` from a damaged or hand-edited row (a
+    /// failure-path audit: giving a lease back subtracted from it and trapped, after every response).
     static func plausible(_ tat: Int64?, nowMs: Int64, burst: Int64) -> Int64? {
-        guard let tat, tat <= nowMs + burst + Timestamp.slackSeconds * 1000 else { return nil }
+        guard let tat, tat > nowMs, tat <= nowMs + burst + Timestamp.slackSeconds * 1000 else { return nil }
         return tat
     }
 }
