@@ -10,7 +10,7 @@ build: deps
 
 run: deps
 	$(SWIFT) build -c release
-	scripts/run-local.sh
+	SWIFT=$(SWIFT) scripts/run-local.sh
 
 ## Every test: unit tests of each module and the end-to-end tests through nginx, Apache, CGI.
 ## First the formatter's check: code that departs from .swift-format fails it.

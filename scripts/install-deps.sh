@@ -5,6 +5,7 @@ set -euo pipefail
 packages=(
   pkg-config libfcgi-dev libsqlite3-dev libssl-dev zlib1g-dev  # build: C libraries
   nginx spawn-fcgi libfcgi-bin sqlite3 python3 python3-venv curl openssl # run and tests (venv: schemathesis; openssl: test certificates)
+  procps git                                                             # tests: pgrep (worker pids), git (the dist test's archive)
   apache2 libapache2-mod-fcgid                                           # shared-hosting tests
   binutils                                                               # make dist: strip, objcopy (the version)
 )

@@ -9,7 +9,7 @@ port=${PORT:-8080}
 var="$root/var"
 mkdir -p "$var/data" "$var/run" "$var/nginx"
 chmod 700 "$var/data"
-bin=$(swift build -c release --show-bin-path)
+bin=$("${SWIFT:-swift}" build -c release --show-bin-path)
 export WEATHER_DB_PATH=${WEATHER_DB_PATH:-$var/data/weather.sqlite3}
 conf=$(scripts/nginx-conf.sh "$port" "$var/run/weather.sock" "$var/nginx")
 
@@ -25,7 +25,7 @@ stop() {
 trap stop INT TERM EXIT
 for _ in $(seq 50); do [ -S "$var/run/weather.sock" ] && break; kill -0 "$app" 2>/dev/null || break; sleep 0.1; done
 kill -0 "$app" 2>/dev/null || { echo "run: weather-fcgi did not start (its message is above)" >&2; exit 1; }
-nginx -c "$conf" &
+/usr/sbin/nginx -c "$conf" &  # by path: /usr/sbin is not on every user's PATH
 web=$!
 
 # The gateway's own health answer through this nginx, or a clear failure: nginx that cannot bind
