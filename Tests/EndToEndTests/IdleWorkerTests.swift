@@ -79,7 +79,9 @@ extension IdleWorkerTests {
             usleep(100_000)
         }
         let started = Date()
-        let health = try HTTPClient.send(port: h.port, "GET", "/v1/health", timeout: 8)
+        // The stalled peer's connection stays open until health has answered (an unused `peer`
+        // could be released, and its socket closed, before the request).
+        let health = try withExtendedLifetime(peer) { try HTTPClient.send(port: h.port, "GET", "/v1/health", timeout: 8) }
         let waited = Date().timeIntervalSince(started)
         #expect(health.status == 200, "\(health.status) \(health.text)")
         #expect(waited < 3, "health answered after \(waited) s")

@@ -121,7 +121,7 @@ import Glibc
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &on, socklen_t(MemoryLayout<Int32>.size))
         func urgent(_ byte: UInt8) {
             var b = byte
-            _ = Glibc.send(fd, &b, 1, Int32(MSG_OOB) | Int32(MSG_NOSIGNAL))
+            #expect(Glibc.send(fd, &b, 1, Int32(MSG_OOB) | Int32(MSG_NOSIGNAL)) == 1, "the urgent byte was not sent")
         }
         let getValues = Self.getValues
         try FastCGIExchange.send(fd, FastCGIExchange.record(1, [0, 1, 0, 0, 0, 0, 0, 0]) + [1, 4, 0, 1, 0])

@@ -439,6 +439,9 @@ def main():
                         help="folder with the provider fixture JSON files")
     parser.add_argument("--tls-cert", help="serve https with this certificate (PEM)")
     parser.add_argument("--tls-key", help="the certificate's private key (PEM)")
+    parser.add_argument("--exit-with-parent", action="store_true",
+                        help="stop when the process that started this one ends (the test runner: a test that "
+                             "crashes never reaches the code that stops its servers)")
     args = parser.parse_args()
 
     server = Server(("127.0.0.1", args.port), Handler)
@@ -456,6 +459,15 @@ def main():
         os.replace(tmp, args.port_file)
     else:
         print(port, flush=True)
+    if args.exit_with_parent:
+        parent = os.getppid()
+
+        def watch_parent():
+            while os.getppid() == parent:
+                time.sleep(0.5)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        threading.Thread(target=watch_parent, daemon=True).start()
     try:
         server.serve_forever(poll_interval=0.1)
     except KeyboardInterrupt:

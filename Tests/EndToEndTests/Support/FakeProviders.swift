@@ -10,7 +10,8 @@ final class FakeProviders {
     init() throws {
         let portFile = FileManager.default.temporaryDirectory.appendingPathComponent("cw-fake-\(UUID().uuidString.prefix(8)).port").path
         process = try ChildProcess(
-            "/usr/bin/python3", [repositoryRoot.appendingPathComponent("Tests/Support/fake_provider.py").path, "--port", "0", "--port-file", portFile],
+            "/usr/bin/python3",
+            [repositoryRoot.appendingPathComponent("Tests/Support/fake_provider.py").path, "--port", "0", "--port-file", portFile, "--exit-with-parent"],
             environment: ["PATH": "/usr/bin:/bin"])
         var found: Int?
         _ = waitUntil {

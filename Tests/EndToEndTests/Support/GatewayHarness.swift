@@ -132,18 +132,17 @@ final class ChildProcess: @unchecked Sendable {
     /// (Two fake providers outlived a run in session 11.)
     deinit { stop(grace: 2) }
 
-    /// SIGTERM, then SIGKILL if it has not gone within `grace` seconds; always reaped. The
-    /// SIGKILL goes to its process group (its own, see init): a supervisor, nginx, Apache or
-    /// mod_fcgid that ignored the SIGTERM leaves no workers behind holding sockets.
+    /// SIGTERM, then SIGKILL if it has not gone within `grace` seconds; always reaped. Then
+    /// SIGKILL to its process group (its own, see init), whether it went by itself or not: a
+    /// supervisor, nginx, Apache or mod_fcgid that ignored the SIGTERM, or that ended without
+    /// its children, leaves no workers behind holding sockets.
     func stop(grace: Double = 5) {
         guard isRunning else { return }
         kill(pid, SIGTERM)
         let deadline = Date().addingTimeInterval(grace)
         while isRunning && Date() < deadline { usleep(10_000) }
-        if isRunning {
-            kill(-pid, SIGKILL)
-            while isRunning { usleep(10_000) }
-        }
+        kill(-pid, SIGKILL)
+        while isRunning { usleep(10_000) }
     }
 }
 

@@ -28,7 +28,7 @@ final class FakeProviderServer {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let portFile = folder.appendingPathComponent("port")
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", script.path, "--port", "0", "--port-file", portFile.path]
+        process.arguments = ["python3", script.path, "--port", "0", "--port-file", portFile.path, "--exit-with-parent"]
         if let certificate { process.arguments! += ["--tls-cert", certificate.cert, "--tls-key", certificate.key] }
         try process.run()
 
