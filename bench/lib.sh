@@ -356,6 +356,13 @@ ratio() {
   awk -v a="${1:-0}" -v b="${2:-0}" 'BEGIN { if (a == 0 || b == 0) print "n/a"; else printf "%.2f", a / b }'
 }
 
+# The median of a space-separated LIST of numbers ("n/a" entries skipped), printed with FORMAT
+# (%.2f) when it is the mean of the middle two.
+median() {
+  tr ' ' '\n' <<<"$1" | grep -v '^n/a$' | grep . | sort -n |
+    awk -v f="${2:-%.2f}" '{ a[NR] = $1 } END { if (NR == 0) print "n/a"; else if (NR % 2) print a[(NR + 1) / 2]; else printf f "\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
+}
+
 # verdict VALUE OP TARGET: "met" / "NOT met" ("n/a" passes through).
 verdict() {
   [ "$1" = n/a ] && { echo "n/a"; return; }

@@ -19,7 +19,9 @@
 # path), REFRESH_HEADROOM (3: refresh pairs seeded = headroom x creation rate x duration),
 # GATEWAY_BIN (a built binary; default: build release into .build-bench), RESULTS (file),
 # ROUNDS (5: interleaved floor / cached-weather rounds after the main pass; 0 skips them),
-# ROUND_DURATION (5s each).
+# ROUND_DURATION (5s each). With a peer, ROUNDS more rounds alternate creation and refresh between
+# the gateway and the peer (gateway, peer, gateway, ...), and the median round ratio is reported
+# beside the single-pass one: the peer's own pace moves from minute to minute.
 source "$(dirname "$0")/lib.sh"
 
 peer="" limits=1 label="" args=$(printf "%q " "$@"); args=${args% }
@@ -152,6 +154,31 @@ if [ -n "$peer" ]; then
   probe=$(weather_probe "$peer_url" "X-Weather-Session-Token: $peer_access")
   [ "${probe%% *}" = 200 ] || die "peer cached weather answers $probe (is its weather_cache seeded?)"
   api_paths peer "$peer_url" "$peer_access" "${PEER_LEGACY_TOKEN:-$BENCH_LEGACY_TOKEN}"
+
+  # Interleaved creation and refresh rounds against the peer. Each side's refresh pairs are seeded
+  # once for every round and handed out a slice a round, so no pair is spent twice; twice the
+  # main pass's creation pace per round (refresh runs at creation's pace, give or take a fifth), as
+  # seeding takes as long as spending.
+  if [ "$ROUNDS" -gt 0 ]; then
+    for side in gw peer; do
+      if [ "$side" = gw ]; then base=$gw; else base=$peer_url; fi
+      count=$(awk -v r="${RPS[$side-create]}" -v d="$(duration_seconds "$ROUND_DURATION")" -v h=2 -v n="$ROUNDS" \
+        'BEGIN { printf "%d", r * d * h * n + 2000 }')
+      seed_pairs "$side-rounds" "$base" "$count"
+      awk -v n="$ROUNDS" -v out="$OUT/pairs-$side-round" '{ print > (out "-" ((NR - 1) % n + 1) ".txt") }' "$OUT/pairs-$side-rounds.txt"
+    done
+    for i in $(seq "$ROUNDS"); do
+      for side in gw peer; do
+        if [ "$side" = gw ]; then base=$gw; else base=$peer_url; fi
+        DURATION=$ROUND_DURATION wrk_run "$side-create-r$i" "$base/v1/weather/session" create.lua
+      done
+      for side in gw peer; do
+        if [ "$side" = gw ]; then base=$gw; else base=$peer_url; fi
+        PAIRS_FILE=$OUT/pairs-$side-round-$i.txt NO_WARMUP=1 DURATION=$ROUND_DURATION \
+          wrk_run "$side-refresh-r$i" "$base/v1/weather/session/refresh" refresh.lua
+      done
+    done
+  fi
 fi
 
 # ---- report -----------------------------------------------------------------------------------
@@ -190,11 +217,18 @@ lim_base=$(awk -v a="${RPS[gw-weather-session]}" -v b="${RPS[gw-weather-session-
     r=$(ratio "${RPS[gw-weather-legacy]}" "${RPS[peer-weather-legacy]}"); echo "- cached weather (legacy) / peer: $r"
     r=$(ratio "${RPS[gw-create]}" "${RPS[peer-create]}"); echo "- session creation / peer: $r (target >= 2.5: $(verdict "$r" ">=" 2.5))"
     r=$(ratio "${RPS[gw-refresh]}" "${RPS[peer-refresh]}"); echo "- refresh / peer: $r (target >= 2.5: $(verdict "$r" ">=" 2.5))"
+    if [ "$ROUNDS" -gt 0 ]; then
+      for p in create refresh; do
+        rr=""
+        for i in $(seq "$ROUNDS"); do rr="$rr $(ratio "${RPS[gw-$p-r$i]}" "${RPS[peer-$p-r$i]}")"; done
+        echo "- $p / peer, $ROUNDS interleaved rounds of $ROUND_DURATION (gateway, peer, gateway, ...): round ratios$rr; median $(median "$rr") (target >= 2.5: $(verdict "$(median "$rr")" ">=" 2.5))"
+      done
+    fi
   fi
   if [ "$ROUNDS" -gt 0 ]; then
     rr=""
     for i in $(seq "$ROUNDS"); do rr="$rr $(ratio "${RPS[gw-weather-session-r$i]}" "${RPS[floor-r$i]}")"; done
-    med=$(tr ' ' '\n' <<<"$rr" | grep . | sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : sprintf("%.2f", (a[NR / 2] + a[NR / 2 + 1]) / 2) }')
+    med=$(median "$rr")
     echo "- cached weather (session) / floor, $ROUNDS interleaved rounds of $ROUND_DURATION (floor, gateway, floor, ...): round ratios$rr; median $med (target >= 0.7: $(verdict "$med" ">=" 0.7))"
   fi
   if [ "$limits" = 1 ]; then
@@ -205,7 +239,7 @@ lim_base=$(awk -v a="${RPS[gw-weather-session]}" -v b="${RPS[gw-weather-session-
       for i in $(seq "$ROUNDS"); do
         cc="$cc $(awk -v on="${RPS[limits-high-r$i]}" -v off="${RPS[limits-off-r$i]}" 'BEGIN { printf "%.1f", (1 - on / off) * 100 }')"
       done
-      med=$(tr ' ' '\n' <<<"$cc" | grep . | sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : sprintf("%.1f", (a[NR / 2] + a[NR / 2 + 1]) / 2) }')
+      med=$(median "$cc" %.1f)
       echo "- cost of the limits, $ROUNDS interleaved pairs of $ROUND_DURATION (limits off, then on, each a fresh start): per pair (%)$cc; median ${med}% (target < 15%: $(verdict "$med" "<" 15))"
     fi
   fi
