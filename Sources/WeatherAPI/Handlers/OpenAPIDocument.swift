@@ -1971,7 +1971,7 @@ let openAPIDocument = ##"""
       },
       "FrontEndError": {
         "type": "object",
-        "description": "An answer of the web server in front, not of the gateway: behind the shipped Apache configuration, 502 or 504 `service_unavailable` when it cannot reach the gateway (its `ErrorDocument` keeps the status) and 500 `internal_error` when the program fails to start or answer (a broken upload under `.htaccess`); behind the shipped nginx site such an answer is the route's 503 `service_unavailable`.",
+        "description": "An answer of the web server in front, not of the gateway: 414 `uri_too_long` for a request line longer than it accepts (about 8 KB); behind the shipped Apache configuration, 502 or 504 `service_unavailable` when it cannot reach the gateway (its `ErrorDocument` keeps the status) and 500 `internal_error` when the program fails to start or answer (a broken upload under `.htaccess`); behind the shipped nginx site an unreachable gateway is the route's 503 `service_unavailable`.",
         "required": [
           "error"
         ],
@@ -1989,7 +1989,8 @@ let openAPIDocument = ##"""
                 "type": "string",
                 "enum": [
                   "service_unavailable",
-                  "internal_error"
+                  "internal_error",
+                  "uri_too_long"
                 ],
                 "description": "Stable snake_case code for programs."
               },
