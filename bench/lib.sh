@@ -359,7 +359,7 @@ ratio() {
 # The median of a space-separated LIST of numbers ("n/a" entries skipped), printed with FORMAT
 # (%.2f) when it is the mean of the middle two.
 median() {
-  tr ' ' '\n' <<<"$1" | grep -v '^n/a$' | grep . | sort -n |
+  tr ' ' '\n' <<<"$1" | awk 'NF && $1 != "n/a"' | sort -n |
     awk -v f="${2:-%.2f}" '{ a[NR] = $1 } END { if (NR == 0) print "n/a"; else if (NR % 2) print a[(NR + 1) / 2]; else printf f "\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
 }
 
