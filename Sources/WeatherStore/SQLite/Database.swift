@@ -21,8 +21,12 @@ public final class Database {
     ///
     /// `gatewayFile`: the file is to be the gateway's; one holding another program's tables is
     /// refused before anything in it changes (`Migrator.refuseAnotherProgramsFile`).
-    public init(path: String, readOnly: Bool = false, walWrites: WALWrites = .perFrame, gatewayFile: Bool = false) throws(DatabaseError) {
-        let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
+    /// `create: false`: a file that is not there is an error (CANTOPEN), not a new empty database.
+    public init(
+        path: String, readOnly: Bool = false, walWrites: WALWrites = .perFrame, gatewayFile: Bool = false, create: Bool = true
+    ) throws(DatabaseError) {
+        let flags =
+            (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0)) | SQLITE_OPEN_NOMUTEX
         let vfs = walWrites == .perCommit && !readOnly && csqlite_wal_register() == SQLITE_OK ? csqlite_wal_vfs_name() : nil
         var db = try Self.open(path, flags: flags, vfs: vfs)
         var snapshot: FileSnapshot?
@@ -72,6 +76,7 @@ public final class Database {
         // that a rollback never brings (shim.h); the largest worker transaction is a few dozen pages.
         if vfs != nil { try execute("PRAGMA cache_spill=OFF") }
         fileIdentity = Self.identity(of: path)
+        fileName = sqlite3_db_filename(db, "main").flatMap { $0.pointee == 0 ? nil : String(cString: $0) }
     }
 
     private static func open(_ name: String, flags: Int32, vfs: UnsafePointer<CChar>?) throws(DatabaseError) -> OpaquePointer {
@@ -161,6 +166,9 @@ public final class Database {
 
     /// Device and inode of the database file when it was opened.
     private var fileIdentity: (dev: UInt64, ino: UInt64)?
+    /// SQLite's name of the file (a symbolic link resolved), kept so that `isStillAtItsPath`
+    /// needs no SQLite, the connection closed or not.
+    private var fileName: String?
 
     private static func identity(of path: String) -> (dev: UInt64, ino: UInt64)? {
         FileSnapshot(path).map { ($0.device, $0.inode) }
@@ -171,10 +179,7 @@ public final class Database {
     /// afterwards would create a new, empty database there, and the two would split the service
     /// (tokens valid on one and not the other). `/v1/health` reports that.
     public var isStillAtItsPath: Bool {
-        guard !isClosed else { return true }  // unknown: no alarm
-        guard let opened = fileIdentity, let name = sqlite3_db_filename(handle, "main"), name.pointee != 0,
-            let now = Self.identity(of: String(cString: name))
-        else { return fileIdentity == nil }
+        guard let opened = fileIdentity, let fileName, let now = Self.identity(of: fileName) else { return fileIdentity == nil }
         return now == opened
     }
 
@@ -218,8 +223,9 @@ public final class Database {
             }, UnsafeMutableRawPointer(bitPattern: naps))
     }
 
-    /// After `close`, every member answers without SQLite: statements throw `closedError`, the
-    /// checkpoints do nothing, and the questions get their safe answer. A store whose reopening
+    /// After `close`, the members a store reaches answer without SQLite: statements and
+    /// transactions throw `closedError` (a transaction before queueing for the writers' lock), the
+    /// checkpoints do nothing, and the questions get their safe answer (`isReadOnly`: true). A store whose reopening
     /// failed (a disk giving I/O errors, no descriptors left) keeps its closed connection until the
     /// next reopening works, and its housekeeping (the flush's check of the file, a stop's WAL
     /// truncation, a due checkpoint) asked SQLite about a freed handle (a failure-path audit).
@@ -242,7 +248,8 @@ public final class Database {
 
     deinit { close() }
 
-    /// True when SQLite opened the file read-only because the file system refused writing.
+    /// True when SQLite opened the file read-only because the file system refused writing, or
+    /// when the connection is closed.
     public var isReadOnly: Bool { isClosed || sqlite3_db_readonly(handle, "main") == 1 }
 
     /// Runs SQL without results (may hold several statements); not cached.
@@ -302,6 +309,7 @@ public final class Database {
     /// queue is let go, so a writer killed between the two leaves it to the queue's next holder
     /// (`WriterLock.lock`, owner dead), not unannounced.
     public func transaction<T>(_ body: () throws -> T) throws -> T {
+        guard !isClosed else { throw Self.closedError }
         let asked = MonotonicTime.now()
         let queued = writerLock?.lock(waiting: !writerSeemsStuck) ?? false
         writerSeemsStuck = writerLock != nil && !queued

@@ -679,7 +679,9 @@ public final class SQLiteGatewayStore: GatewayStore {
         db.close()
         Self.mendSidecarModes(path)
         do {
-            db = try Database(path: path, walWrites: .perCommit, gatewayFile: true)
+            // Not created: a file deleted meanwhile stays an error (health 503, `database=gone`),
+            // where a new empty file without the schema would have been served.
+            db = try Database(path: path, walWrites: .perCommit, gatewayFile: true, create: false)
             db.queueWritersAndDeferCheckpoints()
             // Opened read-only (disk still read-only): try again on the next call.
             needsReopen = db.isReadOnly
