@@ -25,7 +25,7 @@ stop() {
 trap stop INT TERM EXIT
 for _ in $(seq 50); do [ -S "$var/run/weather.sock" ] && break; kill -0 "$app" 2>/dev/null || break; sleep 0.1; done
 kill -0 "$app" 2>/dev/null || { echo "run: weather-fcgi did not start (its message is above)" >&2; exit 1; }
-/usr/sbin/nginx -c "$conf" &  # by path: /usr/sbin is not on every user's PATH
+"$(command -v nginx || echo /usr/sbin/nginx)" -c "$conf" &  # /usr/sbin is not on every user's PATH
 web=$!
 
 # The gateway's own health answer through this nginx, or a clear failure: nginx that cannot bind

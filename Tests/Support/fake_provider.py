@@ -431,6 +431,7 @@ def stop_on_signals():
 
 def main():
     stop_on_signals()
+    parent = os.getppid()  # before anything that takes time: the parent may end meanwhile
     here = os.path.dirname(os.path.abspath(__file__))
     parser = argparse.ArgumentParser(description="Loopback fake of Caiyun and Visual Crossing (tests only).")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1; 0 picks a free one")
@@ -460,8 +461,6 @@ def main():
     else:
         print(port, flush=True)
     if args.exit_with_parent:
-        parent = os.getppid()
-
         def watch_parent():
             while os.getppid() == parent:
                 time.sleep(0.5)

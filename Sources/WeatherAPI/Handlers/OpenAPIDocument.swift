@@ -9,7 +9,7 @@ let openAPIDocument = ##"""
     "title": "Closet weather gateway",
     "version": "1.0.0",
     "summary": "Anonymous per-installation sessions and normalised weather for the closet app.",
-    "description": "The weather back end of the closet app. Users never sign up: the app creates an anonymous session per installation and receives a 12-hour access token and a 30-day rotating refresh token. Provider keys (Caiyun, Visual Crossing) stay on the server.\n\n**Mount prefix.** The paths below are relative to the gateway's mount point. When the gateway is mounted below a prefix, set `WEATHER_MOUNT_PREFIX` (for example `/api`, making `https://example.com/api/v1/weather`); the prefix is stripped from the request path before routing, so `servers` stays `/` relative to that mount. The routes work whether the web server passes the path in `REQUEST_URI` (nginx, Apache mod_proxy_fcgi) or in `SCRIPT_NAME` + `PATH_INFO` (Apache rewrite to `weather.fcgi`).\n\n**Conventions.** Times are ISO 8601 UTC with seconds and `Z` (`2026-06-03T20:00:00Z`). JSON bodies are UTF-8 and sent with `Content-Type: application/json; charset=utf-8`. Every response carries `X-Request-Id` and `X-Content-Type-Options: nosniff`. Responses that carry tokens carry `Cache-Control: no-store` and `Pragma: no-cache`.\n\n**Errors.** Every error is `{\"error\": {\"code\": \"snake_case_code\", \"message\": \"...\"}}`: 400 `invalid_request`, 401 `unauthorized` / `invalid_refresh_token` / `refresh_token_reused`, 404 `not_found` (unknown route), 405 `method_not_allowed` with `Allow` (known route, other method; HEAD and OPTIONS included), 413 `payload_too_large` (body over 4096 bytes), 414 `uri_too_long` (a request line longer than the web server in front accepts, about 8 KB), 415 `unsupported_media_type` (POST without a JSON content type), 429 `rate_limited` with `Retry-After`, 500 `internal_error`, 502 `provider_error`, 503 `provider_not_configured` / `storage_unavailable` / `unhealthy` / `service_unavailable`, 504 `provider_timeout` (502 and 504 with `Retry-After` while a provider is paused after failing). When the web server in front cannot reach the gateway it answers with the same envelope and code `service_unavailable`: status 503 behind the shipped nginx site, 502 or 504 behind the shipped Apache configuration (its `ErrorDocument` keeps the status; each route's `default` response and `FrontEndError`); a file the web server refuses to serve is 403 `forbidden` behind Apache. Query parameters the route reads, given more than once, are 400; other query parameters (those of the other weather route among them, and their duplicates) and unknown JSON members are ignored.\n\n**Client address.** Per-IP quotas use `REMOTE_ADDR` (an IPv6 client counted by its /64); `X-Forwarded-For` counts only when the peer is in `WEATHER_TRUSTED_PROXIES`. When several quotas refuse a request, `Retry-After` is the longest of their waits."
+    "description": "The weather back end of the closet app. Users never sign up: the app creates an anonymous session per installation and receives a 12-hour access token and a 30-day rotating refresh token. Provider keys (Caiyun, Visual Crossing) stay on the server.\n\n**Mount prefix.** The paths below are relative to the gateway's mount point. When the gateway is mounted below a prefix, set `WEATHER_MOUNT_PREFIX` (for example `/api`, making `https://example.com/api/v1/weather`); the prefix is stripped from the request path before routing, so `servers` stays `/` relative to that mount. The routes work whether the web server passes the path in `REQUEST_URI` (nginx, Apache mod_proxy_fcgi) or in `SCRIPT_NAME` + `PATH_INFO` (Apache rewrite to `weather.fcgi`).\n\n**Conventions.** Times are ISO 8601 UTC with seconds and `Z` (`2026-06-03T20:00:00Z`). JSON bodies are UTF-8 and sent with `Content-Type: application/json; charset=utf-8`. Every response carries `X-Request-Id` and `X-Content-Type-Options: nosniff`. Responses that carry tokens carry `Cache-Control: no-store` and `Pragma: no-cache`.\n\n**Errors.** Every error is `{\"error\": {\"code\": \"snake_case_code\", \"message\": \"...\"}}`: 400 `invalid_request`, 401 `unauthorized` / `invalid_refresh_token` / `refresh_token_reused`, 404 `not_found` (unknown route), 405 `method_not_allowed` with `Allow` (known route, other method; HEAD and OPTIONS included), 413 `payload_too_large` (body over 4096 bytes), 414 `uri_too_long` (a request line longer than the web server in front accepts, about 8 KB), 415 `unsupported_media_type` (POST without a JSON content type), 429 `rate_limited` with `Retry-After`, 500 `internal_error`, 502 `provider_error`, 503 `provider_not_configured` / `storage_unavailable` / `unhealthy` / `service_unavailable`, 504 `provider_timeout` (502 and 504 with `Retry-After` while a provider is paused after failing). When the web server in front cannot reach the gateway it answers with the same envelope and code `service_unavailable`: status 503 behind the shipped nginx site, 502 or 504 behind the shipped Apache configuration (its `ErrorDocument` keeps the status; `GatewayUnreachableError`); a file the web server refuses to serve is 403 `forbidden` behind Apache. Query parameters the route reads, given more than once, are 400; other query parameters (those of the other weather route among them, and their duplicates) and unknown JSON members are ignored.\n\n**Client address.** Per-IP quotas use `REMOTE_ADDR` (an IPv6 client counted by its /64); `X-Forwarded-For` counts only when the peer is in `WEATHER_TRUSTED_PROXIES`. When several quotas refuse a request, `Retry-After` is the longest of their waits."
   },
   "jsonSchemaDialect": "https://spec.openapis.org/oas/3.1/dialect/base",
   "servers": [
@@ -107,6 +107,9 @@ let openAPIDocument = ##"""
           "413": {
             "$ref": "#/components/responses/PayloadTooLarge"
           },
+          "414": {
+            "$ref": "#/components/responses/UriTooLong"
+          },
           "415": {
             "$ref": "#/components/responses/UnsupportedMediaType"
           },
@@ -116,11 +119,14 @@ let openAPIDocument = ##"""
           "500": {
             "$ref": "#/components/responses/InternalError"
           },
+          "502": {
+            "$ref": "#/components/responses/GatewayUnreachable"
+          },
           "503": {
             "$ref": "#/components/responses/StorageUnavailable"
           },
-          "default": {
-            "$ref": "#/components/responses/FrontEnd"
+          "504": {
+            "$ref": "#/components/responses/GatewayUnreachable"
           }
         }
       }
@@ -183,6 +189,9 @@ let openAPIDocument = ##"""
           "413": {
             "$ref": "#/components/responses/PayloadTooLarge"
           },
+          "414": {
+            "$ref": "#/components/responses/UriTooLong"
+          },
           "415": {
             "$ref": "#/components/responses/UnsupportedMediaType"
           },
@@ -192,11 +201,14 @@ let openAPIDocument = ##"""
           "500": {
             "$ref": "#/components/responses/InternalError"
           },
+          "502": {
+            "$ref": "#/components/responses/GatewayUnreachable"
+          },
           "503": {
             "$ref": "#/components/responses/StorageUnavailable"
           },
-          "default": {
-            "$ref": "#/components/responses/FrontEnd"
+          "504": {
+            "$ref": "#/components/responses/GatewayUnreachable"
           }
         }
       }
@@ -252,14 +264,23 @@ let openAPIDocument = ##"""
           "413": {
             "$ref": "#/components/responses/PayloadTooLarge"
           },
+          "414": {
+            "$ref": "#/components/responses/UriTooLong"
+          },
           "415": {
             "$ref": "#/components/responses/UnsupportedMediaType"
+          },
+          "500": {
+            "$ref": "#/components/responses/InternalError"
+          },
+          "502": {
+            "$ref": "#/components/responses/GatewayUnreachable"
           },
           "503": {
             "$ref": "#/components/responses/StorageUnavailable"
           },
-          "default": {
-            "$ref": "#/components/responses/FrontEnd"
+          "504": {
+            "$ref": "#/components/responses/GatewayUnreachable"
           }
         }
       }
@@ -322,8 +343,14 @@ let openAPIDocument = ##"""
           "413": {
             "$ref": "#/components/responses/PayloadTooLarge"
           },
+          "414": {
+            "$ref": "#/components/responses/UriTooLong"
+          },
           "429": {
             "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/InternalError"
           },
           "502": {
             "$ref": "#/components/responses/ProviderError"
@@ -333,9 +360,6 @@ let openAPIDocument = ##"""
           },
           "504": {
             "$ref": "#/components/responses/ProviderTimeout"
-          },
-          "default": {
-            "$ref": "#/components/responses/FrontEnd"
           }
         }
       }
@@ -401,8 +425,14 @@ let openAPIDocument = ##"""
           "413": {
             "$ref": "#/components/responses/PayloadTooLarge"
           },
+          "414": {
+            "$ref": "#/components/responses/UriTooLong"
+          },
           "429": {
             "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/InternalError"
           },
           "502": {
             "$ref": "#/components/responses/ProviderError"
@@ -412,9 +442,6 @@ let openAPIDocument = ##"""
           },
           "504": {
             "$ref": "#/components/responses/ProviderTimeout"
-          },
-          "default": {
-            "$ref": "#/components/responses/FrontEnd"
           }
         }
       }
@@ -456,11 +483,20 @@ let openAPIDocument = ##"""
           "413": {
             "$ref": "#/components/responses/PayloadTooLarge"
           },
+          "414": {
+            "$ref": "#/components/responses/UriTooLong"
+          },
+          "500": {
+            "$ref": "#/components/responses/InternalError"
+          },
+          "502": {
+            "$ref": "#/components/responses/GatewayUnreachable"
+          },
           "503": {
             "$ref": "#/components/responses/Unhealthy"
           },
-          "default": {
-            "$ref": "#/components/responses/FrontEnd"
+          "504": {
+            "$ref": "#/components/responses/GatewayUnreachable"
           }
         }
       }
@@ -502,11 +538,20 @@ let openAPIDocument = ##"""
           "413": {
             "$ref": "#/components/responses/PayloadTooLarge"
           },
+          "414": {
+            "$ref": "#/components/responses/UriTooLong"
+          },
+          "500": {
+            "$ref": "#/components/responses/InternalError"
+          },
+          "502": {
+            "$ref": "#/components/responses/GatewayUnreachable"
+          },
           "503": {
             "$ref": "#/components/responses/ServiceUnavailable"
           },
-          "default": {
-            "$ref": "#/components/responses/FrontEnd"
+          "504": {
+            "$ref": "#/components/responses/GatewayUnreachable"
           }
         }
       }
@@ -844,7 +889,7 @@ let openAPIDocument = ##"""
         }
       },
       "InternalError": {
-        "description": "Unexpected failure (`internal_error`).",
+        "description": "Unexpected failure (`internal_error`). Also the shipped Apache configuration's own answer, in the same envelope, when the program fails to start or to answer (a broken upload under `.htaccess`), on any route.",
         "headers": {
           "X-Request-Id": {
             "$ref": "#/components/headers/X-Request-Id"
@@ -862,7 +907,7 @@ let openAPIDocument = ##"""
         }
       },
       "ProviderError": {
-        "description": "Provider failure (`provider_error`). A provider that just failed in a way no request could avoid (timeout, no connection, key refused, 429, 5xx, a redirect, a success whose body is not JSON) is paused for every worker of the gateway's machine (1, 2, 4 … seconds, doubling with each failure in a row, up to `WEATHER_PROVIDER_COOLDOWN`, default 30; counted from the end of the fetch that failed; a provider's `Retry-After` on such an answer (a 429, a 5xx) lengthens the pause to that many seconds, up to an hour). A paused provider is skipped and the next one asked; while every provider that could serve the query is paused, the gateway answers at once with the last one's failure (504 after a timeout, 502 otherwise) unless a stale copy is available, and `Retry-After` says when it will call a provider again. Also 502 `provider_error`, with the message \"the weather providers of this gateway do not cover the days asked\" and no `Retry-After`, when no configured provider covers the request's days (a trip further ahead than they forecast, on a gateway without Visual Crossing), decided before any provider is called: asking again will not help (until the place's own date has moved on, for a trip ending 15 days after UTC's today that the cell's outlook cannot hold yet). A provider that answers without some of the days asked (just after the place's midnight, before its day has turned) is the generic `provider_error`. Behind the shipped Apache configuration the same status with `service_unavailable` is the web server's own: it could not reach the gateway (`FrontEndError`).",
+        "description": "Provider failure (`provider_error`). A provider that just failed in a way no request could avoid (timeout, no connection, key refused, 429, 5xx, a redirect, a success whose body is not JSON) is paused for every worker of the gateway's machine (1, 2, 4 … seconds, doubling with each failure in a row, up to `WEATHER_PROVIDER_COOLDOWN`, default 30; counted from the end of the fetch that failed; a provider's `Retry-After` on such an answer (a 429, a 5xx) lengthens the pause to that many seconds, up to an hour). A paused provider is skipped and the next one asked; while every provider that could serve the query is paused, the gateway answers at once with the last one's failure (504 after a timeout, 502 otherwise) unless a stale copy is available, and `Retry-After` says when it will call a provider again. Also 502 `provider_error`, with the message \"the weather providers of this gateway do not cover the days asked\" and no `Retry-After`, when no configured provider covers the request's days (a trip further ahead than they forecast, on a gateway without Visual Crossing), decided before any provider is called: asking again will not help (until the place's own date has moved on, for a trip ending 15 days after UTC's today that the cell's outlook cannot hold yet). A provider that answers without some of the days asked (just after the place's midnight, before its day has turned) is the generic `provider_error`. Behind the shipped Apache configuration the same status with `service_unavailable` is the web server's own: it could not reach the gateway (`GatewayUnreachableError`).",
         "headers": {
           "X-Request-Id": {
             "$ref": "#/components/headers/X-Request-Id"
@@ -882,7 +927,7 @@ let openAPIDocument = ##"""
                   "$ref": "#/components/schemas/ProviderError"
                 },
                 {
-                  "$ref": "#/components/schemas/FrontEndError"
+                  "$ref": "#/components/schemas/GatewayUnreachableError"
                 }
               ]
             }
@@ -962,7 +1007,7 @@ let openAPIDocument = ##"""
         }
       },
       "ProviderTimeout": {
-        "description": "Provider timeout (`provider_timeout`). A provider that just failed in a way no request could avoid (timeout, no connection, key refused, 429, 5xx, a redirect, a success whose body is not JSON) is paused for every worker of the gateway's machine (1, 2, 4 … seconds, doubling with each failure in a row, up to `WEATHER_PROVIDER_COOLDOWN`, default 30; counted from the end of the fetch that failed; a provider's `Retry-After` on such an answer (a 429, a 5xx) lengthens the pause to that many seconds, up to an hour). A paused provider is skipped and the next one asked; while every provider that could serve the query is paused, the gateway answers at once with the last one's failure (504 after a timeout, 502 otherwise) unless a stale copy is available, and `Retry-After` says when it will call a provider again. Behind the shipped Apache configuration the same status with `service_unavailable` is the web server's own: it could not reach the gateway (`FrontEndError`).",
+        "description": "Provider timeout (`provider_timeout`). A provider that just failed in a way no request could avoid (timeout, no connection, key refused, 429, 5xx, a redirect, a success whose body is not JSON) is paused for every worker of the gateway's machine (1, 2, 4 … seconds, doubling with each failure in a row, up to `WEATHER_PROVIDER_COOLDOWN`, default 30; counted from the end of the fetch that failed; a provider's `Retry-After` on such an answer (a 429, a 5xx) lengthens the pause to that many seconds, up to an hour). A paused provider is skipped and the next one asked; while every provider that could serve the query is paused, the gateway answers at once with the last one's failure (504 after a timeout, 502 otherwise) unless a stale copy is available, and `Retry-After` says when it will call a provider again. Behind the shipped Apache configuration the same status with `service_unavailable` is the web server's own: it could not reach the gateway (`GatewayUnreachableError`).",
         "headers": {
           "X-Request-Id": {
             "$ref": "#/components/headers/X-Request-Id"
@@ -982,15 +1027,15 @@ let openAPIDocument = ##"""
                   "$ref": "#/components/schemas/ProviderTimeoutError"
                 },
                 {
-                  "$ref": "#/components/schemas/FrontEndError"
+                  "$ref": "#/components/schemas/GatewayUnreachableError"
                 }
               ]
             }
           }
         }
       },
-      "FrontEnd": {
-        "description": "The web server in front answered instead of the gateway (see `FrontEndError`); any status this route does not list, with the same envelope.",
+      "UriTooLong": {
+        "description": "Request line too long for the web server in front (`uri_too_long`).",
         "headers": {
           "X-Request-Id": {
             "$ref": "#/components/headers/X-Request-Id"
@@ -1002,7 +1047,25 @@ let openAPIDocument = ##"""
         "content": {
           "application/json": {
             "schema": {
-              "$ref": "#/components/schemas/FrontEndError"
+              "$ref": "#/components/schemas/UriTooLongError"
+            }
+          }
+        }
+      },
+      "GatewayUnreachable": {
+        "description": "The web server in front could not reach the gateway (`service_unavailable`; behind the shipped Apache configuration).",
+        "headers": {
+          "X-Request-Id": {
+            "$ref": "#/components/headers/X-Request-Id"
+          },
+          "X-Content-Type-Options": {
+            "$ref": "#/components/headers/X-Content-Type-Options"
+          }
+        },
+        "content": {
+          "application/json": {
+            "schema": {
+              "$ref": "#/components/schemas/GatewayUnreachableError"
             }
           }
         }
@@ -1969,9 +2032,9 @@ let openAPIDocument = ##"""
           }
         }
       },
-      "FrontEndError": {
+      "UriTooLongError": {
         "type": "object",
-        "description": "An answer of the web server in front, not of the gateway: 414 `uri_too_long` for a request line longer than it accepts (about 8 KB); behind the shipped Apache configuration, 502 or 504 `service_unavailable` when it cannot reach the gateway (its `ErrorDocument` keeps the status) and 500 `internal_error` when the program fails to start or answer (a broken upload under `.htaccess`); behind the shipped nginx site an unreachable gateway is the route's 503 `service_unavailable`.",
+        "description": "414 from the web server in front, not the gateway: a request line longer than it accepts (about 8 KB).",
         "required": [
           "error"
         ],
@@ -1988,9 +2051,39 @@ let openAPIDocument = ##"""
               "code": {
                 "type": "string",
                 "enum": [
-                  "service_unavailable",
-                  "internal_error",
                   "uri_too_long"
+                ],
+                "description": "Stable snake_case code for programs."
+              },
+              "message": {
+                "type": "string",
+                "minLength": 1,
+                "description": "What went wrong, for a person. Never contains tokens, keys, SQL, paths or stack traces."
+              }
+            }
+          }
+        }
+      },
+      "GatewayUnreachableError": {
+        "type": "object",
+        "description": "502 or 504 from the shipped Apache configuration, not the gateway: Apache could not reach it (its `ErrorDocument` keeps the status; behind the shipped nginx site the same is the route's 503 `service_unavailable`).",
+        "required": [
+          "error"
+        ],
+        "additionalProperties": false,
+        "properties": {
+          "error": {
+            "type": "object",
+            "required": [
+              "code",
+              "message"
+            ],
+            "additionalProperties": false,
+            "properties": {
+              "code": {
+                "type": "string",
+                "enum": [
+                  "service_unavailable"
                 ],
                 "description": "Stable snake_case code for programs."
               },

@@ -299,8 +299,13 @@ final class WeatherHandler {
         var copy = CellBody(body: cached.body, state: "stale", fetchedAt: cached.fetchedAt)
         guard let end = cached.firstDayEndsAt else { return copy }
         let (past, overflow) = now.seconds.subtractingReportingOverflow(end)
-        copy.daysEnded =
-            overflow ? (end < 0 ? Int(Int32.max) : -1) : past >= 0 ? 1 + Int(min(past / 86_400, Int64(Int32.max))) : past < -90_000 ? -1 : 0
+        if overflow {
+            copy.daysEnded = end < 0 ? Int(Int32.max) : -1
+        } else if past >= 0 {
+            copy.daysEnded = Int(min(1 + past / 86_400, Int64(Int32.max)))
+        } else {
+            copy.daysEnded = past < -90_000 ? -1 : 0
+        }
         return copy
     }
 

@@ -136,14 +136,21 @@ final class ChildProcess: @unchecked Sendable {
     /// SIGKILL to its process group (its own, see init), whether it went by itself or not: a
     /// supervisor, nginx, Apache or mod_fcgid that ignored the SIGTERM, or that ended without
     /// its children, leaves no workers behind holding sockets.
+    /// Once: a leader that had ended before (nginx that died, a supervisor killed by a test) still
+    /// gets its group cleared at the first stop.
     func stop(grace: Double = 5) {
-        guard isRunning else { return }
-        kill(pid, SIGTERM)
-        let deadline = Date().addingTimeInterval(grace)
-        while isRunning && Date() < deadline { usleep(10_000) }
+        guard !groupCleared else { return }
+        groupCleared = true
+        if isRunning {
+            kill(pid, SIGTERM)
+            let deadline = Date().addingTimeInterval(grace)
+            while isRunning && Date() < deadline { usleep(10_000) }
+        }
         kill(-pid, SIGKILL)
         while isRunning { usleep(10_000) }
     }
+
+    private var groupCleared = false
 }
 
 /// Polls `condition` every 20 ms until it holds or `timeout` passes.
