@@ -206,7 +206,10 @@ public final class Database {
     /// Waiting for another worker's write lock. SQLite's default busy handler sleeps in steps of
     /// milliseconds, which is longer than a whole request here and made every contended write
     /// cost a sleep. Transactions last microseconds, so yield first, then nap 100 µs at a time,
-    /// and give up (SQLITE_BUSY → 503) after about five seconds (`naps` of 100 µs).
+    /// and give up (SQLITE_BUSY → 503) after `naps` of them: 40,000 is five seconds asleep, but
+    /// 6–8 s by the clock, as the kernel's timer slack makes each nap 150–190 µs here (a
+    /// failure-path audit; measured with a loaded machine). With the writers' queue's own 5 s
+    /// before it, a write gives up within the web server's 15 s.
     static func installBusyHandler(_ db: OpaquePointer, naps: Int = 40_000) {
         sqlite3_busy_handler(
             db,
