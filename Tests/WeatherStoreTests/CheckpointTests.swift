@@ -96,6 +96,39 @@ import WeatherCore
         // Everything committed is there, read through a new connection.
         #expect(try Database(path: path).scalarInt("SELECT count(*) FROM anonymous_weather_sessions") == Int64(n))
     }
+    /// A checkpointer that cannot open the database (the file moved away under the worker) creates
+    /// no new file at the path, the checkpoint runs inline, and the thread starts at the next due
+    /// checkpoint once the file is back: a failed start made every later checkpoint inline, and
+    /// its open created an empty database where the file had been.
+    @Test func aCheckpointerThatCannotStartCreatesNoFileAndIsTriedAgain() throws {
+        let dir = try scratchDirectory("cw-ckpt-retry")
+        let path = dir.appendingPathComponent("w.sqlite3").path
+        let store = try SQLiteGatewayStore(path: path)
+        store.db.checkpointPages = 50
+        var n = 0
+        func writeUntilDue() throws {
+            let start = store.db.walPages
+            while store.db.walPages < start + 50 {
+                n += 1
+                try store.createTestSession(n, createdAt: now)
+            }
+        }
+        try writeUntilDue()
+        try FileManager.default.moveItem(atPath: path, toPath: path + ".away")
+        store.afterResponse()
+        #expect(store.db.checkpointer == nil)
+        #expect(store.db.checkpoints == 1, "the checkpoint ran inline")
+        #expect(!FileManager.default.fileExists(atPath: path), "the checkpointer created a database at the path")
+
+        try FileManager.default.moveItem(atPath: path + ".away", toPath: path)
+        try writeUntilDue()
+        store.afterResponse()
+        store.finishHousekeeping()
+        let checkpointer = try #require(store.db.checkpointer, "not tried again")
+        #expect(checkpointer.runsMade == 1)
+        #expect(try store.db.scalarInt("SELECT count(*) FROM anonymous_weather_sessions") == Int64(n))
+    }
+
     /// The WAL's truncation at the end of a prune waits for a reader briefly, not SQLite's whole
     /// busy wait, since every writer waits behind it: a reader holding an old snapshot (a
     /// `.backup`) kept the workers' writes waiting 8.5 s (session 19, a review). It gives up,

@@ -30,9 +30,11 @@ final class Checkpointer: @unchecked Sendable {
     private var claimed: Int32 = 0, walLimit: Int32 = 0
     private var runs = 0
 
-    /// A running checkpointer for the database at `path`; nil when it cannot have one.
+    /// A running checkpointer for the database at `path`; nil when it cannot have one. The file is
+    /// never created: one deleted or moved under the worker would otherwise come back empty, a
+    /// database without the schema that the next worker to start would take for a new one.
     init?(path: String, writerLock: WriterLock?) {
-        guard sqlite3_threadsafe() != 0, let connection = try? Database(path: path) else { return nil }
+        guard sqlite3_threadsafe() != 0, let connection = try? Database(path: path, create: false) else { return nil }
         // It reads no table: a checkpoint copies frames through a buffer of its own.
         connection.applyCheckpointingPragmas(cacheKiB: 64)
         self.connection = connection

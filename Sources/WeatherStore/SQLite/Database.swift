@@ -496,8 +496,12 @@ public final class Database {
         if let writerLock, let seen, !writerLock.claimCheckpoint(seen: seen, frames: UInt64(walPages)) { return }
         checkpoints += 1
         if checkpointer == nil, let path = checkpointerPath {
+            // Inline this time when it cannot start; tried again at the next due checkpoint (a
+            // failed open, no descriptor or thread to spare for a moment, used to make every later
+            // checkpoint of the connection inline: a failure-path audit), unless SQLite is not
+            // thread-safe, which does not change.
             checkpointer = Checkpointer(path: path, writerLock: writerLock)
-            if checkpointer == nil { checkpointerPath = nil }  // inline from now on
+            if checkpointer == nil, sqlite3_threadsafe() == 0 { checkpointerPath = nil }
         }
         if let checkpointer {
             checkpointer.checkpointSoon(claimed: walPages, walLimit: walLimitPages)
