@@ -576,7 +576,8 @@ public final class SQLiteGatewayStore: GatewayStore {
             // statement of the small tables deletes up to 5,000 rows.
             if let path {
                 let cleaner: Database
-                do { cleaner = try Database(path: path, gatewayFile: true) } catch { throw Self.storeError(error) }
+                // Not created either: a file moved away meanwhile is an error, not an empty database.
+                do { cleaner = try Database(path: path, gatewayFile: true, create: false) } catch { throw Self.storeError(error) }
                 defer { cleaner.close() }
                 report = try SQLiteGatewayStore(database: cleaner, attachingWriterPage: false).prune(now: now, policy: policy, dryRun: false)
             } else {

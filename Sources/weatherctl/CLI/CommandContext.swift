@@ -91,7 +91,10 @@ struct CommandContext {
         let store: SQLiteGatewayStore
         do {
             let readOnly = opening == .readOnly || opening == .migratedReadOnly
-            store = SQLiteGatewayStore(database: try Database(path: path, readOnly: readOnly, gatewayFile: !readOnly))
+            // Created only by `migrate` (`.creating`); checked to exist above for the others, and not
+            // made should it vanish in between.
+            store = SQLiteGatewayStore(
+                database: try Database(path: path, readOnly: readOnly, gatewayFile: !readOnly, create: opening == .creating))
             opened.databases.append(store.db)
         } catch {
             let readOnly = opening == .readOnly || opening == .migratedReadOnly
