@@ -132,12 +132,10 @@ final class ChildProcess: @unchecked Sendable {
     /// (Two fake providers outlived a run in session 11.)
     deinit { stop(grace: 2) }
 
-    /// SIGTERM, then SIGKILL if it has not gone within `grace` seconds; always reaped. Then
+    /// SIGTERM, then SIGKILL if it has not gone within `grace` seconds; always reaped. Then, once,
     /// SIGKILL to its process group (its own, see init), whether it went by itself or not: a
-    /// supervisor, nginx, Apache or mod_fcgid that ignored the SIGTERM, or that ended without
-    /// its children, leaves no workers behind holding sockets.
-    /// Once: a leader that had ended before (nginx that died, a supervisor killed by a test) still
-    /// gets its group cleared at the first stop.
+    /// supervisor, nginx, Apache or mod_fcgid that ignored the SIGTERM, or that ended before
+    /// (killed by a test) or without its children, leaves no workers behind holding sockets.
     func stop(grace: Double = 5) {
         guard !groupCleared else { return }
         groupCleared = true
