@@ -250,8 +250,11 @@ final class GatewayHarness {
     }
 
     /// Runs `sqlite3` on the test database (read-only questions).
+    /// The `sqlite3` shell's answer to `query`, waiting up to 5 s for a lock the workers hold (the
+    /// shell waits for none by default: under ThreadSanitizer's pace, four workers starting at
+    /// once held one when `PRAGMA journal_mode` asked, and the answer was empty).
     func sql(_ query: String) -> String {
-        ChildProcessOutput.run("/usr/bin/sqlite3", [databasePath, query]).trimmingCharacters(in: .whitespacesAndNewlines)
+        ChildProcessOutput.run("/usr/bin/sqlite3", ["-cmd", ".timeout 5000", databasePath, query]).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     func stop() {
