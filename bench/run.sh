@@ -161,24 +161,22 @@ if [ -n "$peer" ]; then
   # per round (refresh runs at creation's pace, give or take a fifth), as seeding takes as long
   # as spending.
   if [ "$ROUNDS" -gt 0 ]; then
+    declare -A base_of=([gw]=$gw [peer]=$peer_url)
     for side in gw peer; do
-      if [ "$side" = gw ]; then base=$gw; else base=$peer_url; fi
       count=$(awk -v r="${RPS[$side-create]}" -v d="$(duration_seconds "$ROUND_DURATION")" -v h="${REFRESH_HEADROOM:-2}" -v n="$ROUNDS" \
         'BEGIN { printf "%d", r * d * h * n + 2000 }')
-      seed_pairs "$side-rounds" "$base" "$count"
+      seed_pairs "$side-rounds" "${base_of[$side]}" "$count"
       awk -v n="$ROUNDS" -v out="$OUT/pairs-$side-round" '{ print > (out "-" ((NR - 1) % n + 1) ".txt") }' "$OUT/pairs-$side-rounds.txt"
     done
     for i in $(seq "$ROUNDS"); do
       sides="gw peer"
       [ $((i % 2)) = 0 ] && sides="peer gw"
       for side in $sides; do
-        if [ "$side" = gw ]; then base=$gw; else base=$peer_url; fi
-        DURATION=$ROUND_DURATION wrk_run "$side-create-r$i" "$base/v1/weather/session" create.lua
+        DURATION=$ROUND_DURATION wrk_run "$side-create-r$i" "${base_of[$side]}/v1/weather/session" create.lua
       done
       for side in $sides; do
-        if [ "$side" = gw ]; then base=$gw; else base=$peer_url; fi
         PAIRS_FILE=$OUT/pairs-$side-round-$i.txt NO_WARMUP=1 DURATION=$ROUND_DURATION \
-          wrk_run "$side-refresh-r$i" "$base/v1/weather/session/refresh" refresh.lua
+          wrk_run "$side-refresh-r$i" "${base_of[$side]}/v1/weather/session/refresh" refresh.lua
       done
     done
   fi
