@@ -610,6 +610,57 @@ import WeatherProviders
         #expect(claimLeft == [claimSeconds], "the own row's claim had \(claimLeft) s left while its fetch ran")
     }
 
+    /// A request's fetches share one fetch's time: after an outlook that took part of it, the
+    /// request's own row is fetched in what is left, and after one that took all of it, not at
+    /// all (504, or the row's stale copy). Each fetch used to get the providers' full time, so a
+    /// request could hold its worker twice as long, past the web server's 15 s with two 4 s
+    /// providers (a failure-path audit, session 31). The handler's monotonic clock stands for the
+    /// providers' seconds.
+    @Test func aRequestsFetchesShareOneFetchsTime() throws {
+        let t = try TestGateway()
+        t.source.outlookDays = 14  // so days=15 needs a row of its own, a second fetch
+        t.source.worstCaseSeconds = 4
+        let budget = WeatherHandler.fetchBudget(of: t.source).seconds
+        var skew: UInt64 = 0, outlookTakes = 0.6 * budget
+        t.gateway.weatherHandler.monotonic = { MonotonicTime.now() + skew }
+        t.source.onFetch = { query in
+            if case .outlook = query { skew += UInt64(outlookTakes * 1_000_000_000) }
+        }
+        let token = t.createSession()["weatherAccessToken"] as? String
+        #expect(t.weather(token: token, query: "lat=31.2304&lon=121.4737&days=15").status == 200)
+        #expect(t.source.calls == 2 && t.source.given.count == 2)
+        #expect(t.source.given[0] <= budget && t.source.given[0] > budget - 0.5, "\(t.source.given)")
+        #expect(t.source.given[1] <= budget - outlookTakes && t.source.given[1] > budget - outlookTakes - 0.5, "\(t.source.given)")
+
+        outlookTakes = budget  // another cell's outlook takes all the time
+        let spent = t.weather(token: token, query: "lat=39.9042&lon=116.4074&days=15")
+        #expect(spent.status == 504 && spent.errorCode == "provider_timeout", "\(spent.status)")
+        #expect(t.source.calls == 3, "no fetch of the row once the time was spent")
+    }
+
+    /// A wait for another worker's fetch ends at the request's deadline, not a whole fetch's time
+    /// after the wait began: after an outlook that took all but 0.3 s of the request's time, the
+    /// request waits 0.3 s for the worker fetching its own row, not 5 s more.
+    @Test func aWaitEndsAtTheRequestsDeadline() throws {
+        let t = try TestGateway()
+        t.source.outlookDays = 14
+        t.source.worstCaseSeconds = 4
+        let budget = WeatherHandler.fetchBudget(of: t.source).seconds
+        var skew: UInt64 = 0
+        t.gateway.weatherHandler.monotonic = { MonotonicTime.now() + skew }
+        t.source.onFetch = { _ in skew += UInt64((budget - 0.3) * 1_000_000_000) }
+        let point = GridPoint.snapping(lat: 31.2304, lon: 121.4737, degrees: t.config.gridDegrees)
+        let own = point.cacheKeys(.forecast(days: 15)).cache
+        #expect(try t.store.acquireFetchLock(key: own, owner: "pid-1", now: t.clock.now(), until: t.clock.now().adding(seconds: 60)))
+        let token = t.createSession()["weatherAccessToken"] as? String
+        let started = Date()
+        let answer = t.weather(token: token, query: "lat=31.2304&lon=121.4737&days=15")
+        let waited = Date().timeIntervalSince(started)
+        #expect(answer.status == 504 && answer.errorCode == "provider_timeout")
+        #expect(waited < 2, "waited \(waited) s")
+        #expect(t.source.calls == 1)
+    }
+
     /// A trip within the outlook's reach that the outlook cannot hold because the provider sent
     /// it short, and that no provider is asked for alone (a Caiyun-only gateway, a trip ending
     /// at UTC today+14), is the provider's shortfall: the generic 502, not "do not cover".
@@ -1370,7 +1421,7 @@ extension WeatherCounterTests {
         nonisolated(unsafe) let otherWorker = (source: source1, store: t1.store)  // that thread's only, until it ends
         let fetching = Thread {
             usleep(100_000)
-            _ = otherWorker.source.fetch(.outlook, at: point, now: now)
+            _ = otherWorker.source.fetch(.outlook, at: point, now: now, within: .infinity)
             try? otherWorker.store.releaseFetchLock(key: key, owner: "pid-1")
         }
         fetching.start()

@@ -31,6 +31,8 @@ final class FakeWeatherSource: WeatherSource {
     var utcOffset: Int64?
     /// Reports say the provider's day has not turned yet (`WeatherReport.dayNotTurned`).
     var dayNotTurned = false
+    /// The time each call was given (`within`), in order.
+    var given: [Double] = []
     /// Runs at the start of every call, with its query (a slow provider advances the clock).
     var onFetch: ((WeatherQuery) -> Void)?
 
@@ -39,9 +41,10 @@ final class FakeWeatherSource: WeatherSource {
         return WeatherFetch(result: .failure(.notCovered), attempts: [], trail: "caiyun:not_covered")
     }
 
-    func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) -> WeatherFetch {
+    func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp, within seconds: Double) -> WeatherFetch {
         calls += 1
         lastQuery = query
+        given.append(seconds)
         onFetch?(query)
         if let failure { return WeatherFetch(result: .failure(failure), attempts: [("caiyun", true)]) }
         let local = now.adding(seconds: utcOffset ?? 0)

@@ -12,6 +12,7 @@ final class StubProvider: WeatherProvider, @unchecked Sendable {
     private let covers: Bool
     private let lock = NSLock()
     private var count = 0
+    private var givenSeconds: [Double] = []
 
     init(_ name: String, _ answer: Result<Void, ProviderFailure> = .success(()), covers: Bool = true) {
         self.name = name
@@ -20,6 +21,8 @@ final class StubProvider: WeatherProvider, @unchecked Sendable {
     }
 
     var calls: Int { lock.withLock { count } }
+    /// The time each call was given by the chain (`within`), in order.
+    var given: [Double] { lock.withLock { givenSeconds } }
     /// What the next calls answer.
     var answer: Result<Void, ProviderFailure> {
         get { lock.withLock { scripted } }
@@ -27,6 +30,11 @@ final class StubProvider: WeatherProvider, @unchecked Sendable {
     }
 
     func canCover(_ query: WeatherQuery, now: Timestamp) -> Bool { covers }
+
+    func call(_ query: WeatherQuery, at point: GridPoint, now: Timestamp, within seconds: Double) -> ProviderCall {
+        lock.withLock { givenSeconds.append(seconds) }
+        return call(query, at: point, now: now)
+    }
 
     func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) throws(ProviderFailure) -> WeatherReport {
         let answer = lock.withLock {
@@ -153,6 +161,54 @@ final class StubProvider: WeatherProvider, @unchecked Sendable {
         #expect(try outcome.result.get().provider == "visualcrossing")
         #expect(outcome.attempts[0].failure == .httpStatus(502, retryAfter: nil))
         #expect(outcome.providerCalls == 2 && outcome.providerErrors == 1)
+    }
+
+    // MARK: The fetch's time (`within`)
+
+    /// Each provider is given what is left of the fetch's time, and a real provider asks its
+    /// transport for no longer than that or its own timeout, whichever is shorter.
+    @Test func eachProviderIsGivenWhatIsLeftOfTheFetchsTime() throws {
+        let a = StubProvider("a", .failure(.timeout)), b = StubProvider("b")
+        var none = ProviderCooldowns(longest: 0)
+        let outcome = ProviderChain([a, b]).fetch(.forecast(days: 7), at: shanghai, now: fixtureNow, cooldowns: &none, clock: SetClock(), within: 5)
+        #expect(try outcome.result.get().provider == "b")
+        #expect(a.given.count == 1 && b.given.count == 1)
+        #expect(a.given[0] <= 5 && a.given[0] > 4.5, "\(a.given)")
+        #expect(b.given[0] <= a.given[0] && b.given[0] > 4.5, "\(b.given)")
+
+        let transport = try RecordingTransport(body: Fixture.bytes(Fixture.vcForecast))
+        let vc = VisualCrossingProvider(baseURL: "https://vc.invalid", apiKey: "k", transport: transport, timeoutSeconds: 4)
+        _ = vc.call(.forecast(days: 3), at: newYork, now: fixtureNow, within: 1.5)
+        _ = vc.call(.forecast(days: 3), at: newYork, now: fixtureNow, within: 30)
+        _ = vc.call(.forecast(days: 3), at: newYork, now: fixtureNow)
+        #expect(transport.timeouts == [1.5, 4, 4])
+        let caiyunTransport = RecordingTransport(status: 500, body: [])
+        let caiyun = CaiyunProvider(baseURL: "https://caiyun.invalid", token: "t", transport: caiyunTransport, timeoutSeconds: 4)
+        _ = caiyun.call(.forecast(days: 3), at: shanghai, now: fixtureNow, within: 0.5)
+        #expect(caiyunTransport.timeouts == [0.5])
+    }
+
+    /// Once the fetch's time is spent (by the providers before, or by the request before the
+    /// fetch), the providers left are skipped without a call (`out_of_time`) and the fetch times
+    /// out; being skipped says nothing of a provider, so none is paused for it.
+    @Test func noProviderIsAskedOnceTheFetchsTimeIsSpentAndNoneIsPausedForIt() {
+        let a = StubProvider("a", .failure(.transport)), b = StubProvider("b")
+        var chain = PausingChain([a, b])
+        a.duringCall = { usleep(200_000) }  // a connection that failed after 0.2 s of the 0.25
+        let spent = chain.chain.fetch(.forecast(days: 7), at: shanghai, now: fixtureNow, cooldowns: &chain.cooldowns, clock: chain.clock, within: 0.25)
+        #expect(spent.result == .failure(.timeout))
+        #expect(spent.attempts.map(\.code) == ["transport", "out_of_time"] && b.calls == 0)
+        #expect(spent.providerCalls == 1 && spent.providerErrors == 1)
+
+        a.answer = .failure(.timeout)
+        a.duringCall = nil
+        let none = chain.chain.fetch(.forecast(days: 7), at: shanghai, now: fixtureNow, cooldowns: &chain.cooldowns, clock: chain.clock, within: 0.05)
+        #expect(none.result == .failure(.timeout) && none.providerCalls == 0)
+        #expect(none.attempts.allSatisfy { $0.failure == .outOfTime && !$0.calledProvider }, "\(none.attempts)")
+        #expect(a.calls == 1 && b.calls == 0)
+        // a is paused for its transport failure; b, skipped twice for time, is not.
+        let later = chain.fetch(at: 0)
+        #expect(later.attempts.map(\.code) == ["cooling_down", "ok"] && b.calls == 1)
     }
 
     // MARK: Pauses after failures (ProviderCooldowns)

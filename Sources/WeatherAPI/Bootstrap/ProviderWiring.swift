@@ -53,8 +53,8 @@ final class ChainWeatherSource: WeatherSource {
     var isConfigured: Bool { !chain.isEmpty }
     var worstCaseSeconds: Double { timeout * Double(max(1, chain.providers.count)) }
 
-    func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) -> WeatherFetch {
-        Self.weatherFetch(chain.fetch(query, at: point, now: now, cooldowns: &cooldowns, clock: clock))
+    func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp, within seconds: Double) -> WeatherFetch {
+        Self.weatherFetch(chain.fetch(query, at: point, now: now, cooldowns: &cooldowns, clock: clock, within: seconds))
     }
 
     func uncoveredFetch(_ query: WeatherQuery, now: Timestamp) -> WeatherFetch? {

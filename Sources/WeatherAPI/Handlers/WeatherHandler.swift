@@ -21,6 +21,9 @@ final class WeatherHandler {
     /// Seconds after the place's midnight at which a forecast stops being fresh, 0 to 59 at
     /// random (see `weatherBody`); tests fix it.
     var midnightSpread: () -> Int64 = { Int64.random(in: 0..<60) }
+    /// The clock of the request's deadline and of waits, in nanoseconds (`MonotonicTime.now()`);
+    /// tests move it on to stand for a provider's seconds.
+    var monotonic: () -> UInt64 = { MonotonicTime.now() }
 
     init(
         config: GatewayConfig, auth: Authenticator, limiter: Limiter, metrics: Metrics, store: any GatewayStore, source: (any WeatherSource)?,
@@ -76,6 +79,11 @@ final class WeatherHandler {
             try limiter.check([limiter.legacy(ip: context.clientIP), limiter.weather(ip: context.clientIP)], context: context)
         }
 
+        // One fetch's time for the whole request: an outlook and then the request's own row, or a
+        // wait for another worker's fetch and then a fetch of its own, each used to get a full
+        // round of timeouts, 12 to 17 s with two 4 s providers, past the web server's 15 s (a
+        // failure-path audit, session 31).
+        if let source { context.deadline = monotonic() + UInt64(Self.fetchBudget(of: source).seconds * 1_000_000_000) }
         let (body, state) = try answerBody(point: point, cell: cell, key: key, query: query, use: use, context: &context)
         // The stale copy served while another worker refreshes the cell is `stale` to the client
         // (it is older than the TTL), but no provider failed: counted apart, so `weatherctl stats`
@@ -358,10 +366,13 @@ final class WeatherHandler {
         // and its claim could run out while its own fetch ran, letting another worker call the
         // provider again and a waiter answer 504 (a race audit, session 30). A clock set back
         // meanwhile counts from the arrival, as before.
-        let claimStart = max(now, clock.now()), started = MonotonicTime.now()
+        let claimStart = max(now, clock.now()), started = monotonic()
         var acquired = false
         for _ in 0..<2 {
-            let claimedAt = claimStart.adding(seconds: Int64((MonotonicTime.now() - started) / 1_000_000_000))
+            // The request's time is spent (waiting for another worker's fetch that then ended
+            // without an answer, or on an earlier fetch): no claim and no call.
+            guard secondsLeft(context) > 0 else { return try staleOr(.providerTimeout) }
+            let claimedAt = claimStart.adding(seconds: Int64((monotonic() - started) / 1_000_000_000))
             do {
                 acquired = try store.acquireFetchLock(key: key, owner: owner, now: claimedAt, until: claimedAt.adding(seconds: claimSeconds))
             } catch { throw .storageUnavailable }
@@ -385,7 +396,7 @@ final class WeatherHandler {
             fresh.keep(stored.body, for: key, until: stored.freshUntil, now: now)
             return CellBody(body: stored.body, state: "hit", freshUntil: stored.freshUntil)
         }
-        let fetched = source.fetch(query, at: point, now: now)
+        let fetched = source.fetch(query, at: point, now: now, within: secondsLeft(context))
         context.addProviders(fetched.trail)
         for attempt in fetched.attempts {
             metrics.count(Counters.Name.providerCall(attempt.provider), at: now)
@@ -424,8 +435,16 @@ final class WeatherHandler {
         }
     }
 
+    /// Seconds until the request's deadline (`Context.deadline`), 0 once it has passed.
+    func secondsLeft(_ context: Context) -> Double {
+        guard context.deadline != .max else { return .infinity }
+        let now = monotonic()
+        return context.deadline > now ? Double(context.deadline - now) / 1_000_000_000 : 0
+    }
+
     /// How long a fetch may take (the providers' worst case and a second), and how long its claim
-    /// holds, in whole seconds, a second more.
+    /// holds, in whole seconds, a second more. A request's deadline is as far: all its fetches
+    /// and waits together take no longer than one fetch may.
     static func fetchBudget(of source: any WeatherSource) -> (seconds: Double, claimSeconds: Int64) {
         let budget = source.worstCaseSeconds + 1
         return (budget, Int64(budget.rounded(.up)) + 1)
@@ -444,7 +463,8 @@ final class WeatherHandler {
         return error
     }
 
-    /// Polls the cache while another worker fetches; gives up after that worker's time budget.
+    /// Polls the cache while another worker fetches; gives up after that worker's time budget or
+    /// at the request's deadline, whichever comes first (504).
     /// When that fetch ends without a body and every provider that could serve `query` is then
     /// in a pause (shared by the workers: that fetch's own failures are recorded before its lock
     /// is released), the answer is that failure with its `Retry-After`. Nil when the fetching
@@ -455,17 +475,18 @@ final class WeatherHandler {
         key: String, query: WeatherQuery, seen: Timestamp?, source: any WeatherSource, budget: Double, claimSeconds: Int64,
         context: inout Context
     ) throws(HTTPError) -> CellBody? {
-        let started = MonotonicTime.now(), requestTime = max(context.now, clock.now())
-        let deadline = started + UInt64(budget * 1_000_000_000)
+        let monotonic = self.monotonic
+        let started = monotonic(), requestTime = max(context.now, clock.now())
+        let deadline = min(started + UInt64(budget * 1_000_000_000), context.deadline)
         let store = self.store
         var trail: String?
         defer { if let trail { context.addProviders(trail) } }
         // The request's clock (the gateway's injected one), moved on by the wait.
-        func now() -> Timestamp { requestTime.adding(seconds: Int64((MonotonicTime.now() - started) / 1_000_000_000)) }
+        func now() -> Timestamp { requestTime.adding(seconds: Int64((monotonic() - started) / 1_000_000_000)) }
         guard
             let body = try Self.awaitFetch(
                 pollAgain: {
-                    usleep(20_000); return MonotonicTime.now() < deadline
+                    usleep(20_000); return monotonic() < deadline
                 },
                 freshBody: { () throws(StoreError) -> [UInt8]? in
                     let now = now()

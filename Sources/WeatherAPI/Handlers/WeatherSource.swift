@@ -6,9 +6,10 @@ public protocol WeatherSource {
     var isConfigured: Bool { get }
     /// Longest time one `fetch` may take, in seconds (every provider's timeout together).
     var worstCaseSeconds: Double { get }
-    /// Asks the providers for `query` at the snapped `point`: the report or why there is none,
-    /// with each provider's attempt for the counters and the log.
-    func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) -> WeatherFetch
+    /// Asks the providers for `query` at the snapped `point` in at most `seconds` (what is left of
+    /// the request's time; `worstCaseSeconds` or more leaves every provider its own timeout): the
+    /// report or why there is none, with each provider's attempt for the counters and the log.
+    func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp, within seconds: Double) -> WeatherFetch
     /// The failed fetch `fetch` would return without calling anyone, because every provider that
     /// could serve `query` is in a pause after failing; `nil` when a call would be made.
     func pausedFetch(_ query: WeatherQuery, now: Timestamp) -> WeatherFetch?

@@ -13,6 +13,9 @@ public struct Context: Sendable {
     public var cache: String?
     /// For the log line, when providers were asked: `WeatherFetch.trail`, each fetch's in turn.
     public var providers: String?
+    /// When the request stops asking providers and waiting for another worker's fetch, in
+    /// `MonotonicTime.now()`'s nanoseconds (`WeatherHandler` sets it); `.max`: never.
+    public var deadline: UInt64 = .max
 
     /// Adds a fetch's trail to the log line's: a request that fetched twice (the outlook, then
     /// the days it could not hold) named only its second fetch (a race hunt).

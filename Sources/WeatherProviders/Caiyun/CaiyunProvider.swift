@@ -64,8 +64,13 @@ public struct CaiyunProvider: WeatherProvider {
     /// `fetch`, saying whether a request went out: an outlook and `days=15` are the same URL, and
     /// the transport may give the second the first one's answer (`RepeatedCallTransport`).
     public func call(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) -> ProviderCall {
+        call(query, at: point, now: now, within: timeoutSeconds)
+    }
+
+    /// `call` with the shorter of `timeoutSeconds` and `seconds`.
+    public func call(_ query: WeatherQuery, at point: GridPoint, now: Timestamp, within seconds: Double) -> ProviderCall {
         guard canCover(query, now: now) else { return ProviderCall(result: .failure(.notCovered)) }  // the chain asks `canCover` first
-        return ProviderCall.get(requestURL(for: query, at: point), through: transport, timeoutSeconds: timeoutSeconds) {
+        return ProviderCall.get(requestURL(for: query, at: point), through: transport, timeoutSeconds: min(timeoutSeconds, seconds)) {
             (response) throws(ProviderFailure) in try Self.report(from: response, for: query, at: point, now: now)
         }
     }

@@ -39,9 +39,17 @@ public struct ProviderChain: Sendable {
     /// have taken long.
     /// A failed outcome carries `retryAfter` when a pause is running: the seconds from the end of
     /// this fetch until the first of the providers that could serve the query is called again.
+    ///
+    /// `seconds` bounds the whole fetch: a provider is given no more than what is left of them,
+    /// however long its own timeout, and one reached with less than `shortestCall` left is skipped
+    /// (`.outOfTime`, no call, no pause), standing for a timeout. The handler passes what is left
+    /// of its request's time, so that a request that already waited or fetched once cannot hold
+    /// its worker for another full round of timeouts.
     public func fetch(
-        _ query: WeatherQuery, at point: GridPoint, now: Timestamp, cooldowns: inout ProviderCooldowns, clock: any Clock
+        _ query: WeatherQuery, at point: GridPoint, now: Timestamp, cooldowns: inout ProviderCooldowns, clock: any Clock,
+        within seconds: Double = .infinity
     ) -> ChainOutcome {
+        let deadline = Self.deadline(in: seconds)
         var attempts: [ProviderAttempt] = []
         var lastFailure: ProviderFailure?
         var tried: [String] = []
@@ -63,6 +71,12 @@ public struct ProviderChain: Sendable {
                 continue
             }
             tried.append(provider.name)
+            let left = Self.secondsLeft(until: deadline)
+            guard left >= Self.shortestCall else {
+                attempts.append(ProviderAttempt(provider: provider.name, failure: .outOfTime, calledProvider: false))
+                lastFailure = .timeout
+                continue
+            }
             // The clock, not `now`: an earlier provider's call may have taken seconds.
             if let pause = cooldowns.admit(provider.name, now: cooldowns.longest > 0 ? clock.now() : now) {
                 attempts.append(ProviderAttempt(provider: provider.name, failure: .coolingDown, calledProvider: false))
@@ -72,7 +86,7 @@ public struct ProviderChain: Sendable {
             // An answer given again (`ProviderCall.repeated`) is the provider's answer, but no
             // call: it neither ends a pause nor starts or lengthens one (the call that brought it
             // did what it does), and the counters count neither a call nor an error for it.
-            let call = provider.call(query, at: point, now: now)
+            let call = provider.call(query, at: point, now: now, within: left)
             switch call.result {
             case .success(let report):
                 if !call.repeated { cooldowns.succeeded(provider.name) }
@@ -103,6 +117,22 @@ public struct ProviderChain: Sendable {
 }
 
 extension ProviderChain {
+    /// The least time a provider is asked with: the shortest `WEATHER_PROVIDER_TIMEOUT`.
+    public static let shortestCall = 0.1
+
+    /// `seconds` from now in `MonotonicTime.now()`'s nanoseconds; `.max` for none (infinite).
+    static func deadline(in seconds: Double) -> UInt64 {
+        guard seconds.isFinite else { return .max }
+        return MonotonicTime.now() + UInt64(max(0, min(seconds, 86_400)) * 1_000_000_000)
+    }
+
+    /// Seconds from now until `deadline`, 0 once it has passed, infinite for `.max`.
+    static func secondsLeft(until deadline: UInt64) -> Double {
+        guard deadline != .max else { return .infinity }
+        let now = MonotonicTime.now()
+        return deadline > now ? Double(deadline - now) / 1_000_000_000 : 0
+    }
+
     /// What `fetch` would answer without calling anyone, when every provider that could serve
     /// `query` is in a pause at `now`: the last one's failure and the seconds until the first
     /// pause ends. `nil` when some provider would be called (or none could serve the query), so

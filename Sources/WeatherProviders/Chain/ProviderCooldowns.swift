@@ -257,6 +257,7 @@ extension ProviderCooldowns.Entry {
             case .coolingDown: 7
             case .tls: 8
             case .notJSON: 9
+            case .outOfTime: 10  // pauses nobody, so never on a board
             }
         return ProviderPause(failures: failures, until: until, failure: code | (lengthened ? Self.lengthenedBit : 0))
     }
@@ -275,6 +276,7 @@ extension ProviderCooldowns.Entry {
             case 7: .coolingDown
             case 8: .tls
             case 9: .notJSON
+            case 10: .outOfTime
             default: .transport
             }
         self.init(failures: pause.failures, until: pause.until, failure: failure, lengthened: pause.failure & Self.lengthenedBit != 0)

@@ -24,6 +24,10 @@ public enum ProviderFailure: Error, Equatable, Sendable {
     case notCovered
     /// Skipped without a call: the provider failed recently and is in a pause (`ProviderCooldowns`).
     case coolingDown
+    /// Skipped without a call: the request's time for asking providers had run out (the fetch's
+    /// deadline, `ProviderChain.fetch`), spent by the providers before it or by an earlier wait.
+    /// Says nothing of this provider, so it pauses nobody; the fetch fails as a timeout.
+    case outOfTime
 
     /// True when the failure says the provider cannot serve anyone right now, whatever was asked:
     /// no answer in time, no connection, the key refused (401, 403), the quota spent (429), a
@@ -38,7 +42,7 @@ public enum ProviderFailure: Error, Equatable, Sendable {
         switch self {
         case .timeout, .transport, .tls, .notJSON: return true
         case .httpStatus(let status, _): return (300...399).contains(status) || status == 401 || status == 403 || status == 429 || status >= 500
-        case .providerError, .unparseable, .notCovered, .coolingDown: return false
+        case .providerError, .unparseable, .notCovered, .coolingDown, .outOfTime: return false
         }
     }
 
@@ -54,6 +58,7 @@ public enum ProviderFailure: Error, Equatable, Sendable {
         case .tls: return "tls"
         case .notCovered: return "not_covered"
         case .coolingDown: return "cooling_down"
+        case .outOfTime: return "out_of_time"
         }
     }
 
@@ -71,6 +76,7 @@ public enum ProviderFailure: Error, Equatable, Sendable {
         case .tls: return "provider's certificate was refused"
         case .notCovered: return "provider does not cover the requested dates"
         case .coolingDown: return "provider skipped for a pause after failing"
+        case .outOfTime: return "provider skipped: the request's time had run out"
         }
     }
 }

@@ -21,6 +21,11 @@ public protocol WeatherProvider: Sendable {
     /// a request of its own (`ProviderChain` counts calls by it). Default: `fetch`, always a call.
     func call(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) -> ProviderCall
 
+    /// `call` given at most `seconds`, when that is less than the provider's own timeout: what is
+    /// left of the fetch's deadline (`ProviderChain.fetch`). Default: `call`, for providers
+    /// without a timeout of their own (test stubs).
+    func call(_ query: WeatherQuery, at point: GridPoint, now: Timestamp, within seconds: Double) -> ProviderCall
+
     /// Whether `failure`, from this provider, means it can serve no query right now (so the chain
     /// pauses it) rather than something about this query alone. Default: `failure.failsEveryQuery`.
     func failsEveryQuery(_ failure: ProviderFailure) -> Bool
@@ -33,6 +38,11 @@ extension WeatherProvider {
     /// `fetch`, always counted as a call.
     public func call(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) -> ProviderCall {
         ProviderCall(result: Result { () throws(ProviderFailure) in try fetch(query, at: point, now: now) })
+    }
+
+    /// `call`: a provider without a timeout of its own has nothing to shorten.
+    public func call(_ query: WeatherQuery, at point: GridPoint, now: Timestamp, within seconds: Double) -> ProviderCall {
+        call(query, at: point, now: now)
     }
 
     /// Providers without a known horizon cover everything until their answer says otherwise.

@@ -34,7 +34,12 @@ public struct VisualCrossingProvider: WeatherProvider {
     /// `fetch`, saying whether a request went out: an outlook and `days=15` are the same URL, and
     /// the transport may give the second the first one's answer (`RepeatedCallTransport`).
     public func call(_ query: WeatherQuery, at point: GridPoint, now: Timestamp) -> ProviderCall {
-        ProviderCall.get(requestURL(for: query, at: point), through: transport, timeoutSeconds: timeoutSeconds) {
+        call(query, at: point, now: now, within: timeoutSeconds)
+    }
+
+    /// `call` with the shorter of `timeoutSeconds` and `seconds`.
+    public func call(_ query: WeatherQuery, at point: GridPoint, now: Timestamp, within seconds: Double) -> ProviderCall {
+        ProviderCall.get(requestURL(for: query, at: point), through: transport, timeoutSeconds: min(timeoutSeconds, seconds)) {
             (response) throws(ProviderFailure) in try Self.report(from: response, for: query, at: point, now: now)
         }
     }

@@ -6,6 +6,7 @@ final class RecordingTransport: HTTPTransport, @unchecked Sendable {
     private let lock = NSLock()
     private var answers: [Result<HTTPResult, ProviderFailure>]
     private var recorded: [String] = []
+    private var recordedTimeouts: [Double] = []
 
     /// Answers are used in order; the last one repeats.
     init(_ answers: [Result<HTTPResult, ProviderFailure>]) {
@@ -18,10 +19,13 @@ final class RecordingTransport: HTTPTransport, @unchecked Sendable {
     }
 
     var urls: [String] { lock.withLock { recorded } }
+    /// The `timeoutSeconds` of each call, in order.
+    var timeouts: [Double] { lock.withLock { recordedTimeouts } }
 
     func get(_ url: String, timeoutSeconds: Double) throws(ProviderFailure) -> HTTPResult {
         let answer: Result<HTTPResult, ProviderFailure> = lock.withLock {
             recorded.append(url)
+            recordedTimeouts.append(timeoutSeconds)
             return answers.count > 1 ? answers.removeFirst() : answers[0]
         }
         return try answer.get()
