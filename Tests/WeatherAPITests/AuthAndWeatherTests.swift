@@ -621,21 +621,24 @@ import WeatherProviders
         t.source.outlookDays = 14  // so days=15 needs a row of its own, a second fetch
         t.source.worstCaseSeconds = 4
         let budget = WeatherHandler.fetchBudget(of: t.source).seconds
+        // Frozen but for the provider's seconds: the values given are exact.
+        let base = MonotonicTime.now()
         var skew: UInt64 = 0, outlookTakes = 0.6 * budget
-        t.gateway.weatherHandler.monotonic = { MonotonicTime.now() + skew }
+        t.gateway.weatherHandler.monotonic = { base + skew }
         t.source.onFetch = { query in
             if case .outlook = query { skew += UInt64(outlookTakes * 1_000_000_000) }
         }
         let token = t.createSession()["weatherAccessToken"] as? String
         #expect(t.weather(token: token, query: "lat=31.2304&lon=121.4737&days=15").status == 200)
         #expect(t.source.calls == 2 && t.source.given.count == 2)
-        #expect(t.source.given[0] <= budget && t.source.given[0] > budget - 0.5, "\(t.source.given)")
-        #expect(t.source.given[1] <= budget - outlookTakes && t.source.given[1] > budget - outlookTakes - 0.5, "\(t.source.given)")
+        #expect(abs(t.source.given[0] - budget) < 1e-6 && abs(t.source.given[1] - (budget - outlookTakes)) < 1e-6, "\(t.source.given)")
 
         outlookTakes = budget  // another cell's outlook takes all the time
         let spent = t.weather(token: token, query: "lat=39.9042&lon=116.4074&days=15")
         #expect(spent.status == 504 && spent.errorCode == "provider_timeout", "\(spent.status)")
-        #expect(t.source.calls == 3, "no fetch of the row once the time was spent")
+        #expect(t.source.calls == 3 && t.source.given.last == 0, "the row's fetch given no time: \(t.source.given)")
+        #expect(t.log.lines.last?.contains(" providers=caiyun:ok,caiyun:out_of_time") == true, "\(t.log.lines.last ?? "")")
+        #expect(try t.store.db.scalarInt("SELECT count(*) FROM weather_fetch_locks") == 0)
     }
 
     /// A wait for another worker's fetch ends at the request's deadline, not a whole fetch's time
@@ -1152,6 +1155,11 @@ extension WeatherCounterTests {
                 fetchState: { () throws(StoreError) -> FetchLockState in .held })
         }
         #expect(polls == 4)
+        // A wait with no time at all still reads the cache once: the awaited answer may be there.
+        let there = try? WeatherHandler.awaitFetch(
+            pollAgain: { false }, freshBody: { () throws(StoreError) -> [UInt8]? in [1] },
+            fetchState: { () throws(StoreError) -> FetchLockState in .held })
+        #expect(there == [1])
         #expect(throws: HTTPError.storageUnavailable) {
             try WeatherHandler.awaitFetch(
                 pollAgain: { true }, freshBody: { () throws(StoreError) -> [UInt8]? in throw StoreError(code: 10, message: "io") },

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import WeatherAPI
 import WeatherCore
+import WeatherProviders
 import WeatherStore
 
 /// A clock the test moves by hand.
@@ -42,9 +43,11 @@ final class FakeWeatherSource: WeatherSource {
     }
 
     func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp, within seconds: Double) -> WeatherFetch {
+        given.append(seconds)
+        // As the chain does: given too little time, no call.
+        if seconds < ProviderChain.shortestCall { return WeatherFetch(result: .failure(.timeout), attempts: [], trail: "caiyun:out_of_time") }
         calls += 1
         lastQuery = query
-        given.append(seconds)
         onFetch?(query)
         if let failure { return WeatherFetch(result: .failure(failure), attempts: [("caiyun", true)]) }
         let local = now.adding(seconds: utcOffset ?? 0)

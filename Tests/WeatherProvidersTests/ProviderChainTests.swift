@@ -168,13 +168,14 @@ final class StubProvider: WeatherProvider, @unchecked Sendable {
     /// Each provider is given what is left of the fetch's time, and a real provider asks its
     /// transport for no longer than that or its own timeout, whichever is shorter.
     @Test func eachProviderIsGivenWhatIsLeftOfTheFetchsTime() throws {
-        let a = StubProvider("a", .failure(.timeout)), b = StubProvider("b")
+        let a = StubProvider("a", .failure(.transport)), b = StubProvider("b")
+        a.duringCall = { usleep(500_000) }  // a failed after half a second
         var none = ProviderCooldowns(longest: 0)
         let outcome = ProviderChain([a, b]).fetch(.forecast(days: 7), at: shanghai, now: fixtureNow, cooldowns: &none, clock: SetClock(), within: 5)
         #expect(try outcome.result.get().provider == "b")
         #expect(a.given.count == 1 && b.given.count == 1)
-        #expect(a.given[0] <= 5 && a.given[0] > 4.5, "\(a.given)")
-        #expect(b.given[0] <= a.given[0] && b.given[0] > 4.5, "\(b.given)")
+        #expect(a.given[0] <= 5 && a.given[0] > 4, "\(a.given)")
+        #expect(b.given[0] <= 4.5 && b.given[0] > 3.5, "what was left after a's half second: \(b.given)")
 
         let transport = try RecordingTransport(body: Fixture.bytes(Fixture.vcForecast))
         let vc = VisualCrossingProvider(baseURL: "https://vc.invalid", apiKey: "k", transport: transport, timeoutSeconds: 4)
@@ -204,11 +205,35 @@ final class StubProvider: WeatherProvider, @unchecked Sendable {
         a.duringCall = nil
         let none = chain.chain.fetch(.forecast(days: 7), at: shanghai, now: fixtureNow, cooldowns: &chain.cooldowns, clock: chain.clock, within: 0.05)
         #expect(none.result == .failure(.timeout) && none.providerCalls == 0)
-        #expect(none.attempts.allSatisfy { $0.failure == .outOfTime && !$0.calledProvider }, "\(none.attempts)")
+        // a, paused since its transport failure, says so whatever the time; b is out of time.
+        #expect(none.attempts.map(\.code) == ["cooling_down", "out_of_time"] && none.attempts.allSatisfy { !$0.calledProvider }, "\(none.attempts)")
         #expect(a.calls == 1 && b.calls == 0)
         // a is paused for its transport failure; b, skipped twice for time, is not.
         let later = chain.fetch(at: 0)
         #expect(later.attempts.map(\.code) == ["cooling_down", "ok"] && b.calls == 1)
+    }
+
+    /// A call given less than its provider's own timeout that runs out of that time did not
+    /// overrun the provider's timeout: `out_of_time`, a provider call but no provider error, and
+    /// no pause (it would have paused a healthy provider for every worker because one request was
+    /// short of time; a review). The fetch still fails as a timeout. With its own timeout, the
+    /// same failure is the provider's `timeout`.
+    @Test func aCallCutShortByTheFetchsTimeIsNoProviderFailure() {
+        let transport = RecordingTransport([.failure(.timeout)])
+        let caiyun = CaiyunProvider(baseURL: "https://caiyun.invalid", token: "t", transport: transport, timeoutSeconds: 4)
+        #expect(caiyun.call(.forecast(days: 3), at: shanghai, now: fixtureNow, within: 0.5).result == .failure(.outOfTime))
+        #expect(caiyun.call(.forecast(days: 3), at: shanghai, now: fixtureNow, within: 30).result == .failure(.timeout))
+        #expect(caiyun.call(.forecast(days: 3), at: shanghai, now: fixtureNow).result == .failure(.timeout))
+
+        var chain = PausingChain([caiyun])
+        let short = chain.chain.fetch(.forecast(days: 3), at: shanghai, now: fixtureNow, cooldowns: &chain.cooldowns, clock: chain.clock, within: 1)
+        #expect(short.result == .failure(.timeout) && short.attempts.map(\.code) == ["out_of_time"])
+        #expect(short.providerCalls == 1 && short.providerErrors == 0)
+        let next = chain.fetch(at: 0)  // not paused: called again, with its own timeout
+        #expect(next.attempts.map(\.code) == ["timeout"] && next.providerErrors == 1)
+        let asked = Array(transport.timeouts.suffix(2))
+        #expect(asked.count == 2 && asked[0] <= 1 && asked[0] > 0.5 && asked[1] == 4, "\(transport.timeouts)")
+        #expect(chain.fetch(at: 0).attempts.map(\.code) == ["cooling_down"], "its own timeout pauses it")
     }
 
     // MARK: Pauses after failures (ProviderCooldowns)

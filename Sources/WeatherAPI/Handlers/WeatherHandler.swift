@@ -1,4 +1,5 @@
 import WeatherCore
+import WeatherProviders
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -79,11 +80,6 @@ final class WeatherHandler {
             try limiter.check([limiter.legacy(ip: context.clientIP), limiter.weather(ip: context.clientIP)], context: context)
         }
 
-        // One fetch's time for the whole request: an outlook and then the request's own row, or a
-        // wait for another worker's fetch and then a fetch of its own, each used to get a full
-        // round of timeouts, 12 to 17 s with two 4 s providers, past the web server's 15 s (a
-        // failure-path audit, session 31).
-        if let source { context.deadline = monotonic() + UInt64(Self.fetchBudget(of: source).seconds * 1_000_000_000) }
         let (body, state) = try answerBody(point: point, cell: cell, key: key, query: query, use: use, context: &context)
         // The stale copy served while another worker refreshes the cell is `stale` to the client
         // (it is older than the TTL), but no provider failed: counted apart, so `weatherctl stats`
@@ -367,11 +363,17 @@ final class WeatherHandler {
         // provider again and a waiter answer 504 (a race audit, session 30). A clock set back
         // meanwhile counts from the arrival, as before.
         let claimStart = max(now, clock.now()), started = monotonic()
+        startDeadline(&context, budget: budget)
         var acquired = false
         for _ in 0..<2 {
-            // The request's time is spent (waiting for another worker's fetch that then ended
-            // without an answer, or on an earlier fetch): no claim and no call.
-            guard secondsLeft(context) > 0 else { return try staleOr(.providerTimeout) }
+            // The request's time is spent (on an earlier fetch, or waiting for another worker's
+            // fetch that then ended without an answer): no claim, and the chain, given no time,
+            // calls nobody and names each provider `out_of_time` in the log.
+            guard secondsLeft(context) >= ProviderChain.shortestCall else {
+                let none = source.fetch(query, at: point, now: now, within: 0)
+                context.addProviders(none.trail)
+                return try staleOr(Self.failure(of: none))
+            }
             let claimedAt = claimStart.adding(seconds: Int64((monotonic() - started) / 1_000_000_000))
             do {
                 acquired = try store.acquireFetchLock(key: key, owner: owner, now: claimedAt, until: claimedAt.adding(seconds: claimSeconds))
@@ -435,6 +437,17 @@ final class WeatherHandler {
         }
     }
 
+    /// Starts the request's deadline (`Context.deadline`) at its first fetch or wait, one fetch's
+    /// `budget` away: every later fetch and wait of the request shares that time. Each used to get
+    /// a full round of timeouts, so an outlook and then the request's own row, or a wait for
+    /// another worker's fetch and then a fetch of its own, took 12 to 17 s with two 4 s providers,
+    /// past the web server's 15 s (a failure-path audit, session 31). Started there, not when the
+    /// request came in, so that a request's only fetch has the time it always had.
+    func startDeadline(_ context: inout Context, budget: Double) {
+        guard context.deadline == .max else { return }
+        context.deadline = monotonic() + UInt64(budget * 1_000_000_000)
+    }
+
     /// Seconds until the request's deadline (`Context.deadline`), 0 once it has passed.
     func secondsLeft(_ context: Context) -> Double {
         guard context.deadline != .max else { return .infinity }
@@ -475,6 +488,7 @@ final class WeatherHandler {
         key: String, query: WeatherQuery, seen: Timestamp?, source: any WeatherSource, budget: Double, claimSeconds: Int64,
         context: inout Context
     ) throws(HTTPError) -> CellBody? {
+        startDeadline(&context, budget: budget)
         let monotonic = self.monotonic
         let started = monotonic(), requestTime = max(context.now, clock.now())
         let deadline = min(started + UInt64(budget * 1_000_000_000), context.deadline)
@@ -554,6 +568,9 @@ final class WeatherHandler {
                     failure = state == .expired ? .providerTimeout : .providerError
                 }
             }
+            // Time is up: the cache once more, as a wait that began at its deadline (the request's
+            // time spent before it) has not read it at all.
+            if failure == nil, let body = try freshBody() { return body }
         } catch {
             throw .storageUnavailable
         }

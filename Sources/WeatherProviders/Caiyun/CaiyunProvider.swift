@@ -67,10 +67,10 @@ public struct CaiyunProvider: WeatherProvider {
         call(query, at: point, now: now, within: timeoutSeconds)
     }
 
-    /// `call` with the shorter of `timeoutSeconds` and `seconds`.
+    /// `call` with the shorter of `timeoutSeconds` and `seconds` (`ProviderCall.get`).
     public func call(_ query: WeatherQuery, at point: GridPoint, now: Timestamp, within seconds: Double) -> ProviderCall {
         guard canCover(query, now: now) else { return ProviderCall(result: .failure(.notCovered)) }  // the chain asks `canCover` first
-        return ProviderCall.get(requestURL(for: query, at: point), through: transport, timeoutSeconds: min(timeoutSeconds, seconds)) {
+        return ProviderCall.get(requestURL(for: query, at: point), through: transport, timeoutSeconds: timeoutSeconds, within: seconds) {
             (response) throws(ProviderFailure) in try Self.report(from: response, for: query, at: point, now: now)
         }
     }

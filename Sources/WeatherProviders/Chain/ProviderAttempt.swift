@@ -5,8 +5,9 @@ public struct ProviderAttempt: Sendable, Equatable {
     /// `nil` when this provider produced the report.
     public var failure: ProviderFailure?
     /// Whether the provider was asked: called, or its answer to the same call moments earlier
-    /// judged again (`repeated`). `false` when it was skipped because it cannot cover the query or
-    /// is in a pause: such a skip costs nothing and is neither a provider call nor an error.
+    /// judged again (`repeated`). `false` when it was skipped because it cannot cover the query,
+    /// is in a pause, or the fetch's time had run out (`outOfTime`): such a skip costs nothing and
+    /// is neither a provider call nor an error.
     public var calledProvider: Bool
     /// No request went out: the transport gave the answer to the same call moments earlier
     /// (`RepeatedCallTransport`), judged again for this query. Asked, so its failure is the
@@ -34,6 +35,6 @@ public struct ProviderAttempt: Sendable, Equatable {
 
     /// A call that failed, for the error counters: not one whose answer lacked the dates asked
     /// (a trip near the end of Caiyun's days, which a place's time zone decides), which says
-    /// nothing about the provider's health.
-    public var calledAndFailed: Bool { sentRequest && failure != nil && failure != .notCovered }
+    /// nothing about the provider's health, nor one cut short by the fetch's time (`outOfTime`).
+    public var calledAndFailed: Bool { sentRequest && failure != nil && failure != .notCovered && failure != .outOfTime }
 }

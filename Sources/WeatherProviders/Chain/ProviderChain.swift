@@ -17,7 +17,8 @@ public struct ProviderChain: Sendable {
     ///
     /// Providers whose `canCover` is false are skipped without a call. When none succeeds, the
     /// failure is `.timeout` if the last provider actually called timed out (API: 504; with pauses,
-    /// also when the last provider is paused after a timeout), `.notCovered` when every provider
+    /// also when the last provider is paused after a timeout, and when the fetch's time ran out
+    /// before or during the last provider's turn: `outOfTime`), `.notCovered` when every provider
     /// was skipped for the dates (API: 502, but no retry can help), and
     /// `.providerError` otherwise (API: 502), including when the chain is empty. The details of
     /// each failure stay in `attempts` for the log line.
@@ -42,9 +43,10 @@ public struct ProviderChain: Sendable {
     ///
     /// `seconds` bounds the whole fetch: a provider is given no more than what is left of them,
     /// however long its own timeout, and one reached with less than `shortestCall` left is skipped
-    /// (`.outOfTime`, no call, no pause), standing for a timeout. The handler passes what is left
-    /// of its request's time, so that a request that already waited or fetched once cannot hold
-    /// its worker for another full round of timeouts.
+    /// (no call); either way one that runs out of that time is `.outOfTime`, which pauses nobody,
+    /// is no provider error and stands for a timeout (504). The handler passes what is left of
+    /// its request's time, so that a request that already waited or fetched once cannot hold its
+    /// worker for another full round of timeouts.
     public func fetch(
         _ query: WeatherQuery, at point: GridPoint, now: Timestamp, cooldowns: inout ProviderCooldowns, clock: any Clock,
         within seconds: Double = .infinity
@@ -71,16 +73,19 @@ public struct ProviderChain: Sendable {
                 continue
             }
             tried.append(provider.name)
-            let left = Self.secondsLeft(until: deadline)
-            guard left >= Self.shortestCall else {
-                attempts.append(ProviderAttempt(provider: provider.name, failure: .outOfTime, calledProvider: false))
-                lastFailure = .timeout
-                continue
-            }
             // The clock, not `now`: an earlier provider's call may have taken seconds.
             if let pause = cooldowns.admit(provider.name, now: cooldowns.longest > 0 ? clock.now() : now) {
                 attempts.append(ProviderAttempt(provider: provider.name, failure: .coolingDown, calledProvider: false))
                 lastFailure = pause.failure
+                continue
+            }
+            // After the pause: a provider in one says so, and stands for its failure, whatever
+            // the time. A claim `admit` gave for testing this provider goes back unused
+            // (`recordPauses`).
+            let left = Self.secondsLeft(until: deadline)
+            guard left >= Self.shortestCall else {
+                attempts.append(ProviderAttempt(provider: provider.name, failure: .outOfTime, calledProvider: false))
+                lastFailure = .timeout
                 continue
             }
             // An answer given again (`ProviderCall.repeated`) is the provider's answer, but no
@@ -98,7 +103,7 @@ public struct ProviderChain: Sendable {
                 // must not stop the gateway asking it for everyone.
                 if !call.repeated && provider.failsEveryQuery(error) { pausing.append((provider.name, error)) }
                 attempts.append(ProviderAttempt(provider: provider.name, failure: error, calledProvider: true, repeated: call.repeated))
-                lastFailure = error
+                lastFailure = error == .outOfTime ? .timeout : error
             }
         }
         // Only when nobody was asked: a provider that answered without some of the days (its day

@@ -24,9 +24,11 @@ public enum ProviderFailure: Error, Equatable, Sendable {
     case notCovered
     /// Skipped without a call: the provider failed recently and is in a pause (`ProviderCooldowns`).
     case coolingDown
-    /// Skipped without a call: the request's time for asking providers had run out (the fetch's
-    /// deadline, `ProviderChain.fetch`), spent by the providers before it or by an earlier wait.
-    /// Says nothing of this provider, so it pauses nobody; the fetch fails as a timeout.
+    /// The request's time for asking providers ran out (`ProviderChain.fetch`'s `seconds`, spent
+    /// by the providers before this one or by an earlier fetch or wait): skipped without a call
+    /// when too little was left, or a call given less than the provider's own timeout that did not
+    /// answer in it. Says nothing of the provider, so it pauses nobody and counts as no provider
+    /// error; the fetch fails as a timeout.
     case outOfTime
 
     /// True when the failure says the provider cannot serve anyone right now, whatever was asked:
