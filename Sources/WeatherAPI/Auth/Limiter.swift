@@ -68,35 +68,58 @@ final class Limiter {
 
     /// Takes one request from each bucket or throws 429 with the wait of the bucket that refused.
     func check(_ buckets: [LimitBucket], context: Context) throws(HTTPError) {
+        guard let pending = pendingCharge(buckets, context: context) else { return }
+        let grant: LimitGrant
+        do { grant = try store.take(pending.charge.buckets, extra: pending.charge.extra, nowMs: pending.charge.nowMs) } catch {
+            throw .storageUnavailable
+        }
+        try settle(pending, grant, context: context)
+    }
+
+    /// What `check` still has to take from the store once leased units here are accounted for:
+    /// nil when there is nothing (no bucket enabled, or leased units here covered every bucket and
+    /// were spent). A write that the request makes anyway takes the charge in its own transaction
+    /// (`GatewayStore.createSession(_:tokens:charging:)`, `rotate(…charging:)`), and `settle`
+    /// then does the rest: one turn in the writers' queue instead of two.
+    func pendingCharge(_ buckets: [LimitBucket], context: Context) -> PendingCharge? {
         let active = buckets.filter(\.quota.isEnabled)
-        guard !active.isEmpty else { return }
+        guard !active.isEmpty else { return nil }
         let nowMs = context.now.seconds * 1000
         // The common case when busy: every bucket has leased units here; no database at all.
         if !leases.isEmpty, active.allSatisfy({ (leases[$0.key]?.units ?? 0) > 0 }) {
             for b in active { if let lease = leases[b.key] { lease.units -= 1 } }
-            return
+            return nil
         }
         let fromStore = active.filter { (leases[$0.key]?.units ?? 0) == 0 }
-        if !fromStore.isEmpty {
-            let extra = fromStore.map { b in nowMs - (lastTaken[b.key] ?? .min / 2) < Self.leaseMs ? Self.leaseUnits : 0 }
-            let grant: LimitGrant
-            do { grant = try store.take(fromStore, extra: extra, nowMs: nowMs) } catch { throw .storageUnavailable }
-            switch grant {
-            case .refused(let retryAfter, let bucket):
-                throw refusal(by: bucket, retryAfter: retryAfter, context: context)
-            case .granted(let units):
-                if lastTaken.count >= Self.tableLimit { lastTaken.removeAll(keepingCapacity: true) }
-                for (b, n) in zip(fromStore, units) {
-                    lastTaken[b.key] = nowMs
-                    if n > 1 {
-                        leases[b.key] = Lease(units: n - 1, bucket: b, endsMs: nowMs + Self.leaseMs)
-                        firstEndMs = min(firstEndMs, nowMs + Self.leaseMs)
-                    }
+        let extra = fromStore.map { b in nowMs - (lastTaken[b.key] ?? .min / 2) < Self.leaseMs ? Self.leaseUnits : 0 }
+        return PendingCharge(active: active, charge: LimitCharge(buckets: fromStore, extra: extra, nowMs: nowMs))
+    }
+
+    /// Buckets of a request and the part of them the store is to take (`pendingCharge`).
+    struct PendingCharge {
+        let active: [LimitBucket]
+        let charge: LimitCharge
+    }
+
+    /// Finishes `check` with the store's `grant` for `pending`: 429 when it refused; else the
+    /// leases it granted are kept here and one leased unit of every bucket the store skipped is
+    /// spent (only now that nothing refused).
+    func settle(_ pending: PendingCharge, _ grant: LimitGrant, context: Context) throws(HTTPError) {
+        let fromStore = pending.charge.buckets, nowMs = pending.charge.nowMs
+        switch grant {
+        case .refused(let retryAfter, let bucket):
+            throw refusal(by: bucket, retryAfter: retryAfter, context: context)
+        case .granted(let units):
+            if lastTaken.count >= Self.tableLimit { lastTaken.removeAll(keepingCapacity: true) }
+            for (b, n) in zip(fromStore, units) {
+                lastTaken[b.key] = nowMs
+                if n > 1 {
+                    leases[b.key] = Lease(units: n - 1, bucket: b, endsMs: nowMs + Self.leaseMs)
+                    firstEndMs = min(firstEndMs, nowMs + Self.leaseMs)
                 }
             }
         }
-        // Only now that nothing refused: spend one leased unit of every bucket the store skipped.
-        for b in active where !fromStore.contains(where: { $0.key == b.key }) {
+        for b in pending.active where !fromStore.contains(where: { $0.key == b.key }) {
             if let lease = leases[b.key] { lease.units -= 1 }
         }
     }
@@ -117,6 +140,14 @@ final class Limiter {
         do { wait = try store.wait(for: bucket, nowMs: context.now.seconds * 1000) } catch { throw .storageUnavailable }
         guard wait > 0 else { return }
         throw refusal(by: bucket.key, retryAfter: wait, context: context)
+    }
+
+    /// What a rotation takes of `bucket` in its own transaction (`GatewayStore.rotate`): one unit,
+    /// no lease (a session's refreshes are never busy enough for one). Nil when the bucket is off,
+    /// or this worker holds leased units of it: `charge` spends one of them after the rotation.
+    func rotationCharge(_ bucket: LimitBucket, context: Context) -> LimitCharge? {
+        guard bucket.quota.isEnabled, (leases[bucket.key]?.units ?? 0) == 0 else { return nil }
+        return LimitCharge(buckets: [bucket], extra: [0], nowMs: context.now.seconds * 1000)
     }
 
     /// Takes the unit `requireRoom` found free. What it has already done stands whatever this

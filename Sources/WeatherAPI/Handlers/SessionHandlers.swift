@@ -54,7 +54,9 @@ struct CreateSessionHandler: Responder {
         guard let installationId = installationIdField else { throw .invalidRequest("field installationId is required") }
         guard TokenSyntax.isUUID(installationId) else { throw .invalidRequest("field installationId must be a UUID") }
 
-        try services.limiter.check([services.limiter.sessionCreation(ip: context.clientIP)], context: context)
+        // The address's quota is taken in the session's own transaction (one turn in the writers'
+        // queue, not two); a refusal stores nothing.
+        let pending = services.limiter.pendingCharge([services.limiter.sessionCreation(ip: context.clientIP)], context: context)
 
         let now = context.now
         let lifetimes = TokenLifetimes(now: now, policy: services.config.tokenPolicy)
@@ -67,13 +69,15 @@ struct CreateSessionHandler: Responder {
         } catch {
             throw .internalError
         }
+        let grant: LimitGrant
         do {
-            try services.store.createSession(
+            grant = try services.store.createSession(
                 NewSession(id: sessionId, installationIdHash: installationHash, platform: platform, appVersion: appVersion, createdAt: now),
-                tokens: pair.stored)
+                tokens: pair.stored, charging: pending?.charge)
         } catch {
             throw .storageUnavailable
         }
+        if let pending { try services.limiter.settle(pending, grant, context: context) }
         context.sessionId = sessionId
         services.metrics.count(Counters.Name.sessionsCreated, at: now)
         return services.tokenResponse(status: 201, sessionId: sessionId, access: pair.accessToken, refresh: pair.refreshToken, lifetimes: lifetimes, now: now)
@@ -138,15 +142,19 @@ struct RefreshSessionHandler: Responder {
         } catch {
             throw .internalError
         }
+        // Taken in the rotation's own transaction when it rotates (one turn in the writers' queue,
+        // not two); by this worker's lease, or not at all, otherwise.
+        let charge = presented.spent ? nil : services.limiter.rotationCharge(quota, context: context)
         let outcome: RotationOutcome
         do {
-            outcome = try services.store.rotate(presented, successor: pair.stored, retryWindow: services.config.tokenPolicy.refreshRetryWindow, now: now)
+            outcome = try services.store.rotate(
+                presented, successor: pair.stored, retryWindow: services.config.tokenPolicy.refreshRetryWindow, now: now, charging: charge)
         } catch {
             throw .storageUnavailable
         }
         switch outcome {
         case .rotated:
-            services.limiter.charge(quota, context: context)
+            if charge == nil { services.limiter.charge(quota, context: context) }
             services.metrics.count(Counters.Name.refreshes, at: now)
             services.metrics.touched(sessionId, at: now)  // last_seen_at, in the next batch
             return services.tokenResponse(

@@ -3,8 +3,10 @@
 public protocol GatewayStore: AnyObject {
     // MARK: Sessions and tokens
 
-    /// Stores a new session and its first token pair atomically.
-    func createSession(_ session: NewSession, tokens: IssuedPair) throws(StoreError)
+    /// Stores a new session and its first token pair atomically, after taking `charge` (as `take`
+    /// does) in the same transaction: one turn in the writers' queue for both. When a bucket
+    /// refuses, nothing is stored and the refusal is the answer; nil `charge`: nothing taken.
+    func createSession(_ session: NewSession, tokens: IssuedPair, charging charge: LimitCharge?) throws(StoreError) -> LimitGrant
 
     /// Looks up an access token by its SHA-256 (`token_hash` is its hex); `nil` when no such
     /// token row exists.
@@ -23,8 +25,12 @@ public protocol GatewayStore: AnyObject {
     func refreshRefusal(hash refreshTokenHash: String, sessionId: String, now: Timestamp) -> String
 
     /// Rotates a presented refresh token to `successor` exactly once across all processes (see
-    /// `RotationOutcome`).
-    func rotate(_ presented: PresentedRefreshToken, successor: IssuedPair, retryWindow: Int64, now: Timestamp) throws(StoreError) -> RotationOutcome
+    /// `RotationOutcome`). When it rotates, `charge` (one unit of each bucket, no lease) is taken
+    /// in the same transaction where the buckets have room; a bucket emptied since the caller
+    /// found room is not charged, and the rotation stands (a request is never refused after the
+    /// fact).
+    func rotate(_ presented: PresentedRefreshToken, successor: IssuedPair, retryWindow: Int64, now: Timestamp, charging charge: LimitCharge?) throws(StoreError)
+        -> RotationOutcome
 
     /// Revokes the session that `refreshTokenHash` belongs to, if it belongs to `sessionId`.
     /// `.notProven` when the token does not prove ownership of that session; `.alreadyRevoked`
@@ -155,6 +161,18 @@ public protocol GatewayStore: AnyObject {
 }
 
 extension GatewayStore {
+    /// `createSession(_:tokens:charging:)` charging nothing (tools and tests).
+    public func createSession(_ session: NewSession, tokens: IssuedPair) throws(StoreError) {
+        _ = try createSession(session, tokens: tokens, charging: nil)
+    }
+
+    /// `rotate(…charging:)` charging nothing.
+    public func rotate(_ presented: PresentedRefreshToken, successor: IssuedPair, retryWindow: Int64, now: Timestamp) throws(StoreError)
+        -> RotationOutcome
+    {
+        try rotate(presented, successor: successor, retryWindow: retryWindow, now: now, charging: nil)
+    }
+
     public var databaseFileIsGone: Bool { false }
     public func refreshRefusal(hash refreshTokenHash: String, sessionId: String, now: Timestamp) -> String { "unknown" }
     public func takeWriteWaitMs() -> Int64 { 0 }
@@ -250,12 +268,12 @@ public struct PresentedRefreshToken: Sendable, Equatable {
 
 extension GatewayStore {
     /// Reads and rotates in one call (tests and tools; the refresh handler reads the quota between
-    /// the two, and charges it once the token has rotated).
+    /// the two, and charges it in the rotation's transaction).
     public func rotate(
-        refreshTokenHash: String, sessionId: String, successor: IssuedPair, retryWindow: Int64, now: Timestamp
+        refreshTokenHash: String, sessionId: String, successor: IssuedPair, retryWindow: Int64, now: Timestamp, charging charge: LimitCharge? = nil
     ) throws(StoreError) -> RotationOutcome {
         guard let presented = try presentedRefreshToken(hash: refreshTokenHash, sessionId: sessionId, now: now) else { return .invalid }
-        return try rotate(presented, successor: successor, retryWindow: retryWindow, now: now)
+        return try rotate(presented, successor: successor, retryWindow: retryWindow, now: now, charging: charge)
     }
 }
 
@@ -314,6 +332,19 @@ public enum RotationOutcome: Sendable, Equatable {
 }
 
 /// One bucket a request draws from.
+/// Units to take from buckets at `nowMs`: one of each, and where `extra[i]` > 0 up to that many
+/// more of bucket i as a lease (`GatewayStore.take`).
+public struct LimitCharge: Sendable, Equatable {
+    public var buckets: [LimitBucket]
+    public var extra: [Int]
+    public var nowMs: Int64
+    public init(buckets: [LimitBucket], extra: [Int], nowMs: Int64) {
+        self.buckets = buckets
+        self.extra = extra
+        self.nowMs = nowMs
+    }
+}
+
 public struct LimitBucket: Sendable, Equatable {
     /// e.g. `ip:weather:203.0.113.9`; the name before the first `:` is the limit's name.
     public var key: String

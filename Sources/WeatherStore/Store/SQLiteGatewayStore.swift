@@ -110,13 +110,16 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     // MARK: Sessions and tokens
 
-    public func createSession(_ s: NewSession, tokens: IssuedPair) throws(StoreError) {
-        try write {
+    public func createSession(_ s: NewSession, tokens: IssuedPair, charging charge: LimitCharge?) throws(StoreError) -> LimitGrant {
+        try write { () throws -> LimitGrant in
+            let grant = try charge.map { try takeUnits($0.buckets, extra: $0.extra, nowMs: $0.nowMs) } ?? .granted([])
+            guard case .granted = grant else { return grant }
             let now = s.createdAt.iso8601
             try db.run(
                 "INSERT INTO anonymous_weather_sessions(id, installation_id_hash, platform, app_version, status, created_at, last_seen_at) VALUES (?1, ?2, ?3, ?4, 'active', ?5, ?5)",
                 [.text(s.id), .text(s.installationIdHash), .text(s.platform), s.appVersion.map(SQLValue.text) ?? .null, .text(now)])
             try insertPair(sessionId: s.id, tokens)
+            return grant
         }
     }
 
@@ -183,7 +186,9 @@ public final class SQLiteGatewayStore: GatewayStore {
         return PresentedRefreshToken(hash: refreshTokenHash, sessionId: sessionId, row: seen.rowid, spent: seen.revoked != nil)
     }
 
-    public func rotate(_ presented: PresentedRefreshToken, successor: IssuedPair, retryWindow: Int64, now: Timestamp) throws(StoreError) -> RotationOutcome {
+    public func rotate(_ presented: PresentedRefreshToken, successor: IssuedPair, retryWindow: Int64, now: Timestamp, charging charge: LimitCharge?)
+        throws(StoreError) -> RotationOutcome
+    {
         let refreshTokenHash = presented.hash, sessionId = presented.sessionId
         // Spent when it was read: the same request again inside the window is answered from a
         // read, with no write lock (no quota is charged for it, so its repeats must cost no more
@@ -209,6 +214,7 @@ public final class SQLiteGatewayStore: GatewayStore {
                 if spent == 1 {
                     // last_seen_at moves with the worker's next batch (Metrics), not here.
                     try insertPair(sessionId: sessionId, successor)
+                    try chargeIfRoom(charge)
                     return .rotated
                 }
             }
@@ -216,6 +222,7 @@ public final class SQLiteGatewayStore: GatewayStore {
             guard let rotatedAt = row.revoked else {
                 try db.run("UPDATE weather_session_tokens SET revoked_at = ?2 WHERE rowid = ?1", [.int(row.rowid), .text(now.iso8601)])
                 try insertPair(sessionId: sessionId, successor)
+                try chargeIfRoom(charge)
                 return .rotated
             }
             if let lifetimes = try retriedLifetimes(rotatedAt: rotatedAt, sessionId: sessionId, successor: successor, retryWindow: retryWindow, now: now) {
@@ -342,33 +349,43 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func take(_ buckets: [LimitBucket], extra: [Int], nowMs: Int64) throws(StoreError) -> LimitGrant {
         guard buckets.contains(where: \.quota.isEnabled) else { return .granted(buckets.map { _ in 1 }) }
-        return try write { () throws -> LimitGrant in
-            var taken: [(key: String, units: Int, tat: Int64)] = []
-            for (i, b) in buckets.enumerated() {
-                guard b.quota.isEnabled else { taken.append((b.key, 1, 0)); continue }
-                let tat = try storedTAT(b.key)
-                let t = GCRA.take(tat: tat, nowMs: nowMs, quota: b.quota, upTo: 1 + (i < extra.count ? max(0, extra[i]) : 0))
-                guard t.granted > 0 else {
-                    // Retry-After is the longest wait of every bucket that refuses: a client told
-                    // this bucket's wait alone would meet the next one's refusal (the README
-                    // promises the request then passes). Buckets before this one had room.
-                    var wait = (retryAfter: t.retryAfter, bucket: b.key)
-                    for later in buckets[(i + 1)...] where later.quota.isEnabled {
-                        let laterTAT = try storedTAT(later.key)
-                        let u = GCRA.take(tat: laterTAT, nowMs: nowMs, quota: later.quota, upTo: 1)
-                        if u.granted == 0, u.retryAfter > wait.retryAfter { wait = (u.retryAfter, later.key) }
-                    }
-                    return .refused(retryAfter: wait.retryAfter, bucket: wait.bucket)
+        return try write { () throws -> LimitGrant in try takeUnits(buckets, extra: extra, nowMs: nowMs) }
+    }
+
+    /// A rotation's charge: taken where every bucket has room, else nothing (see `rotate`).
+    private func chargeIfRoom(_ charge: LimitCharge?) throws {
+        guard let charge else { return }
+        _ = try takeUnits(charge.buckets, extra: charge.extra, nowMs: charge.nowMs)
+    }
+
+    /// `take` inside the caller's write transaction.
+    private func takeUnits(_ buckets: [LimitBucket], extra: [Int], nowMs: Int64) throws -> LimitGrant {
+        guard buckets.contains(where: \.quota.isEnabled) else { return .granted(buckets.map { _ in 1 }) }
+        var taken: [(key: String, units: Int, tat: Int64)] = []
+        for (i, b) in buckets.enumerated() {
+            guard b.quota.isEnabled else { taken.append((b.key, 1, 0)); continue }
+            let tat = try storedTAT(b.key)
+            let t = GCRA.take(tat: tat, nowMs: nowMs, quota: b.quota, upTo: 1 + (i < extra.count ? max(0, extra[i]) : 0))
+            guard t.granted > 0 else {
+                // Retry-After is the longest wait of every bucket that refuses: a client told
+                // this bucket's wait alone would meet the next one's refusal (the README
+                // promises the request then passes). Buckets before this one had room.
+                var wait = (retryAfter: t.retryAfter, bucket: b.key)
+                for later in buckets[(i + 1)...] where later.quota.isEnabled {
+                    let laterTAT = try storedTAT(later.key)
+                    let u = GCRA.take(tat: laterTAT, nowMs: nowMs, quota: later.quota, upTo: 1)
+                    if u.granted == 0, u.retryAfter > wait.retryAfter { wait = (u.retryAfter, later.key) }
                 }
-                taken.append((b.key, t.granted, t.newTAT))
+                return .refused(retryAfter: wait.retryAfter, bucket: wait.bucket)
             }
-            for (b, t) in zip(buckets, taken) where b.quota.isEnabled {
-                try db.run(
-                    "INSERT INTO weather_rate_limits(bucket_key, tat_ms) VALUES (?1, ?2) ON CONFLICT(bucket_key) DO UPDATE SET tat_ms = excluded.tat_ms",
-                    [.text(t.key), .int(t.tat)])
-            }
-            return .granted(taken.map(\.units))
+            taken.append((b.key, t.granted, t.newTAT))
         }
+        for (b, t) in zip(buckets, taken) where b.quota.isEnabled {
+            try db.run(
+                "INSERT INTO weather_rate_limits(bucket_key, tat_ms) VALUES (?1, ?2) ON CONFLICT(bucket_key) DO UPDATE SET tat_ms = excluded.tat_ms",
+                [.text(t.key), .int(t.tat)])
+        }
+        return .granted(taken.map(\.units))
     }
 
     public func wait(for bucket: LimitBucket, nowMs: Int64) throws(StoreError) -> Int64 {
