@@ -13,7 +13,9 @@
 # Environment: A_BIN, B_BIN (required), ROUNDS (3), ROUND_SECONDS (4), SESSIONS (0), WEATHER (0), LIMITS (off,
 # or high: every quota on at 10,000,000, so the limiter's statements run without refusing),
 # PAIRS_PER_SECOND (9000: refresh pairs seeded per second of refresh; a round that runs out says
-# so, and its refresh figure is then a ceiling, not a measurement), RESULTS.
+# so, and its refresh figure is then a ceiling, not a measurement), SPREAD_ADDRESSES (0; 1: each
+# creation from its own address, X-Forwarded-For trusted from loopback, so that with LIMITS=high
+# every creation takes its address's bucket from the store, as in production), RESULTS.
 source "$(dirname "$0")/lib.sh"
 
 bench_args "$@"
@@ -62,7 +64,7 @@ for r in $(seq "$rounds"); do
         access_var=ACCESS_$v
         url=$(weather_url "http://127.0.0.1:${PORT[$v]}") script=report.lua extra=(-H "X-Weather-Session-Token: ${!access_var}")
       fi
-      line=$(PAIRS_FILE=$OUT/pairs-$v.round$(printf %03d $((r - 1))) BENCH_THREADS=2 \
+      line=$(PAIRS_FILE=$OUT/pairs-$v.round$(printf %03d $((r - 1))) BENCH_THREADS=2 BENCH_SPREAD=${SPREAD_ADDRESSES:-0} \
         wrk -t2 -c32 -d"${secs}s" -s "$BENCH_LUA/$script" "${extra[@]}" "$url" 2>&1 | tee "$OUT/wrk-$r-$path-$v.txt" | grep '^BENCH ') \
         || die "wrk $path $v printed no BENCH line"
       grep -q '^NOTE ' "$OUT/wrk-$r-$path-$v.txt" && log "warning: $path $v round $r: $(grep '^NOTE ' "$OUT/wrk-$r-$path-$v.txt")"
@@ -76,7 +78,7 @@ done
 seeded=""
 [ "${SESSIONS:-0}" -gt 0 ] && seeded=" Each database held $SESSIONS seeded sessions (3 tokens each) at the start."
 {
-  results_header "bench/ab-write.sh${label:+ ($label)}" "A_BIN=$A_BIN B_BIN=$B_BIN ROUNDS=$rounds ROUND_SECONDS=$secs SESSIONS=${SESSIONS:-0} WEATHER=${WEATHER:-0} LIMITS=${LIMITS:-off} bench/ab-write.sh $args"
+  results_header "bench/ab-write.sh${label:+ ($label)}" "A_BIN=$A_BIN B_BIN=$B_BIN ROUNDS=$rounds ROUND_SECONDS=$secs SESSIONS=${SESSIONS:-0} WEATHER=${WEATHER:-0} LIMITS=${LIMITS:-off} SPREAD_ADDRESSES=${SPREAD_ADDRESSES:-0} bench/ab-write.sh $args"
   echo "Interleaved rounds of ${secs} s, wrk -t2 -c32 through nginx (1 worker) to 2 workers per build, limits ${LIMITS:-off}; req/s (p99 ms), B / A per round.$seeded"
   echo
   if [ "${WEATHER:-0}" = 1 ]; then

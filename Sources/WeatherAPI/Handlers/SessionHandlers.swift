@@ -119,15 +119,15 @@ struct RefreshSessionHandler: Responder {
         // and waiting its `Retry-After` (longer than the window) made it a replay; a thief keeping
         // the quota empty hid his replays; and duplicates sent at once, each charged while the
         // token was still unspent, used up the quota and got 429 (a black-box race hunt).
-        let now = context.now
+        let now = context.now, hash = services.minter.tokenHash(refreshToken)
         let presented: PresentedRefreshToken?
         do {
-            presented = try services.store.presentedRefreshToken(hash: services.minter.tokenHash(refreshToken), sessionId: sessionId, now: now)
+            presented = try services.store.presentedRefreshToken(hash: hash, sessionId: sessionId, now: now)
         } catch {
             throw .storageUnavailable
         }
         guard let presented else {
-            let why = services.store.refreshRefusal(hash: services.minter.tokenHash(refreshToken), sessionId: sessionId, now: now)
+            let why = services.store.refreshRefusal(hash: hash, sessionId: sessionId, now: now)
             services.metrics.count(Counters.Name.refreshRefused(why), at: now)
             var refused = HTTPError.invalidRefreshToken
             refused.reason = why

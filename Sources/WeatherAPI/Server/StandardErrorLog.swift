@@ -1,6 +1,4 @@
 import WeatherCore
-import WeatherCrypto
-import WeatherStore
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,7 +1,8 @@
 import WeatherCore
 
-/// `weatherctl revoke`: ends one session, or every active session of one app installation. Workers
-/// read the database on every request, so the next request with any of its tokens gets 401.
+/// `weatherctl revoke`: ends one session, or every active session of one app installation. The
+/// revocation moves the shared revocation generation, which makes every worker drop the grants it
+/// keeps, so the next request with any of its tokens gets 401.
 enum RevokeCommand {
     static let spec = CommandSpec(
         name: "revoke",
