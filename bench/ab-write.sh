@@ -2,7 +2,7 @@
 # Two gateway builds side by side on the write paths: session creation and refresh, in ROUNDS (3)
 # interleaved rounds of ROUND_SECONDS (4) each (A create, B create, A refresh, B refresh, ...), so
 # both see the same machine. Each build has its own database, migrated by itself, and its own
-# nginx; 2 workers each, limits off, wrk -t2 -c32. Refresh pairs are seeded first and split per
+# nginx; 2 workers each, limits as LIMITS says (off), wrk -t2 -c32. Refresh pairs are seeded first and split per
 # round. For a change to the write path (schema, transactions): A the build before, B after.
 # With SESSIONS=N each database first gets N sessions as bench/scale.sh's big one does (about
 # 1.2 GB and 30 s per million, twice).

@@ -163,6 +163,8 @@ gateway_env() {
     "WEATHER_CACHE_TTL=${WEATHER_CACHE_TTL:-86400}"
     "WEATHER_CACHE_STALE_TTL=${WEATHER_CACHE_STALE_TTL:-86400}"
   )
+  # SPREAD_ADDRESSES=1: believe X-Forwarded-For from nginx on loopback (create.lua's BENCH_SPREAD).
+  [ "${SPREAD_ADDRESSES:-0}" != 1 ] || GW_ENV+=("WEATHER_TRUSTED_PROXIES=127.0.0.1/32")
   case $limits in
     off) v=0 ;;
     high) v=10000000 ;;
@@ -175,8 +177,6 @@ gateway_env() {
            WEATHER_GRID_CELLS_PER_SESSION_PER_DAY WEATHER_LEGACY_REQUESTS_PER_IP_PER_HOUR; do
     GW_ENV+=("$n=$v")
   done
-  # SPREAD_ADDRESSES=1: believe X-Forwarded-For from nginx on loopback (create.lua's BENCH_SPREAD).
-  [ "${SPREAD_ADDRESSES:-0}" != 1 ] || GW_ENV+=("WEATHER_TRUSTED_PROXIES=127.0.0.1/32")
 }
 
 # start_gateway SOCK WORKERS DB LIMITS [LOGNAME]: sets GATEWAY_PID (the supervisor, or the only

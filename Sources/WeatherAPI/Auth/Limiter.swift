@@ -15,6 +15,9 @@ final class Limiter {
     let limits: LimitSettings
     let metrics: Metrics
 
+    /// (A session's refresh bucket is the exception: a rotation takes its unit in its own
+    /// transaction and asks for no lease, `rotationCharge`.)
+    ///
     /// Units a lease asks for at most, and how long it is kept before its leftovers go back.
     static let leaseUnits = 256
     static let leaseMs: Int64 = 1000
@@ -69,28 +72,29 @@ final class Limiter {
     /// Takes one request from each bucket or throws 429 with the wait of the bucket that refused.
     func check(_ buckets: [LimitBucket], context: Context) throws(HTTPError) {
         guard let pending = pendingCharge(buckets, context: context) else { return }
-        let grant: LimitGrant
-        do { grant = try store.take(pending.charge.buckets, extra: pending.charge.extra, nowMs: pending.charge.nowMs) } catch {
-            throw .storageUnavailable
+        var grant = LimitGrant.granted([])
+        if !pending.charge.buckets.isEmpty {
+            do { grant = try store.take(pending.charge.buckets, extra: pending.charge.extra, nowMs: pending.charge.nowMs) } catch {
+                throw .storageUnavailable
+            }
         }
         try settle(pending, grant, context: context)
     }
 
-    /// What `check` still has to take from the store once leased units here are accounted for:
-    /// nil when there is nothing (no bucket enabled, or leased units here covered every bucket and
-    /// were spent). A write that the request makes anyway takes the charge in its own transaction
-    /// (`GatewayStore.createSession(_:tokens:charging:)`, `rotate(…charging:)`), and `settle`
-    /// then does the rest: one turn in the writers' queue instead of two.
+    /// What `check` still has to take from the store once leased units here are accounted for
+    /// (an empty charge when leased units cover every bucket: no database at all); nil when no
+    /// bucket is enabled. Nothing is spent until `settle`. A write that the request makes anyway
+    /// takes the charge in its own transaction (`GatewayStore.createSession(_:tokens:charging:)`),
+    /// and `settle` then does the rest: one turn in the writers' queue instead of two, and a
+    /// write that fails spends nothing, leased units included.
     func pendingCharge(_ buckets: [LimitBucket], context: Context) -> PendingCharge? {
         let active = buckets.filter(\.quota.isEnabled)
         guard !active.isEmpty else { return nil }
         let nowMs = context.now.seconds * 1000
-        // The common case when busy: every bucket has leased units here; no database at all.
-        if !leases.isEmpty, active.allSatisfy({ (leases[$0.key]?.units ?? 0) > 0 }) {
-            for b in active { if let lease = leases[b.key] { lease.units -= 1 } }
-            return nil
-        }
-        let fromStore = active.filter { (leases[$0.key]?.units ?? 0) == 0 }
+        // The common case when busy: every bucket has leased units here.
+        let fromStore =
+            !leases.isEmpty && active.allSatisfy({ (leases[$0.key]?.units ?? 0) > 0 })
+            ? [] : active.filter { (leases[$0.key]?.units ?? 0) == 0 }
         let extra = fromStore.map { b in nowMs - (lastTaken[b.key] ?? .min / 2) < Self.leaseMs ? Self.leaseUnits : 0 }
         return PendingCharge(active: active, charge: LimitCharge(buckets: fromStore, extra: extra, nowMs: nowMs))
     }
@@ -110,7 +114,7 @@ final class Limiter {
         case .refused(let retryAfter, let bucket):
             throw refusal(by: bucket, retryAfter: retryAfter, context: context)
         case .granted(let units):
-            if lastTaken.count >= Self.tableLimit { lastTaken.removeAll(keepingCapacity: true) }
+            if !fromStore.isEmpty, lastTaken.count >= Self.tableLimit { lastTaken.removeAll(keepingCapacity: true) }
             for (b, n) in zip(fromStore, units) {
                 lastTaken[b.key] = nowMs
                 if n > 1 {
@@ -143,8 +147,10 @@ final class Limiter {
     }
 
     /// What a rotation takes of `bucket` in its own transaction (`GatewayStore.rotate`): one unit,
-    /// no lease (a session's refreshes are never busy enough for one). Nil when the bucket is off,
-    /// or this worker holds leased units of it: `charge` spends one of them after the rotation.
+    /// no lease (a session's refreshes are never busy enough for one, so refresh buckets are no
+    /// longer leased at all). Nil when the bucket is off, or this worker holds leased units of it
+    /// (left from a build that leased them, until they go back): `charge` then spends one after
+    /// the rotation.
     func rotationCharge(_ bucket: LimitBucket, context: Context) -> LimitCharge? {
         guard bucket.quota.isEnabled, (leases[bucket.key]?.units ?? 0) == 0 else { return nil }
         return LimitCharge(buckets: [bucket], extra: [0], nowMs: context.now.seconds * 1000)

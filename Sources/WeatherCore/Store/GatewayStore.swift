@@ -331,7 +331,6 @@ public enum RotationOutcome: Sendable, Equatable {
     case reused
 }
 
-/// One bucket a request draws from.
 /// Units to take from buckets at `nowMs`: one of each, and where `extra[i]` > 0 up to that many
 /// more of bucket i as a lease (`GatewayStore.take`).
 public struct LimitCharge: Sendable, Equatable {
@@ -345,6 +344,7 @@ public struct LimitCharge: Sendable, Equatable {
     }
 }
 
+/// One bucket a request draws from.
 public struct LimitBucket: Sendable, Equatable {
     /// e.g. `ip:weather:203.0.113.9`; the name before the first `:` is the limit's name.
     public var key: String

@@ -353,10 +353,11 @@ public final class SQLiteGatewayStore: GatewayStore {
         return try write { () throws -> LimitGrant in try takeUnits(buckets, extra: extra, nowMs: nowMs) }
     }
 
-    /// A rotation's charge: taken where every bucket has room, else nothing (see `rotate`).
+    /// A rotation's charge: one unit of each bucket where every one has room, else nothing (see
+    /// `rotate`); never a lease, whatever `extra` asks, since nobody would give it back.
     private func chargeIfRoom(_ charge: LimitCharge?) throws {
         guard let charge else { return }
-        _ = try takeUnits(charge.buckets, extra: charge.extra, nowMs: charge.nowMs)
+        _ = try takeUnits(charge.buckets, extra: [], nowMs: charge.nowMs)
     }
 
     /// `take` inside the caller's write transaction.
