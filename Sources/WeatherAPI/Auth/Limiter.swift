@@ -9,15 +9,14 @@ import WeatherCore
 /// a lease is taken from the shared bucket before any of it is spent, so N allowed is still N
 /// served across all workers. The cost is that units leased here are not available to other
 /// workers for up to a second, which only matters for a bucket with little room, and such a bucket
-/// grants no leases. Cells a session was admitted to are remembered until they stop counting.
+/// grants no leases. A session's refresh bucket is never leased: a rotation takes its unit in its
+/// own transaction (`rotationCharge`). Cells a session was admitted to are remembered until they
+/// stop counting.
 final class Limiter {
     let store: any GatewayStore
     let limits: LimitSettings
     let metrics: Metrics
 
-    /// (A session's refresh bucket is the exception: a rotation takes its unit in its own
-    /// transaction and asks for no lease, `rotationCharge`.)
-    ///
     /// Units a lease asks for at most, and how long it is kept before its leftovers go back.
     static let leaseUnits = 256
     static let leaseMs: Int64 = 1000
