@@ -13,6 +13,16 @@ public enum ConstantTime {
         return a.withUnsafeBytes { pa in b.withUnsafeBytes { pb in CRYPTO_memcmp(pa.baseAddress, pb.baseAddress, a.count) == 0 } }
     }
 
-    /// The same for strings, by their UTF-8 bytes.
-    public static func equals(_ a: String, _ b: String) -> Bool { equals(Array(a.utf8), Array(b.utf8)) }
+    /// The same for strings, by their UTF-8 bytes, in place: copying both into arrays cost two
+    /// allocations on every legacy-token request (a hot-path audit, session 32).
+    public static func equals(_ a: String, _ b: String) -> Bool {
+        var a = a, b = b
+        return a.withUTF8 { pa in
+            b.withUTF8 { pb in
+                guard pa.count == pb.count else { return false }
+                if pa.isEmpty { return true }
+                return CRYPTO_memcmp(pa.baseAddress, pb.baseAddress, pa.count) == 0
+            }
+        }
+    }
 }

@@ -47,6 +47,10 @@ import WeatherCrypto
         #expect(!ConstantTime.equals("secret-token", "secret-tokeN"))
         #expect(!ConstantTime.equals("secret", "secret-token"))
         #expect(ConstantTime.equals("", ""))
+        #expect(!ConstantTime.equals("", "x") && !ConstantTime.equals("x", ""))
+        // A bridged or sliced string is compared by its UTF-8 bytes too.
+        #expect(ConstantTime.equals(String("xsecret-token".dropFirst()), "secret-token"))
+        #expect(ConstantTime.equals("é", "\u{E9}") && !ConstantTime.equals("é", "e\u{301}"))
     }
 
     @Test func base64URLHasNoPaddingAndUrlAlphabet() {

@@ -70,14 +70,33 @@ final class Limiter {
 
     /// Takes one request from each bucket or throws 429 with the wait of the bucket that refused.
     func check(_ buckets: [LimitBucket], context: Context) throws(HTTPError) {
-        guard let pending = pendingCharge(buckets, context: context) else { return }
-        var grant = LimitGrant.granted([])
-        if !pending.charge.buckets.isEmpty {
-            do { grant = try store.take(pending.charge.buckets, extra: pending.charge.extra, nowMs: pending.charge.nowMs) } catch {
-                throw .storageUnavailable
-            }
+        let active = buckets.filter(\.quota.isEnabled)
+        guard !active.isEmpty else { return }
+        // The common case when busy: every bucket has leased units here; no database at all,
+        // and nothing else to wait for (a creation's own write does: `pendingCharge`).
+        if coveredByLeases(active) {
+            for b in active { if let lease = leases[b.key] { lease.units -= 1 } }
+            return
+        }
+        let pending = storeCharge(active, nowMs: context.now.seconds * 1000)
+        let grant: LimitGrant
+        do { grant = try store.take(pending.charge.buckets, extra: pending.charge.extra, nowMs: pending.charge.nowMs) } catch {
+            throw .storageUnavailable
         }
         try settle(pending, grant, context: context)
+    }
+
+    /// Every one of `active` has leased units here.
+    private func coveredByLeases(_ active: [LimitBucket]) -> Bool {
+        !leases.isEmpty && active.allSatisfy { (leases[$0.key]?.units ?? 0) > 0 }
+    }
+
+    /// The buckets of `active` with no leased units here, each with the lease it asks for (a
+    /// bucket taken here within `leaseMs` is busy).
+    private func storeCharge(_ active: [LimitBucket], nowMs: Int64) -> PendingCharge {
+        let fromStore = active.filter { (leases[$0.key]?.units ?? 0) == 0 }
+        let extra = fromStore.map { b in nowMs - (lastTaken[b.key] ?? .min / 2) < Self.leaseMs ? Self.leaseUnits : 0 }
+        return PendingCharge(active: active, charge: LimitCharge(buckets: fromStore, extra: extra, nowMs: nowMs))
     }
 
     /// What `check` still has to take from the store once leased units here are accounted for
@@ -90,12 +109,8 @@ final class Limiter {
         let active = buckets.filter(\.quota.isEnabled)
         guard !active.isEmpty else { return nil }
         let nowMs = context.now.seconds * 1000
-        // The common case when busy: every bucket has leased units here.
-        let fromStore =
-            !leases.isEmpty && active.allSatisfy({ (leases[$0.key]?.units ?? 0) > 0 })
-            ? [] : active.filter { (leases[$0.key]?.units ?? 0) == 0 }
-        let extra = fromStore.map { b in nowMs - (lastTaken[b.key] ?? .min / 2) < Self.leaseMs ? Self.leaseUnits : 0 }
-        return PendingCharge(active: active, charge: LimitCharge(buckets: fromStore, extra: extra, nowMs: nowMs))
+        if coveredByLeases(active) { return PendingCharge(active: active, charge: LimitCharge(buckets: [], extra: [], nowMs: nowMs)) }
+        return storeCharge(active, nowMs: nowMs)
     }
 
     /// Buckets of a request and the part of them the store is to take (`pendingCharge`).
