@@ -1,3 +1,4 @@
+import CSQLite
 import Foundation
 import Testing
 import WeatherCore
@@ -159,6 +160,26 @@ import WeatherCore
         #expect(try Migrator.apply(to: db) == [])
         #expect(try db.scalarInt("SELECT count(*) FROM d1_migrations") == Int64(embeddedMigrations.count))
         #expect(try Migrator.pending(in: db) == [])
+    }
+
+    /// An up-to-date database is migrated by one read: no write lock at all, so it migrates while
+    /// another connection holds that lock (here with no busy wait, so a write would fail at once).
+    /// Each file used to take the write lock to find itself recorded, at every worker's start and
+    /// on every request under plain CGI.
+    @Test func anUpToDateDatabaseIsMigratedWithoutAWrite() throws {
+        let path = try scratchDirectory("cw-store").appendingPathComponent("w.sqlite3").path
+        let db = try Database(path: path)
+        #expect(try Migrator.apply(to: db) == embeddedMigrations.map(\.name))
+        let holder = try Database(path: path)
+        try holder.execute("BEGIN IMMEDIATE")
+        defer { try? holder.execute("ROLLBACK") }
+        let other = try Database(path: path)
+        sqlite3_busy_handler(other.handle, nil, nil)
+        #expect(try Migrator.apply(to: other) == [])
+        let partial = try scratchDirectory("cw-store").appendingPathComponent("p.sqlite3").path
+        let fresh = try Database(path: partial)
+        #expect(try Migrator.apply(Array(embeddedMigrations.prefix(3)), to: fresh) == embeddedMigrations.prefix(3).map(\.name))
+        #expect(try Migrator.apply(to: fresh) == embeddedMigrations.dropFirst(3).map(\.name), "the rest, each once")
     }
 
     @Test func connectionUsesWALAndForeignKeys() throws {
