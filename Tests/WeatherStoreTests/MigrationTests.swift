@@ -160,6 +160,18 @@ import WeatherCore
         #expect(try Migrator.apply(to: db) == [])
         #expect(try db.scalarInt("SELECT count(*) FROM d1_migrations") == Int64(embeddedMigrations.count))
         #expect(try Migrator.pending(in: db) == [])
+        // Asked of a file with no record (health), it writes none.
+        let empty = try tempDB()
+        #expect(throws: (any Error).self) { try Migrator.pending(in: empty) }
+        #expect(try empty.scalarInt("SELECT count(*) FROM sqlite_master") == 0)
+    }
+
+    /// Health is 503 while a migration is pending (a file restored from before an upgrade).
+    @Test func aPendingMigrationMakesTheStoreUnhealthy() throws {
+        let store = try SQLiteGatewayStore(path: try scratchDirectory("cw-store").appendingPathComponent("w.sqlite3").path)
+        #expect(store.isHealthy())
+        try store.db.execute("DELETE FROM d1_migrations WHERE name = '\(embeddedMigrations.last!.name)'")
+        #expect(!store.isHealthy())
     }
 
     /// An up-to-date database is migrated by one read: no write lock at all, so it migrates while

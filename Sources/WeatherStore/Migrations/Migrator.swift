@@ -69,15 +69,21 @@ public enum Migrator {
             sql: nil)
     }
 
-    /// Names of migrations not yet recorded in the database.
+    /// Names of migrations not yet recorded in the database, read without writing: a database
+    /// with no record at all throws (health's 503) rather than being given one. Health asks it on
+    /// every call, which used to parse and run the record's `CREATE TABLE IF NOT EXISTS` each time.
     public static func pending(_ migrations: [Migration] = embeddedMigrations, in db: Database) throws -> [String] {
-        let done = Set(try recordedNames(in: db))
+        let done = Set(try recorded(in: db))
         return migrations.map(\.name).filter { !done.contains($0) }
     }
 
-    /// The names `d1_migrations` records (the table made first if missing).
+    /// The names `d1_migrations` records, the table made first if missing (`apply`).
     private static func recordedNames(in db: Database) throws -> [String] {
         try db.execute(createTable)
-        return try db.statement("SELECT name FROM d1_migrations").rows { $0.text(0) ?? "" }
+        return try recorded(in: db)
+    }
+
+    private static func recorded(in db: Database) throws -> [String] {
+        try db.statement("SELECT name FROM d1_migrations").rows { $0.text(0) ?? "" }
     }
 }
