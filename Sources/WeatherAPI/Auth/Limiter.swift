@@ -151,7 +151,8 @@ final class Limiter {
     }
 
     /// 429 when `bucket` has no unit free (here, in a lease, or in the store), without taking one:
-    /// the request is charged by `charge` once it has cost something.
+    /// the request is charged once it has cost something (a refresh: in its rotation's
+    /// transaction, `rotationCharge`).
     func requireRoom(_ bucket: LimitBucket, context: Context) throws(HTTPError) {
         guard bucket.quota.isEnabled, (leases[bucket.key]?.units ?? 0) == 0 else { return }
         let wait: Int64
@@ -162,9 +163,9 @@ final class Limiter {
 
     /// What a rotation takes of `bucket` in its own transaction (`GatewayStore.rotate`): one unit,
     /// no lease (a session's refreshes are never busy enough for one, so refresh buckets are no
-    /// longer leased at all). Nil when the bucket is off, or this worker holds leased units of it
-    /// (left from a build that leased them, until they go back): `charge` then spends one after
-    /// the rotation.
+    /// longer leased at all). Nil when the bucket is off; also, defensively, when this worker
+    /// holds leased units of it, which nothing here makes any more (`charge` would then spend one
+    /// after the rotation).
     func rotationCharge(_ bucket: LimitBucket, context: Context) -> LimitCharge? {
         guard bucket.quota.isEnabled, (leases[bucket.key]?.units ?? 0) == 0 else { return nil }
         return LimitCharge(buckets: [bucket], extra: [0], nowMs: context.now.seconds * 1000)

@@ -143,7 +143,7 @@ struct RefreshSessionHandler: Responder {
             throw .internalError
         }
         // Taken in the rotation's own transaction when it rotates (one turn in the writers' queue,
-        // not two); by this worker's lease, or not at all, otherwise.
+        // not two); nil when the quota is off (or, defensively, leased here).
         let charge = presented.spent ? nil : services.limiter.rotationCharge(quota, context: context)
         let outcome: RotationOutcome
         do {

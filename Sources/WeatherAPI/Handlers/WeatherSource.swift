@@ -10,7 +10,8 @@ public protocol WeatherSource {
     /// the request's time; `worstCaseSeconds` or more leaves every provider its own timeout): the
     /// report or why there is none, with each provider's attempt for the counters and the log.
     /// Given less than `ProviderChain.shortestCall`, it calls nobody and fails as a timeout, each
-    /// provider `out_of_time` in the trail.
+    /// provider `out_of_time` in the trail (but one in a pause `cooling_down`, standing for its
+    /// failure: a 502 when that was not a timeout).
     func fetch(_ query: WeatherQuery, at point: GridPoint, now: Timestamp, within seconds: Double) -> WeatherFetch
     /// The failed fetch `fetch` would return without calling anyone, because every provider that
     /// could serve `query` is in a pause after failing; `nil` when a call would be made.

@@ -78,7 +78,7 @@ public enum ProviderFailure: Error, Equatable, Sendable {
         case .tls: return "provider's certificate was refused"
         case .notCovered: return "provider does not cover the requested dates"
         case .coolingDown: return "provider skipped for a pause after failing"
-        case .outOfTime: return "provider skipped: the request's time had run out"
+        case .outOfTime: return "the request's time for providers ran out: skipped, or its call cut short"
         }
     }
 }
