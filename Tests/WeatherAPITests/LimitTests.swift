@@ -391,6 +391,30 @@ import WeatherCore
         #expect(try t.store.db.scalarInt("SELECT count(*) FROM weather_rate_limits") == 0)
     }
 
+    /// A refresh that found room is never refused after the fact: when the session's bucket
+    /// empties between the quota's read and the rotation (as another worker's refresh of it
+    /// would), it rotates, uncharged, and counts no refusal. The separate after-the-fact charge
+    /// counted `limited.refresh_session` for that 200 (session 32 takes the charge in the
+    /// rotation's transaction).
+    @Test func aRefreshWhoseQuotaEmptiedMeanwhileRotatesAndCountsNoRefusal() throws {
+        let t = try TestGateway { $0.limits.refreshPerSessionPerHour = 1 }
+        let s = t.createSession()
+        let key = "refresh_session:\(s["anonymousSessionId"] as? String ?? "")"
+        let full = t.clock.now().seconds * 1000 + 3_600_000  // one unit an hour, just spent
+        let store = t.store
+        store.betweenRotationReadAndWrite = {
+            _ = try? store.db.run(
+                "INSERT INTO weather_rate_limits(bucket_key, tat_ms) VALUES (?1, ?2) ON CONFLICT(bucket_key) DO UPDATE SET tat_ms = excluded.tat_ms",
+                [.text(key), .int(full)])
+        }
+        let r = t.refresh(s)
+        store.betweenRotationReadAndWrite = nil
+        #expect(r.status == 200, "\(r.status) \(r.errorCode ?? "")")
+        #expect(try t.store.db.scalarInt("SELECT tat_ms FROM weather_rate_limits WHERE bucket_key = ?1", [.text(key)]) == full, "charged beyond full")
+        #expect(try t.store.db.scalarInt("SELECT count(*) FROM weather_counters WHERE name IN ('limited.refresh_session', 'status.429')") == 0)
+        expectLimited(t.refresh(r.json), retryAfter: 3600)
+    }
+
     @Test func limitedRequestsAreCounted() throws {
         let t = try TestGateway { $0.limits.legacyRequestsPerIPPerHour = 1 }
         _ = t.weather(token: nil, legacy: "legacy-token-0123456789")
