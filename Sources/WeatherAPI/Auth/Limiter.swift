@@ -161,21 +161,12 @@ final class Limiter {
         throw refusal(by: bucket.key, retryAfter: wait, context: context)
     }
 
-    /// What a rotation takes of `bucket` in its own transaction (`GatewayStore.rotate`): one unit,
-    /// no lease (a session's refreshes are never busy enough for one, so refresh buckets are no
-    /// longer leased at all). Nil when the bucket is off; also, defensively, when this worker
-    /// holds leased units of it, which nothing here makes any more (`charge` would then spend one
-    /// after the rotation).
+    /// What a rotation takes of `bucket` in its own transaction, and only if it rotates
+    /// (`GatewayStore.rotate`): one unit, no lease (a session's refreshes are never busy enough
+    /// for one, so refresh buckets are never leased). Nil when the bucket is off.
     func rotationCharge(_ bucket: LimitBucket, context: Context) -> LimitCharge? {
-        guard bucket.quota.isEnabled, (leases[bucket.key]?.units ?? 0) == 0 else { return nil }
+        guard bucket.quota.isEnabled else { return nil }
         return LimitCharge(buckets: [bucket], extra: [0], nowMs: context.now.seconds * 1000)
-    }
-
-    /// Takes the unit `requireRoom` found free. What it has already done stands whatever this
-    /// finds (the bucket emptied meanwhile, storage failing): the request is not refused after
-    /// the fact.
-    func charge(_ bucket: LimitBucket, context: Context) {
-        try? check([bucket], context: context)
     }
 
     /// `check` of `buckets`, then the distinct-cell quota of `cell` for the session. A request the

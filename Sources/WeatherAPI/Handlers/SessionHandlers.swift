@@ -142,19 +142,18 @@ struct RefreshSessionHandler: Responder {
         } catch {
             throw .internalError
         }
-        // Taken in the rotation's own transaction when it rotates (one turn in the writers' queue,
-        // not two); nil when the quota is off (or, defensively, leased here).
-        let charge = presented.spent ? nil : services.limiter.rotationCharge(quota, context: context)
+        // Taken in the rotation's own transaction, only when it rotates (one turn in the writers'
+        // queue, not two): a retry or a replay of a spent token is never charged.
         let outcome: RotationOutcome
         do {
             outcome = try services.store.rotate(
-                presented, successor: pair.stored, retryWindow: services.config.tokenPolicy.refreshRetryWindow, now: now, charging: charge)
+                presented, successor: pair.stored, retryWindow: services.config.tokenPolicy.refreshRetryWindow, now: now,
+                charging: services.limiter.rotationCharge(quota, context: context))
         } catch {
             throw .storageUnavailable
         }
         switch outcome {
         case .rotated:
-            if charge == nil { services.limiter.charge(quota, context: context) }
             services.metrics.count(Counters.Name.refreshes, at: now)
             services.metrics.touched(sessionId, at: now)  // last_seen_at, in the next batch
             return services.tokenResponse(

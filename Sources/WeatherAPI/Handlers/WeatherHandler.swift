@@ -449,15 +449,11 @@ final class WeatherHandler {
     /// it (a second claim, the cache) do take from the time.
     func startDeadline(_ context: inout Context, budget: Double) {
         guard context.deadline == .max else { return }
-        context.deadline = monotonic() + UInt64(budget * 1_000_000_000)
+        context.deadline = MonotonicTime.deadline(after: budget, from: monotonic())
     }
 
     /// Seconds until the request's deadline (`Context.deadline`), 0 once it has passed.
-    func secondsLeft(_ context: Context) -> Double {
-        guard context.deadline != .max else { return .infinity }
-        let now = monotonic()
-        return context.deadline > now ? Double(context.deadline - now) / 1_000_000_000 : 0
-    }
+    func secondsLeft(_ context: Context) -> Double { MonotonicTime.seconds(until: context.deadline, from: monotonic()) }
 
     /// How long a fetch may take (the providers' worst case and a second), and how long its claim
     /// holds, in whole seconds, a second more. A request's deadline is as far: all its fetches
@@ -495,7 +491,7 @@ final class WeatherHandler {
         startDeadline(&context, budget: budget)
         let monotonic = self.monotonic
         let started = monotonic(), requestTime = max(context.now, clock.now())
-        let deadline = min(started + UInt64(budget * 1_000_000_000), context.deadline)
+        let deadline = min(MonotonicTime.deadline(after: budget, from: started), context.deadline)
         let store = self.store
         var trail: String?
         defer { if let trail { context.addProviders(trail) } }

@@ -51,7 +51,7 @@ public struct ProviderChain: Sendable {
         _ query: WeatherQuery, at point: GridPoint, now: Timestamp, cooldowns: inout ProviderCooldowns, clock: any Clock,
         within seconds: Double = .infinity
     ) -> ChainOutcome {
-        let deadline = Self.deadline(in: seconds)
+        let deadline = MonotonicTime.deadline(after: seconds, from: MonotonicTime.now())
         var attempts: [ProviderAttempt] = []
         var lastFailure: ProviderFailure?
         var tried: [String] = []
@@ -82,7 +82,7 @@ public struct ProviderChain: Sendable {
             // After the pause: a provider in one says so, and stands for its failure, whatever
             // the time. A claim `admit` gave for testing this provider goes back unused
             // (`recordPauses`).
-            let left = Self.secondsLeft(until: deadline)
+            let left = MonotonicTime.seconds(until: deadline, from: MonotonicTime.now())
             guard left >= Self.shortestCall else {
                 attempts.append(ProviderAttempt(provider: provider.name, failure: .outOfTime, calledProvider: false))
                 lastFailure = .timeout
@@ -124,19 +124,6 @@ public struct ProviderChain: Sendable {
 extension ProviderChain {
     /// The least time a provider is asked with: the shortest `WEATHER_PROVIDER_TIMEOUT`.
     public static let shortestCall = 0.1
-
-    /// `seconds` from now in `MonotonicTime.now()`'s nanoseconds; `.max` for none (infinite).
-    static func deadline(in seconds: Double) -> UInt64 {
-        guard seconds.isFinite else { return .max }
-        return MonotonicTime.now() + UInt64(max(0, min(seconds, 86_400)) * 1_000_000_000)
-    }
-
-    /// Seconds from now until `deadline`, 0 once it has passed, infinite for `.max`.
-    static func secondsLeft(until deadline: UInt64) -> Double {
-        guard deadline != .max else { return .infinity }
-        let now = MonotonicTime.now()
-        return deadline > now ? Double(deadline - now) / 1_000_000_000 : 0
-    }
 
     /// What `fetch` would answer without calling anyone, when every provider that could serve
     /// `query` is in a pause at `now`: the last one's failure and the seconds until the first
