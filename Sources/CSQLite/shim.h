@@ -2,6 +2,7 @@
 #define CSQLITE_SHIM_H
 #include <sqlite3.h>
 #include <stdint.h>
+#include <sys/random.h>  /* getrandom, for the seed of the shared rate table */
 
 /// SQLITE_TRANSIENT is a macro around a cast Swift cannot import; this gives it a name.
 static inline sqlite3_destructor_type csqlite_transient(void) { return SQLITE_TRANSIENT; }

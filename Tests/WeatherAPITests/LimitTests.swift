@@ -34,15 +34,16 @@ import WeatherCore
         for _ in 0..<2 { _ = t.createSession(ip: "192.0.2.1") }
         let leased = t.gateway.limiter.leasedUnits("create_ip:192.0.2.1")
         #expect(leased > 0, "the second creation within a second leases")
-        let tat = try t.store.db.scalarInt("SELECT tat_ms FROM weather_rate_limits WHERE bucket_key = 'create_ip:192.0.2.1'")
+        let tat = try t.store.rateState("create_ip:192.0.2.1", nowMs: t.clock.nowMs)
+        #expect(tat != nil)
         try t.store.db.execute("CREATE TRIGGER refuse_sessions BEFORE INSERT ON anonymous_weather_sessions BEGIN SELECT RAISE(ABORT, 'refused'); END")
         let body: [String: Any] = ["platform": "ios", "installationId": UUID().uuidString]
         #expect(t.send("POST", "/v1/weather/session", body: body, ip: "192.0.2.1").status == 503)
         #expect(t.gateway.limiter.leasedUnits("create_ip:192.0.2.1") == leased, "a leased unit spent on a creation that stored nothing")
         #expect(t.send("POST", "/v1/weather/session", body: body, ip: "192.0.2.2").status == 503)
-        #expect(try t.store.db.scalarInt("SELECT count(*) FROM weather_rate_limits WHERE bucket_key = 'create_ip:192.0.2.2'") == 0)
+        #expect(try t.store.rateState("create_ip:192.0.2.2", nowMs: t.clock.nowMs) == nil)
         try t.store.db.execute("DROP TRIGGER refuse_sessions")
-        #expect(try t.store.db.scalarInt("SELECT tat_ms FROM weather_rate_limits WHERE bucket_key = 'create_ip:192.0.2.1'") == tat)
+        #expect(try t.store.rateState("create_ip:192.0.2.1", nowMs: t.clock.nowMs) == tat)
 
         let small = try TestGateway { $0.limits.sessionCreatePerIPPerHour = 1 }
         _ = small.createSession(ip: "192.0.2.3")
@@ -293,12 +294,15 @@ import WeatherCore
             $0.flushInterval = 3600  // no counter flush while the lock is held
         }
         let b = try TestGateway(workerBeside: a)
-        let token = a.createSession()["weatherAccessToken"] as? String
+        let session = a.createSession()
+        let token = session["weatherAccessToken"] as? String
         #expect(a.weather(token: token, query: "lat=10&lon=10").status == 200)
         a.clock.advance(3600)
         #expect(a.weather(token: token, query: "lat=20&lon=20").status == 200)
         expectLimited(b.weather(token: token, query: "lat=30&lon=30"), retryAfter: 82_800)  // b learns the cells are full
-        let tat = try a.store.db.scalarInt("SELECT tat_ms FROM weather_rate_limits WHERE bucket_key LIKE 'weather_session:%'")
+        let sessionBucket = "weather_session:\(session["anonymousSessionId"] as? String ?? "")", seenAt = a.clock.nowMs
+        let tat = try a.store.rateState(sessionBucket, nowMs: seenAt)
+        #expect(tat != nil)
 
         let holder = try SQLiteGatewayStore(path: a.config.databasePath)
         try holder.db.run("BEGIN IMMEDIATE")
@@ -306,7 +310,7 @@ import WeatherCore
         for lat in [40, 50, 60] { expectLimited(b.weather(token: token, query: "lat=\(lat)&lon=1"), retryAfter: 82_000) }
         try holder.db.run("ROLLBACK")
         #expect(
-            try a.store.db.scalarInt("SELECT tat_ms FROM weather_rate_limits WHERE bucket_key LIKE 'weather_session:%'") == tat,
+            try a.store.rateState(sessionBucket, nowMs: seenAt) == tat,
             "refusals took nothing from the session's hourly quota")
 
         // A cell worker a counted passes on b, though b has not seen it.
@@ -341,7 +345,7 @@ import WeatherCore
         // The second take within a second leases: an eighth of the 999 units left, 124, of which
         // this request uses one.
         #expect(a.gateway.limiter.leasedUnits("legacy_ip:198.51.100.7") == 123, "the second take within a second leases")
-        let tat = try a.store.db.scalarInt("SELECT tat_ms FROM weather_rate_limits WHERE bucket_key = 'legacy_ip:198.51.100.7'")
+        let tat = try a.store.rateState("legacy_ip:198.51.100.7", nowMs: a.clock.nowMs)
         #expect(tat == a.clock.now().seconds * 1000 + Int64(1 + 124) * 3600, "the lease is charged to the shared bucket up front")
 
         /// Serves until both workers refuse; a limiter that never refused would end the test
@@ -388,7 +392,7 @@ import WeatherCore
         let a = s["weatherAccessToken"] as? String
         for i in 0..<150 { #expect(t.weather(token: a, query: "lat=\(i % 80)&lon=1").status == 200) }
         #expect(t.refresh(s).status == 200)
-        #expect(try t.store.db.scalarInt("SELECT count(*) FROM weather_rate_limits") == 0)
+        #expect(try t.store.storedRateBucketCount() == 0)
     }
 
     /// A refresh that found room is never refused after the fact: when the session's bucket
@@ -402,15 +406,15 @@ import WeatherCore
         let key = "refresh_session:\(s["anonymousSessionId"] as? String ?? "")"
         let full = t.clock.now().seconds * 1000 + 3_600_000  // one unit an hour, just spent
         let store = t.store
+        let nowMs = t.clock.nowMs
         store.betweenRotationReadAndWrite = {
-            _ = try? store.db.run(
-                "INSERT INTO weather_rate_limits(bucket_key, tat_ms) VALUES (?1, ?2) ON CONFLICT(bucket_key) DO UPDATE SET tat_ms = excluded.tat_ms",
-                [.text(key), .int(full)])
+            // Another worker's refresh of the session empties its bucket.
+            _ = try? store.take([LimitBucket(key: key, quota: Quota(limit: 1, window: 3600))], extra: [0], nowMs: nowMs)
         }
         let r = t.refresh(s)
         store.betweenRotationReadAndWrite = nil
         #expect(r.status == 200, "\(r.status) \(r.errorCode ?? "")")
-        #expect(try t.store.db.scalarInt("SELECT tat_ms FROM weather_rate_limits WHERE bucket_key = ?1", [.text(key)]) == full, "charged beyond full")
+        #expect(try t.store.rateState(key, nowMs: nowMs) == full, "charged beyond full")
         #expect(try t.store.db.scalarInt("SELECT count(*) FROM weather_counters WHERE name IN ('limited.refresh_session', 'status.429')") == 0)
         expectLimited(t.refresh(r.json), retryAfter: 3600)
     }

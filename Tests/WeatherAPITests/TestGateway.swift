@@ -11,6 +11,8 @@ final class ManualClock: Clock, @unchecked Sendable {
     init(_ iso: String = "2026-11-30T02:00:00Z") { current = Timestamp(iso8601: iso)! }
     func now() -> Timestamp { current }
     func advance(_ seconds: Int64) { current = current.adding(seconds: seconds) }
+    /// Now as the limiter counts it.
+    var nowMs: Int64 { current.seconds * 1000 }
 }
 
 /// A scripted weather source that counts its calls.

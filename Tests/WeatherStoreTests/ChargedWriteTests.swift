@@ -25,7 +25,7 @@ import WeatherCore
     func charge(_ bucket: LimitBucket) -> LimitCharge { LimitCharge(buckets: [bucket], extra: [0], nowMs: now.seconds * 1000) }
 
     func tat(_ store: SQLiteGatewayStore, _ bucket: LimitBucket) throws -> Int64? {
-        try store.db.scalarInt("SELECT tat_ms FROM weather_rate_limits WHERE bucket_key = ?1", [.text(bucket.key)])
+        try store.rateState(bucket.key, nowMs: now.seconds * 1000)
     }
 
     /// The quota is taken with the rows: two creations pass, the third is refused and stores

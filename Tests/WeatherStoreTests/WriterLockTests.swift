@@ -191,9 +191,13 @@ import WeatherCore
         let store = try SQLiteGatewayStore(path: path)
         func fileSize() throws -> Int { try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int ?? 0 }
         let before = try fileSize()
+        // Commits of the store's own connection (a take no longer writes: the shared rate table).
+        func commit(_ key: String) throws {
+            try store.db.transaction { try store.db.run("INSERT INTO weather_rate_limits(bucket_key, tat_ms) VALUES (?1, 1)", [.text(key)]) }
+        }
         var i = 0
         while store.db.walPages < store.db.checkpointPages {
-            _ = try store.consume([LimitBucket(key: "bucket-\(i)-" + String(repeating: "x", count: 200), quota: Quota(limit: 5, window: 60))], nowMs: 0)
+            try commit("bucket-\(i)-" + String(repeating: "x", count: 200))
             i += 1
         }
         #expect(try fileSize() == before, "no commit copied the WAL back by itself")
@@ -203,7 +207,7 @@ import WeatherCore
         #expect(afterCheckpoint > before, "the checkpoint after the response did")
         // A few more commits are not yet worth another checkpoint.
         for j in 0..<50 {
-            _ = try store.consume([LimitBucket(key: "more-\(j)-" + String(repeating: "y", count: 200), quota: Quota(limit: 5, window: 60))], nowMs: 0)
+            try commit("more-\(j)-" + String(repeating: "y", count: 200))
         }
         store.afterResponse()
         store.db.waitForCheckpoints()
@@ -218,7 +222,8 @@ import WeatherCore
         let a = try SQLiteGatewayStore(path: path), b = try SQLiteGatewayStore(path: path)
         var i = 0
         func write(_ store: SQLiteGatewayStore) throws {
-            _ = try store.consume([LimitBucket(key: "bucket-\(i)-" + String(repeating: "x", count: 200), quota: Quota(limit: 5, window: 60))], nowMs: 0)
+            let key = "bucket-\(i)-" + String(repeating: "x", count: 200)
+            try store.db.transaction { try store.db.run("INSERT INTO weather_rate_limits(bucket_key, tat_ms) VALUES (?1, 1)", [.text(key)]) }
             i += 1
         }
         while a.db.walPages < a.db.checkpointPages { try write(a) }

@@ -456,6 +456,10 @@ public final class Database {
         return marked == opened.ino
     }
 
+    /// The rate buckets every worker of the machine shares (`SharedRateTable`); nil without the
+    /// `-writer` file, or room on the disk for them.
+    var rateTable: SharedRateTable? { writerLock?.rates }
+
     /// The provider pauses of the `-writer` page, shared by every worker; nil without one.
     public var providerPauses: (any ProviderPauseBoard)? { writerLock.map(SharedProviderPauses.init(page:)) }
 

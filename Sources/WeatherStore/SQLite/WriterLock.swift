@@ -28,7 +28,8 @@ import Glibc
 /// revocation generation (56..<64), mutex (64..<128), provider pause slots (128..<256: eight of
 /// a name tag and a pause, 8 bytes each), damage mark (256..<264). Pages made before the mark,
 /// the slots or the damage mark existed have zeros there, which reads as "never", "no pause"
-/// and "none".
+/// and "none". The rate buckets of every worker follow the page in the same file
+/// (`SharedRateTable`, from offset 4,096).
 final class WriterLock {
     private let page: UnsafeMutableRawPointer
     private var mutex: UnsafeMutablePointer<pthread_mutex_t> { (page + 64).assumingMemoryBound(to: pthread_mutex_t.self) }
@@ -73,6 +74,10 @@ final class WriterLock {
     }
     func noteDamage(inode: UInt64) { csqlite_atomic_store(damage, inode &+ 1) }
     func clearDamage() { csqlite_atomic_store(damage, 0) }
+
+    /// The machine's rate buckets, mapped from the file after this page (`SharedRateTable`);
+    /// nil when the disk had no room for them.
+    private(set) var rates: SharedRateTable?
 
     private static let size = 4096
     private static let magic: UInt64 = 0x636C_6F73_6574_5731  // "closetW1"
@@ -140,6 +145,7 @@ final class WriterLock {
         guard let p = mmap(nil, Self.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), p != MAP_FAILED else { return nil }
         page = p
         let boot = Self.bootId()
+        var setUpAfresh = false
         let recorded = UnsafeRawBufferPointer(start: page + 8, count: 40)
         // A page set up by a process that could not read the boot id (a sandbox without
         // `/proc/sys`) records none, and is set up afresh by the first process that can, as one
@@ -162,7 +168,9 @@ final class WriterLock {
             }
             UnsafeMutableRawBufferPointer(start: page + 8, count: 40).copyBytes(from: boot + [UInt8](repeating: 0, count: 40 - boot.count))
             page.storeBytes(of: Self.magic, as: UInt64.self)
+            setUpAfresh = true
         }
+        rates = SharedRateTable.map(fd: fd, offset: Self.size, freshBoot: setUpAfresh)
     }
 
     /// This boot's id (36 bytes from the kernel), or nothing where there is none.

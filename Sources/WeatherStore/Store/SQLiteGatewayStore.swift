@@ -350,7 +350,8 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func take(_ buckets: [LimitBucket], extra: [Int], nowMs: Int64) throws(StoreError) -> LimitGrant {
         guard buckets.contains(where: \.quota.isEnabled) else { return .granted(buckets.map { _ in 1 }) }
-        return try write { () throws -> LimitGrant in try takeUnits(buckets, extra: extra, nowMs: nowMs) }
+        if let grant = takeShared(buckets, extra: extra, nowMs: nowMs) { return grant }
+        return try write { () throws -> LimitGrant in try takeStored(buckets, extra: extra, nowMs: nowMs) }
     }
 
     /// A rotation's charge: one unit of each bucket where every one has room, else nothing (see
@@ -360,44 +361,107 @@ public final class SQLiteGatewayStore: GatewayStore {
         _ = try takeUnits(charge.buckets, extra: [], nowMs: charge.nowMs)
     }
 
-    /// `take` inside the caller's write transaction.
+    /// `take` inside the caller's write transaction: from the machine's shared table when there
+    /// is one, given back if the transaction does not commit (`write`), else from SQLite in the
+    /// transaction itself.
     private func takeUnits(_ buckets: [LimitBucket], extra: [Int], nowMs: Int64) throws -> LimitGrant {
         guard buckets.contains(where: \.quota.isEnabled) else { return .granted(buckets.map { _ in 1 }) }
-        var taken: [(key: String, units: Int, tat: Int64)] = []
+        if let grant = takeShared(buckets, extra: extra, nowMs: nowMs) {
+            if case .granted(let units) = grant { sharedTakesInWrite.append((buckets, units, nowMs)) }
+            return grant
+        }
+        return try takeStored(buckets, extra: extra, nowMs: nowMs)
+    }
+
+    /// Units taken from the shared table inside the write transaction under way: given back when
+    /// it rolls back, so that a creation that fails to store spends nothing, as when its units
+    /// were rows of that transaction.
+    private var sharedTakesInWrite: [(buckets: [LimitBucket], units: [Int], nowMs: Int64)] = []
+
+    /// A take from the shared rate table (`SharedRateTable`): no SQLite statement at all. nil when
+    /// there is no table or its lock could not be had.
+    private func takeShared(_ buckets: [LimitBucket], extra: [Int], nowMs: Int64) -> LimitGrant? {
+        guard let table = db.rateTable else { return nil }
+        var grant = LimitGrant.granted([])
+        let done = table.update(buckets.map(\.key), nowMs: nowMs) { tats in
+            let decided = Self.decideTake(buckets, extra: extra, tats: tats, nowMs: nowMs)
+            grant = decided.grant
+            return decided.tats
+        }
+        return done ? grant : nil
+    }
+
+    /// A take from `weather_rate_limits`, inside the caller's write transaction.
+    private func takeStored(_ buckets: [LimitBucket], extra: [Int], nowMs: Int64) throws -> LimitGrant {
+        let tats = try buckets.map { b throws -> Int64? in b.quota.isEnabled ? try storedTAT(b.key) : nil }
+        let decided = Self.decideTake(buckets, extra: extra, tats: tats, nowMs: nowMs)
+        for (b, tat) in zip(buckets, decided.tats) {
+            guard let tat else { continue }
+            try db.run(
+                "INSERT INTO weather_rate_limits(bucket_key, tat_ms) VALUES (?1, ?2) ON CONFLICT(bucket_key) DO UPDATE SET tat_ms = excluded.tat_ms",
+                [.text(b.key), .int(tat)])
+        }
+        return decided.grant
+    }
+
+    /// What a take does to buckets whose TATs are `tats` (nil: never taken from): the grant, and
+    /// each bucket's TAT to store (nil: unchanged; all nil when refused, since a request draws
+    /// from all its buckets or from none).
+    static func decideTake(_ buckets: [LimitBucket], extra: [Int], tats: [Int64?], nowMs: Int64) -> (grant: LimitGrant, tats: [Int64?]) {
+        var units: [Int] = [], stored: [Int64?] = []
         for (i, b) in buckets.enumerated() {
-            guard b.quota.isEnabled else { taken.append((b.key, 1, 0)); continue }
-            let tat = try storedTAT(b.key)
-            let t = GCRA.take(tat: tat, nowMs: nowMs, quota: b.quota, upTo: 1 + (i < extra.count ? max(0, extra[i]) : 0))
+            guard b.quota.isEnabled else {
+                units.append(1)
+                stored.append(nil)
+                continue
+            }
+            let t = GCRA.take(tat: tats[i], nowMs: nowMs, quota: b.quota, upTo: 1 + (i < extra.count ? max(0, extra[i]) : 0))
             guard t.granted > 0 else {
                 // Retry-After is the longest wait of every bucket that refuses: a client told
                 // this bucket's wait alone would meet the next one's refusal (the README
                 // promises the request then passes). Buckets before this one had room.
                 var wait = (retryAfter: t.retryAfter, bucket: b.key)
-                for later in buckets[(i + 1)...] where later.quota.isEnabled {
-                    let laterTAT = try storedTAT(later.key)
-                    let u = GCRA.take(tat: laterTAT, nowMs: nowMs, quota: later.quota, upTo: 1)
-                    if u.granted == 0, u.retryAfter > wait.retryAfter { wait = (u.retryAfter, later.key) }
+                for j in (i + 1)..<buckets.count where buckets[j].quota.isEnabled {
+                    let u = GCRA.take(tat: tats[j], nowMs: nowMs, quota: buckets[j].quota, upTo: 1)
+                    if u.granted == 0, u.retryAfter > wait.retryAfter { wait = (u.retryAfter, buckets[j].key) }
                 }
-                return .refused(retryAfter: wait.retryAfter, bucket: wait.bucket)
+                return (.refused(retryAfter: wait.retryAfter, bucket: wait.bucket), buckets.map { _ in nil })
             }
-            taken.append((b.key, t.granted, t.newTAT))
+            units.append(t.granted)
+            stored.append(t.newTAT)
         }
-        for (b, t) in zip(buckets, taken) where b.quota.isEnabled {
-            try db.run(
-                "INSERT INTO weather_rate_limits(bucket_key, tat_ms) VALUES (?1, ?2) ON CONFLICT(bucket_key) DO UPDATE SET tat_ms = excluded.tat_ms",
-                [.text(t.key), .int(t.tat)])
-        }
-        return .granted(taken.map(\.units))
+        return (.granted(units), stored)
     }
 
     public func wait(for bucket: LimitBucket, nowMs: Int64) throws(StoreError) -> Int64 {
         guard bucket.quota.isEnabled else { return 0 }
-        let tat = try read { try storedTAT(bucket.key) }
+        let tat = try rateState(bucket.key, nowMs: nowMs)
         let t = GCRA.take(tat: tat, nowMs: nowMs, quota: bucket.quota, upTo: 1)
         return t.granted > 0 ? 0 : t.retryAfter
     }
 
-    /// A bucket's theoretical arrival time (GCRA), nil before its first take.
+    /// A bucket's TAT as a take would find it (nil: never taken from, or full again by the
+    /// shared table's reading): from the shared table when there is one, else from SQLite.
+    func rateState(_ key: String, nowMs: Int64) throws(StoreError) -> Int64? {
+        var tat: Int64?
+        if let table = db.rateTable,
+            table.update(
+                [key], nowMs: nowMs,
+                { tats in
+                    tat = tats[0]; return [nil]
+                })
+        {
+            return tat
+        }
+        return try read { try storedTAT(key) }
+    }
+
+    /// Buckets stored, in the shared table and in SQLite (tests).
+    func storedRateBucketCount() throws -> Int {
+        (db.rateTable?.usedSlots ?? 0) + Int(try db.scalarInt("SELECT count(*) FROM weather_rate_limits") ?? 0)
+    }
+
+    /// A bucket's theoretical arrival time (GCRA) in `weather_rate_limits`, nil before its first take.
     private func storedTAT(_ key: String) throws(DatabaseError) -> Int64? {
         try db.scalarInt("SELECT tat_ms FROM weather_rate_limits WHERE bucket_key = ?1", [.text(key)])
     }
@@ -405,6 +469,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     public func giveBack(_ leftovers: [(bucket: LimitBucket, units: Int)], nowMs: Int64) throws(StoreError) {
         let returns = leftovers.filter { $0.units > 0 && $0.bucket.quota.isEnabled }
         guard !returns.isEmpty else { return }
+        if giveBackShared(returns, nowMs: nowMs) { return }
         try write {
             for r in returns {
                 guard let tat = try storedTAT(r.bucket.key) else { continue }
@@ -412,6 +477,14 @@ public final class SQLiteGatewayStore: GatewayStore {
                     "UPDATE weather_rate_limits SET tat_ms = ?2 WHERE bucket_key = ?1",
                     [.text(r.bucket.key), .int(GCRA.giveBack(tat: tat, units: r.units, nowMs: nowMs, quota: r.bucket.quota))])
             }
+        }
+    }
+
+    /// `giveBack` to the shared table; false when there is none or its lock could not be had.
+    private func giveBackShared(_ returns: [(bucket: LimitBucket, units: Int)], nowMs: Int64) -> Bool {
+        guard let table = db.rateTable else { return false }
+        return table.update(returns.map(\.bucket.key), nowMs: nowMs) { tats in
+            zip(returns, tats).map { r, tat in tat.map { GCRA.giveBack(tat: $0, units: r.units, nowMs: nowMs, quota: r.bucket.quota) } }
         }
     }
 
@@ -672,7 +745,13 @@ public final class SQLiteGatewayStore: GatewayStore {
     @discardableResult
     private func write<T>(_ body: () throws -> T) throws(StoreError) -> T {
         try reopenIfFaulted()
-        do { return try db.transaction(body) } catch { throw noteFault(error) }
+        defer { sharedTakesInWrite.removeAll() }
+        do { return try db.transaction(body) } catch {
+            for t in sharedTakesInWrite {
+                _ = giveBackShared(zip(t.buckets, t.units).map { (bucket: $0, units: $1) }.filter(\.bucket.quota.isEnabled), nowMs: t.nowMs)
+            }
+            throw noteFault(error)
+        }
     }
 
     /// Reads need no explicit transaction: each statement sees one WAL snapshot.

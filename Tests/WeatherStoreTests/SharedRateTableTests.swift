@@ -1,0 +1,112 @@
+import Foundation
+import Testing
+import WeatherCore
+@testable import WeatherStore
+
+/// The rate buckets every worker of a machine shares, in the `-writer` file (`SharedRateTable`):
+/// a take is no SQLite write, two stores on one database draw from one bucket, a store without
+/// the file keeps its buckets in SQLite with the same decisions, and a table that overflows keeps
+/// the buckets furthest from full.
+@Suite struct SharedRateTableTests {
+    let nowMs: Int64 = 1_796_000_000_000
+
+    func databasePath() throws -> String {
+        try scratchDirectory("cw-rates").appendingPathComponent("w.sqlite3").path
+    }
+
+    func bucket(_ key: String, limit: Int = 2) -> LimitBucket { LimitBucket(key: key, quota: Quota(limit: limit, window: 3600)) }
+
+    func isRefused(_ grant: LimitGrant) -> Bool {
+        if case .refused = grant { return true }
+        return false
+    }
+
+    /// With another connection holding SQLite's write lock all along (any write would wait for
+    /// it, then fail with 503), two workers' stores serve a bucket of two exactly twice between
+    /// them, refuse the third with the bucket's wait, and no row is written.
+    @Test func aTakeIsNoWriteAndTwoStoresShareTheBucket() throws {
+        let path = try databasePath()
+        let a = try SQLiteGatewayStore(path: path), b = try SQLiteGatewayStore(path: path)
+        #expect(a.db.rateTable != nil)
+        let holder = try Database(path: path)
+        try holder.execute("BEGIN IMMEDIATE")
+        let clock = ContinuousClock(), started = clock.now
+        let ip = bucket("weather_ip:203.0.113.9")
+        #expect(try a.take([ip], extra: [0], nowMs: nowMs) == .granted([1]))
+        #expect(try b.take([ip], extra: [0], nowMs: nowMs) == .granted([1]))
+        #expect(try a.take([ip], extra: [0], nowMs: nowMs) == .refused(retryAfter: 1800, bucket: ip.key))
+        #expect(try b.wait(for: ip, nowMs: nowMs) == 1800)
+        #expect(clock.now - started < .seconds(1), "no take waited for the writer")
+        try holder.execute("ROLLBACK")
+        #expect(try a.db.scalarInt("SELECT count(*) FROM weather_rate_limits") == 0)
+        // Half an hour on, one unit is back (2 an hour).
+        #expect(try b.take([ip], extra: [0], nowMs: nowMs + 1_800_000) == .granted([1]))
+    }
+
+    /// A request draws from all its buckets or from none: a refusal by the second leaves the first
+    /// as it was, and the wait is the longest of the refusing buckets'. Given back, leased units
+    /// are as if never taken. The same on SQLite (a store without the `-writer` file), where the
+    /// buckets are rows.
+    @Test(arguments: [true, false]) func aRequestDrawsFromAllItsBucketsOrNone(shared: Bool) throws {
+        let path = try databasePath()
+        let migrated = try SQLiteGatewayStore(path: path)
+        let s = shared ? migrated : SQLiteGatewayStore(database: try Database(path: path), attachingWriterPage: false)
+        #expect((s.db.rateTable != nil) == shared)
+        let session = bucket("weather_session:aws_1", limit: 10), ip = bucket("weather_ip:198.51.100.1", limit: 1)
+        #expect(try s.take([session, ip], extra: [0, 0], nowMs: nowMs) == .granted([1, 1]))
+        let before = try s.rateState(session.key, nowMs: nowMs)
+        #expect(try s.take([session, ip], extra: [0, 0], nowMs: nowMs) == .refused(retryAfter: 3600, bucket: ip.key))
+        #expect(try s.rateState(session.key, nowMs: nowMs) == before, "the refused request took from the session's bucket")
+
+        let busy = bucket("legacy_ip:198.51.100.2", limit: 10_000)
+        #expect(try s.take([busy], extra: [255], nowMs: nowMs) == .granted([256]))  // a lease: one unit and 255 ahead
+        try s.giveBack([(bucket: busy, units: 255)], nowMs: nowMs)
+        #expect(try s.rateState(busy.key, nowMs: nowMs) == nowMs + 360, "one unit of 0.36 s spent, the rest given back")
+        #expect(try s.db.scalarInt("SELECT count(*) FROM weather_rate_limits") == (shared ? 0 : 3))
+    }
+
+    /// A full bucket's slot is used again, and when every slot a key may use holds a live bucket,
+    /// the one nearest to full is forgotten: a bucket spent for the hour survives 70,000 others
+    /// taken from once, more than the table's 65,536 slots.
+    @Test func anOverflowingTableForgetsTheBucketsNearestToFull() throws {
+        let s = try SQLiteGatewayStore(path: try databasePath())
+        let table = try #require(s.db.rateTable)
+        let spent = bucket("weather_session:aws_spent", limit: 1)
+        #expect(try s.take([spent], extra: [0], nowMs: nowMs) == .granted([1]))
+        for i in 0..<70_000 { _ = try s.take([bucket("weather_ip:10.\(i >> 16).\(i >> 8 & 255).\(i & 255)", limit: 1000)], extra: [0], nowMs: nowMs) }
+        let evicted = table.evictions
+        #expect(evicted >= 70_000 - UInt64(SharedRateTable.slots), "every key past the table's size forgot a bucket")
+        #expect(try s.rateState(spent.key, nowMs: nowMs) == nowMs + 3_600_000)
+        #expect(isRefused(try s.take([spent], extra: [0], nowMs: nowMs)), "the spent bucket was forgotten")
+        // Ten seconds on, every bucket of 3.6 s is full again: its slot serves a new key.
+        for i in 0..<30_000 { _ = try s.take([bucket("weather_ip:11.\(i >> 16).\(i >> 8 & 255).\(i & 255)", limit: 1000)], extra: [0], nowMs: nowMs + 10_000) }
+        #expect(table.evictions == evicted, "a live bucket was forgotten while full ones held slots")
+        #expect(isRefused(try s.take([spent], extra: [0], nowMs: nowMs + 10_000)))
+    }
+
+    /// A `-writer` file of an older release (the page alone) gains the table, and a page opened
+    /// again finds the buckets there.
+    @Test func anOlderPageGainsTheTableAndItOutlivesAnOpening() throws {
+        let path = try databasePath() + "-writer"
+        do {
+            let first = try #require(WriterLock(path: path))
+            #expect(first.rates != nil)
+        }
+        #expect(truncate(path, 4096) == 0)
+        do {
+            let lock = try #require(WriterLock(path: path))
+            let rates = try #require(lock.rates)
+            #expect(rates.update(["k"], nowMs: nowMs) { _ in [nowMs + 5] })
+        }
+        var st = stat()
+        #expect(stat(path, &st) == 0 && Int(st.st_size) == 4096 + SharedRateTable.size)
+        let again = try #require(WriterLock(path: path)?.rates)
+        var seen: Int64?
+        #expect(
+            again.update(["k"], nowMs: nowMs) { tats in
+                seen = tats[0]
+                return [nil]
+            })
+        #expect(seen == nowMs + 5)
+    }
+}
