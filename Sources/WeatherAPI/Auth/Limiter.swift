@@ -3,13 +3,15 @@ import WeatherCore
 /// The six quotas of API.md as named buckets, checked against state shared by every worker.
 ///
 /// One per worker process. A bucket this worker draws from again within `leaseMs` is busy here,
-/// so it asks for up to `leaseUnits` more units in the same transaction (a lease of at most an
+/// so it asks for up to `leaseUnits` more units in the same take (a lease of at most an
 /// eighth of the bucket's free units, and none below `GCRA.minimumLease`) and spends them without
 /// touching the database; whatever is left when the lease ends goes back (`returnLeases`). Totals stay exact:
 /// a lease is taken from the shared bucket before any of it is spent, so N allowed is still N
 /// served across all workers. The cost is that units leased here are not available to other
 /// workers for up to a second, which only matters for a bucket with little room, and such a bucket
-/// grants no leases. A session's refresh bucket is never leased: a rotation takes its unit in its
+/// grants no leases. Since the SQLite store keeps its buckets in shared memory
+/// (`SharedRateTable`), a take is no write, so a lease mainly saves that table's lock; other
+/// stores take in a transaction, where it saves a write. A session's refresh bucket is never leased: a rotation takes its unit in its
 /// own transaction (`rotationCharge`). Cells a session was admitted to are remembered until they
 /// stop counting.
 final class Limiter {

@@ -49,14 +49,15 @@ public protocol GatewayStore: AnyObject {
     /// Takes one unit from every bucket, or none when any refuses (GCRA, `GCRA.take`). Where
     /// `extra[i]` > 0 it takes 1 + `extra[i]` units from bucket i if that bucket has plenty of room
     /// (a lease, spent by the calling worker over the next moment). Buckets are shared by every
-    /// worker process; one transaction.
+    /// worker process, atomically: the SQLite store keeps them in shared memory beside the
+    /// database (no SQL at all), other stores in one transaction.
     func take(_ buckets: [LimitBucket], extra: [Int], nowMs: Int64) throws(StoreError) -> LimitGrant
 
     /// Seconds until `bucket` has a unit free (0: one is free now), read without taking it: for a
     /// request that is charged only once it is known to cost anything (a refresh that rotates).
     func wait(for bucket: LimitBucket, nowMs: Int64) throws(StoreError) -> Int64
 
-    /// Returns leased units a worker did not use (`GCRA.giveBack`); one transaction.
+    /// Returns leased units a worker did not use (`GCRA.giveBack`); as atomic as `take`.
     func giveBack(_ leftovers: [(bucket: LimitBucket, units: Int)], nowMs: Int64) throws(StoreError)
 
     /// Admits a request for grid `cell` by `sessionId` under a rolling-window distinct-cell quota.

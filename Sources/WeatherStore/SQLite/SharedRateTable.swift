@@ -3,8 +3,8 @@ import CSQLite
 import Glibc
 #endif
 
-/// The rate buckets of every worker on the machine, in shared memory: a table of 65,536 slots
-/// mapped from the `-writer` file, after its page (`WriterLock`). A slot is a bucket key's hash
+/// The rate buckets of every worker on the machine, in shared memory: a table of 16,384 slots
+/// (256 KiB) mapped from the `-writer` file, after its page (`WriterLock`). A slot is a bucket key's hash
 /// and its GCRA state (the TAT, in milliseconds); a process-shared, robust mutex guards the whole
 /// table, held for a probe and some arithmetic (microseconds), never for a system call.
 ///
@@ -16,7 +16,12 @@ import Glibc
 ///
 /// A bucket whose TAT is not after now is full, exactly as if it had never been taken from
 /// (`GCRA.plausible`), so its slot may be given to another key: the table only has to hold the
-/// buckets taken from within the last window (an hour). Keys are placed by linear probing within
+/// buckets taken from within the last window (an hour), and most far less: a bucket taken from
+/// once is full again after one interval (30 s for a session's 120 an hour), so the buckets live
+/// at once are those of the clients of the last minutes. About 12,000 fit before a probe window
+/// is ever full (a first eviction at about three quarters of the slots in use); the table is
+/// sized so that a worker's memory stays small (each touches the pages of the slots it uses).
+/// Keys are placed by linear probing within
 /// `probes` slots of their hash; when all of those hold live buckets, the one nearest to full is
 /// forgotten (`evictions`): that bucket is full again, a key gaining at most what it had spent.
 /// Hashes are FNV-1a over the key with a per-file random seed, so no client can aim at another's
@@ -25,7 +30,7 @@ import Glibc
 /// Region layout (from `offset` in the file): magic (0..<8), seed (8..<16), evictions (16..<24),
 /// mutex (64..<128); slots from 4,096: 16 bytes each, hash (0 = never used) then TAT.
 final class SharedRateTable {
-    static let slots = 65_536
+    static let slots = 16_384
     static let probes = 64
     static let headerSize = 4096
     static let size = headerSize + 16 * slots
@@ -114,6 +119,11 @@ final class SharedRateTable {
         }
         return true
     }
+
+    /// Tests only: takes the table's lock and keeps it (a process killed or stopped meanwhile).
+    func holdLock() -> Bool { pthread_mutex_lock(mutex) == 0 }
+    /// Tests only: lets go of a lock `holdLock` took.
+    func releaseLock() { pthread_mutex_unlock(mutex) }
 
     /// Slots holding a bucket, live or full (tests).
     var usedSlots: Int { (0..<Self.slots).reduce(0) { $0 + (slotWords[2 * $1] == 0 ? 0 : 1) } }

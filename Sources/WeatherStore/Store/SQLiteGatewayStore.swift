@@ -134,8 +134,8 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// A grant changes in only two ways: it expires (the caller checks `expiresAt`) or it is
     /// revoked, and every revocation moves the shared revocation generation after its commit. So
     /// a grant read here is kept and reused until that counter moves, and a cached weather
-    /// request's session check costs no SQLite statement at all (its quotas cost one write
-    /// transaction unless leased: `Limiter`). A request that races a revocation may still see
+    /// request's session check costs no SQLite statement at all (nor do its quotas: the shared
+    /// rate table, `SharedRateTable`). A request that races a revocation may still see
     /// the grant, as if it had arrived a moment earlier. Revocations made behind the gateway's
     /// back (the sqlite3 shell) are not seen until a worker restarts: use weatherctl.
     public func accessGrant(token: TokenDigest) throws(StoreError) -> AccessGrant? {
