@@ -15,7 +15,10 @@
 # usage: bench/crash.sh
 # Environment: DURATION (60s), CONNECTIONS (64), THREADS (2), WORKERS (4), KILL_EVERY (1),
 # NGINX_WORKERS (1), GATEWAY_BIN (binary; default: the release build in .build, else
-# bench/lib.sh builds one into .build-bench).
+# bench/lib.sh builds one into .build-bench), LIMITS (off; high: every limit at 10,000,000, so
+# each creation also takes its address's bucket from the shared rate table, and a worker may be
+# killed holding that table's lock), SPREAD_ADDRESSES (0; 1: each creation from its own address,
+# so each is a take of its own rather than of a lease).
 source "$(dirname "$0")/lib.sh"
 
 export DURATION=${DURATION:-60s} CONNECTIONS=${CONNECTIONS:-64} THREADS=${THREADS:-2}
@@ -37,7 +40,7 @@ start_fake_provider  # unused by session creation, but gateway_env points the pr
 
 sock=$OUT/gw.sock port=$(free_port) db=$OUT/db/weather.sqlite3
 conf=$("$BENCH_ROOT/scripts/nginx-conf.sh" "$port" "$sock" "$OUT/nginx")
-start_gateway "$sock" "$WORKERS" "$db" off
+start_gateway "$sock" "$WORKERS" "$db" "${LIMITS:-off}"
 start_nginx "$conf"
 base="http://127.0.0.1:$port"
 wait_http "$base/v1/health"
@@ -55,8 +58,14 @@ function init(args)
   out = io.open(os.getenv("CRASH_FILE") .. "." .. id, "w")
   out:setvbuf("line")
 end
+local spread = os.getenv("BENCH_SPREAD") == "1"
 function request()
-  return wrk.format(nil, "/v1/weather/session", nil, create_body())
+  local headers = nil
+  if spread then
+    headers = { ["Content-Type"] = "application/json",
+                ["X-Forwarded-For"] = string.format("10.%d.%d.%d", math.random(0, 255), math.random(0, 255), math.random(1, 254)) }
+  end
+  return wrk.format(nil, "/v1/weather/session", headers, create_body())
 end
 function response(status, headers, body)
   statuses[status] = (statuses[status] or 0) + 1
@@ -69,7 +78,7 @@ end
 LUA
 
 log "crash: wrk -t$THREADS -c$CONNECTIONS -d$DURATION, $WORKERS workers, SIGKILL one every ${kill_every}s"
-CRASH_FILE=$OUT/acks wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --timeout 10s --latency -s "$OUT/crash.lua" "$base/" >"$OUT/wrk.txt" 2>&1 &
+BENCH_SPREAD=${SPREAD_ADDRESSES:-0} CRASH_FILE=$OUT/acks wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --timeout 10s --latency -s "$OUT/crash.lua" "$base/" >"$OUT/wrk.txt" 2>&1 &
 wrk_pid=$!
 track "$wrk_pid"
 kills=0 min_workers=$WORKERS
