@@ -46,8 +46,11 @@ import WeatherCore
         #expect(try s.db.scalarInt("SELECT count(*) FROM weather_session_tokens") == 4)
 
         let other = LimitBucket(key: "create_ip:203.0.113.10", quota: Quota(limit: 2, window: 3600))
+        #expect(try s.take([other], extra: [0], nowMs: now.seconds * 1000) == .granted([1]))
+        let spent = try tat(s, other)
+        #expect(spent == now.seconds * 1000 + 1_800_000)
         #expect(throws: StoreError.self) { try s.createSession(session(1), tokens: pair(4), charging: charge(other)) }
-        #expect(try tat(s, other) == nil, "charged for a creation that stored nothing")
+        #expect(try tat(s, other) == spent, "charged for a creation that stored nothing")
         #expect(try s.createSession(session(4), tokens: pair(4), charging: nil) == .granted([]))
     }
 

@@ -55,6 +55,7 @@ import WeatherCore
         let session = bucket("weather_session:aws_1", limit: 10), ip = bucket("weather_ip:198.51.100.1", limit: 1)
         #expect(try s.take([session, ip], extra: [0, 0], nowMs: nowMs) == .granted([1, 1]))
         let before = try s.rateState(session.key, nowMs: nowMs)
+        #expect(before == nowMs + 360_000)
         #expect(try s.take([session, ip], extra: [0, 0], nowMs: nowMs) == .refused(retryAfter: 3600, bucket: ip.key))
         #expect(try s.rateState(session.key, nowMs: nowMs) == before, "the refused request took from the session's bucket")
 
@@ -87,10 +88,51 @@ import WeatherCore
         #expect(isRefused(try s.take([spent], extra: [0], nowMs: nowMs + 10_000)))
     }
 
+    /// Two keys of one take never share a slot: a key that is new may not be given the slot of
+    /// another key of the same take, even when that key's bucket is full (a review found the
+    /// first version placing the new key there, and the other key's TAT overwriting it). Keys
+    /// are given by hash here: 5 and 16,389 start probing at the same slot.
+    @Test func twoKeysOfOneTakeKeepTheirOwnSlots() throws {
+        let s = try SQLiteGatewayStore(path: try databasePath())
+        let table = try #require(s.db.rateTable)
+        let a: UInt64 = 5, b: UInt64 = 5 + UInt64(SharedRateTable.slots)
+        #expect(table.update(hashes: [b], nowMs: nowMs) { _ in [nowMs + 10] })  // b's bucket, in a's first slot
+        let later = nowMs + 100  // b's bucket is full again
+        #expect(table.update(hashes: [a, b], nowMs: later) { _ in [later + 1_000, later + 2_000] })
+        var seen: [Int64?] = []
+        #expect(
+            table.update(hashes: [a, b], nowMs: later) { tats in
+                seen = tats
+                return [nil, nil]
+            })
+        #expect(seen == [later + 1_000, later + 2_000])
+    }
+
+    /// A bucket written under a clock since set back (a TAT a month ahead) counts as full, and its
+    /// slot is reused rather than kept as live: kept, such slots pushed out real buckets for the
+    /// whole step (a review).
+    @Test func aBucketFromAClockSetBackIsFullAndItsSlotReused() throws {
+        let s = try SQLiteGatewayStore(path: try databasePath())
+        let table = try #require(s.db.rateTable)
+        let a: UInt64 = 7, b: UInt64 = 7 + UInt64(SharedRateTable.slots)
+        let month: Int64 = 30 * 86_400_000
+        #expect(table.update(hashes: [a], nowMs: nowMs + month) { _ in [nowMs + month + 3_600_000] })
+        var seen: [Int64?] = [0]
+        #expect(
+            table.update(hashes: [a], nowMs: nowMs) { tats in
+                seen = tats
+                return [nil]
+            })
+        #expect(seen == [nil], "a bucket from a month ahead is full now")
+        #expect(table.update(hashes: [b], nowMs: nowMs) { _ in [nowMs + 1_000] })
+        #expect(table.usedSlots == 1, "b took a's slot")
+        #expect(table.evictions == 0)
+    }
+
     /// A worker killed while it held the table's lock leaves it "owner dead", and the next take
     /// takes it over at once. One stopped while holding it (SIGSTOP, a debugger) costs a take a
-    /// second's wait, after which the take is served from SQLite: a request is never refused
-    /// or failed for it.
+    /// second's wait, after which the take is served from SQLite, and the worker's later takes
+    /// only try until they get the lock: a request is never refused or failed for it.
     @Test func aDeadHolderIsTakenOverAndAStoppedOneCostsASecondAndSQLite() throws {
         let s = try SQLiteGatewayStore(path: try databasePath())
         let table = try #require(s.db.rateTable)
@@ -126,8 +168,18 @@ import WeatherCore
         let waited = clock.now - started
         #expect(waited >= .milliseconds(900) && waited < .seconds(3), "\(waited)")
         #expect(try s.db.scalarInt("SELECT count(*) FROM weather_rate_limits") == 1, "served from SQLite")
+        // The next take only tries, as long as the holder stays: one second per worker, not per take.
+        started = clock.now
+        #expect(try s.take([ip], extra: [0], nowMs: nowMs) == .granted([1]))
+        #expect(clock.now - started < .milliseconds(500), "waited again for a holder that stays")
+        // A lease given back meanwhile is dropped, never credited to SQLite's rows.
+        try s.giveBack([(bucket: ip, units: 1)], nowMs: nowMs)
+        #expect(try s.db.scalarInt("SELECT tat_ms FROM weather_rate_limits") == nowMs + 2 * 1_800_000)
         release.signal()
         finished.wait()
+        // Once the holder lets go, the table serves again (and waits again when it must).
+        #expect(try s.take([ip], extra: [0], nowMs: nowMs) == .granted([1]))
+        #expect(try s.db.scalarInt("SELECT count(*) FROM weather_rate_limits") == 1)
     }
 
     /// A `-writer` file of an older release (the page alone) gains the table, and a page opened

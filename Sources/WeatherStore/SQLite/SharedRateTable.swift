@@ -1,4 +1,5 @@
 import CSQLite
+import WeatherCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -11,8 +12,8 @@ import Glibc
 /// Before, every take was a SQLite write transaction: a bucket leased by no worker (a user's own
 /// few requests an hour, which is nearly every bucket in production) cost a cached weather request
 /// a turn in the writers' queue and a WAL frame. SQLite's `weather_rate_limits` remains the store
-/// of a connection without the table (a read-only folder, a full disk when the file was made, a
-/// table whose mutex a stopped process holds for more than a second) and of other stores.
+/// of a connection without the table (a read-only folder, a full disk when the file was made) and
+/// of a take while a stopped process holds the table's lock, and of other stores.
 ///
 /// A bucket whose TAT is not after now is full, exactly as if it had never been taken from
 /// (`GCRA.plausible`), so its slot may be given to another key: the table only has to hold the
@@ -27,60 +28,86 @@ import Glibc
 /// Hashes are FNV-1a over the key with a per-file random seed, so no client can aim at another's
 /// slot: keys are partly chosen by clients (addresses).
 ///
+/// A TAT more than the longest window (an hour) and a minute ahead was written under a clock since
+/// set back: that bucket counts as full, as `GCRA.plausible` says, and its slot may be reused, or
+/// a month's step would leave its slots looking live, pushing out real buckets, for a month.
+///
 /// Region layout (from `offset` in the file): magic (0..<8), seed (8..<16), evictions (16..<24),
-/// mutex (64..<128); slots from 4,096: 16 bytes each, hash (0 = never used) then TAT.
+/// slot count (24..<32), mutex (64..<128), boot id (128..<168); slots from 4,096: 16 bytes each,
+/// hash (0 = never used) then TAT. A table of another slot count (another release) is left alone:
+/// its workers may still map it, so this process goes without (SQLite) until it is gone.
 final class SharedRateTable {
     static let slots = 16_384
     static let probes = 64
     static let headerSize = 4096
     static let size = headerSize + 16 * slots
-    private static let magic: UInt64 = 0x636C_6F73_6574_5231  // "closetR1"
+    private static let magic: UInt64 = 0x636C_6F73_6574_5232  // "closetR2"
+    /// How far ahead of now a live bucket's TAT can be: the longest window and a minute of slack.
+    static let liveHorizonMs: Int64 = 3_600_000 + Timestamp.slackSeconds * 1000
 
+    /// The file mapped from its start (an offset of 4,096 would not be a page boundary on a kernel
+    /// of 16 or 64 KiB pages), and the table within it.
+    private let mapping: UnsafeMutableRawPointer, mappedBytes: Int
     private let region: UnsafeMutableRawPointer
     private var mutex: UnsafeMutablePointer<pthread_mutex_t> { (region + 64).assumingMemoryBound(to: pthread_mutex_t.self) }
     private var seed: UInt64 { region.load(fromByteOffset: 8, as: UInt64.self) }
     private var slotWords: UnsafeMutablePointer<UInt64> { (region + Self.headerSize).assumingMemoryBound(to: UInt64.self) }
     /// Live buckets forgotten to make room, ever, on this file (for tests and the curious).
     var evictions: UInt64 { csqlite_atomic_load((region + 16).assumingMemoryBound(to: UInt64.self)) }
+    /// This process's last wait for the lock timed out (a holder stopped, not dead), and it has
+    /// not had the lock since: until it has, it only tries, so that one stopped process costs each
+    /// worker one second, not one per take (some taken inside a write transaction, while every
+    /// other writer waits).
+    private var holderSeemsStuck = false
 
-    /// Maps the table at `offset` of the open file `fd`, setting it up when the file has none yet
-    /// or the machine booted since (`freshBoot`: a mutex left locked by a process of the last boot
-    /// would look held for ever; the buckets, wall-clock times, are kept). The caller holds the
-    /// file's `flock`, so one process sets it up and the others find it ready. nil when the disk
-    /// has no room for it or the mapping fails: the caller goes on without.
-    static func map(fd: Int32, offset: Int, freshBoot: Bool) -> SharedRateTable? {
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { return nil }
-        if st.st_size >= offset + size {
-            guard let table = mapped(fd: fd, offset: offset) else { return nil }
-            if table.region.load(as: UInt64.self) == magic {
-                if freshBoot, !table.initialiseMutex() { return nil }
-                return table
-            }
-        }
-        // No table yet (a page of an older release, or a new file): whatever lies past the page is
-        // dropped and the region allocated afresh, which reads as zeros, so no slot needs writing.
-        // Nobody maps this region: a table is only ever set up under the flock, and its magic is
-        // written last.
-        guard ftruncate(fd, off_t(offset)) == 0, posix_fallocate(fd, off_t(offset), off_t(size)) == 0,
-            let table = mapped(fd: fd, offset: offset)
+    /// Maps the table at `offset` of the open file `fd`, setting it up when the file has none yet,
+    /// and its mutex afresh when the machine booted since (`boot`, as the page records it: a mutex
+    /// left locked by a process of the last boot would look held for ever; the buckets, wall-clock
+    /// times, are kept). A process that cannot read the boot id never sets the mutex up again
+    /// over a table in use. The caller holds the file's `flock`, so one process sets it up and the
+    /// others find it ready. nil when the disk has no room for it, the mapping fails or the file
+    /// holds a table of another geometry: the caller goes on without.
+    static func map(fd: Int32, offset: Int, boot: [UInt8]) -> SharedRateTable? {
+        // Blocks for the whole table at every opening (nothing to do once they exist): a sparse
+        // region, as a copy of the file may be, would kill the process with SIGBUS on a full disk.
+        // The file never shrinks: another process may map all of it.
+        guard posix_fallocate(fd, 0, off_t(offset + size)) == 0,
+            let p = mmap(nil, offset + size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), p != MAP_FAILED
         else { return nil }
-        var random: UInt64 = 0
-        if getrandom(&random, 8, 0) != 8 { random = UInt64(UInt(bitPattern: time(nil))) ^ UInt64(getpid()) << 32 }
-        table.region.storeBytes(of: random, toByteOffset: 8, as: UInt64.self)
-        guard table.initialiseMutex() else { return nil }
-        table.region.storeBytes(of: magic, as: UInt64.self)
-        return table
+        let table = SharedRateTable(mapping: p, bytes: offset + size, offset: offset)
+        let header = table.region
+        let recordedBoot = UnsafeMutableRawBufferPointer(start: header + 128, count: 40)
+        switch header.load(as: UInt64.self) {
+        case magic:
+            guard header.load(fromByteOffset: 24, as: UInt64.self) == UInt64(slots) else { return nil }
+            if !boot.isEmpty, !recordedBoot.starts(with: boot) {
+                guard table.initialiseMutex() else { return nil }
+                recordedBoot.copyBytes(from: boot + [UInt8](repeating: 0, count: 40 - boot.count))
+            }
+            return table
+        case 0:
+            // Never set up: the region is what `posix_fallocate` added past the page, zeros, so
+            // no slot needs writing (setting up writes none), and the magic comes last.
+            var random: UInt64 = 0
+            if getrandom(&random, 8, 0) != 8 { random = UInt64(UInt(bitPattern: time(nil))) ^ UInt64(getpid()) << 32 }
+            header.storeBytes(of: random, toByteOffset: 8, as: UInt64.self)
+            header.storeBytes(of: UInt64(slots), toByteOffset: 24, as: UInt64.self)
+            recordedBoot.copyBytes(from: boot + [UInt8](repeating: 0, count: 40 - boot.count))
+            guard table.initialiseMutex() else { return nil }
+            header.storeBytes(of: magic, as: UInt64.self)
+            return table
+        default:
+            return nil  // another layout: left to whoever made it
+        }
     }
 
-    private static func mapped(fd: Int32, offset: Int) -> SharedRateTable? {
-        guard let p = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off_t(offset)), p != MAP_FAILED else { return nil }
-        return SharedRateTable(region: p)
+    private init(mapping: UnsafeMutableRawPointer, bytes: Int, offset: Int) {
+        self.mapping = mapping
+        mappedBytes = bytes
+        region = mapping + offset
     }
 
-    private init(region: UnsafeMutableRawPointer) { self.region = region }
-
-    deinit { munmap(region, Self.size) }
+    deinit { munmap(mapping, mappedBytes) }
 
     private func initialiseMutex() -> Bool {
         var attr = pthread_mutexattr_t()
@@ -94,30 +121,52 @@ final class SharedRateTable {
 
     /// Reads the buckets of `keys` (nil: full) and stores what `change` makes of them (nil for a
     /// key: left as it is), all under the table's lock. false, with nothing read or changed, when
-    /// the lock could not be had within a second (its holder stopped, not dead): the caller uses
-    /// SQLite instead.
+    /// the lock could not be had (within a second, or at once after such a wait timed out and
+    /// until this process has it again): the caller uses SQLite instead.
     func update(_ keys: [String], nowMs: Int64, _ change: ([Int64?]) -> [Int64?]) -> Bool {
-        let hashes = keys.map(hash)
-        var rc = pthread_mutex_trylock(mutex)
-        if rc == EBUSY { rc = csqlite_mutex_lock_within(mutex, 1) }
-        // A holder that died held it for a few stores into slots: at worst one bucket's TAT was
-        // written without its hash, which leaves the slot as it was.
-        if rc == EOWNERDEAD {
-            pthread_mutex_consistent(mutex)
-            rc = 0
-        }
-        guard rc == 0 else { return false }
+        update(hashes: keys.map(hash), nowMs: nowMs, change)
+    }
+
+    /// `update` by the keys' hashes (tests choose hashes that share slots).
+    func update(hashes: [UInt64], nowMs: Int64, _ change: ([Int64?]) -> [Int64?]) -> Bool {
+        guard lock() else { return false }
         defer { pthread_mutex_unlock(mutex) }
-        let found = hashes.map { find($0, nowMs: nowMs) }
-        let stored = found.map { $0.map { Int64(bitPattern: slotWords[2 * $0 + 1]) } }
-        let changed = change(stored.map { tat in tat.flatMap { $0 > nowMs ? $0 : nil } })
+        var slots = hashes.map(find)
+        let stored = slots.map { $0.flatMap { Self.live(Int64(bitPattern: slotWords[2 * $0 + 1]), nowMs: nowMs) } }
+        let changed = change(stored)
         for (i, tat) in changed.enumerated() {
             guard let tat, i < hashes.count else { continue }
-            let slot = found[i] ?? place(hashes[i], nowMs: nowMs)
+            if slots[i] == nil {
+                // The same key earlier in this call has its slot already; otherwise a new one,
+                // never one another key of this call holds (found, or placed just now).
+                slots[i] = hashes[..<i].firstIndex(of: hashes[i]).flatMap { slots[$0] } ?? place(hashes[i], nowMs: nowMs, sparing: slots)
+            }
+            guard let slot = slots[i] else { continue }
             slotWords[2 * slot + 1] = UInt64(bitPattern: tat)
             slotWords[2 * slot] = hashes[i]
         }
         return true
+    }
+
+    /// Takes the lock: waits up to a second, or only tries while `holderSeemsStuck`. A holder that
+    /// died left it "owner dead" and it is taken over: that holder was storing into slots, so at
+    /// worst one slot holds one key's hash with another's TAT, or a take's buckets are half
+    /// stored (one bucket off by a take).
+    private func lock() -> Bool {
+        var rc = pthread_mutex_trylock(mutex)
+        if rc == EBUSY, !holderSeemsStuck { rc = csqlite_mutex_lock_within(mutex, 1) }
+        if rc == EOWNERDEAD {
+            pthread_mutex_consistent(mutex)
+            rc = 0
+        }
+        holderSeemsStuck = rc != 0
+        return rc == 0
+    }
+
+    /// `tat` when it is a live bucket's: after now, and not so far ahead that only a clock since
+    /// set back could have written it.
+    private static func live(_ tat: Int64, nowMs: Int64) -> Int64? {
+        tat > nowMs && tat <= nowMs + liveHorizonMs ? tat : nil
     }
 
     /// Tests only: takes the table's lock and keeps it (a process killed or stopped meanwhile).
@@ -129,7 +178,7 @@ final class SharedRateTable {
     var usedSlots: Int { (0..<Self.slots).reduce(0) { $0 + (slotWords[2 * $1] == 0 ? 0 : 1) } }
 
     /// The slot holding `hash`, nil when none does.
-    private func find(_ hash: UInt64, nowMs: Int64) -> Int? {
+    private func find(_ hash: UInt64) -> Int? {
         let mask = Self.slots - 1
         for step in 0..<Self.probes {
             let slot = (Self.home(hash) &+ step) & mask
@@ -140,18 +189,20 @@ final class SharedRateTable {
         return nil
     }
 
-    /// A slot for `hash`, which holds none: the first never used, else the first whose bucket is
-    /// full (its TAT not after now), else the one nearest to full, whose bucket is forgotten.
-    private func place(_ hash: UInt64, nowMs: Int64) -> Int {
+    /// A slot for `hash`, which holds none, other than those in `sparing` (the other keys of the
+    /// same update): the first never used, else the first whose bucket is full (its TAT not after
+    /// now, or implausibly far ahead), else the one nearest to full, whose bucket is forgotten.
+    private func place(_ hash: UInt64, nowMs: Int64, sparing: [Int?]) -> Int? {
         let mask = Self.slots - 1
-        var nearest = Self.home(hash) & mask, nearestTAT = Int64.max
+        var nearest: Int?, nearestTAT = Int64.max
         for step in 0..<Self.probes {
             let slot = (Self.home(hash) &+ step) & mask
-            let tat = Int64(bitPattern: slotWords[2 * slot + 1])
-            if slotWords[2 * slot] == 0 || tat <= nowMs { return slot }
+            guard !sparing.contains(slot) else { continue }
+            if slotWords[2 * slot] == 0 { return slot }
+            guard let tat = Self.live(Int64(bitPattern: slotWords[2 * slot + 1]), nowMs: nowMs) else { return slot }
             if tat < nearestTAT { (nearest, nearestTAT) = (slot, tat) }
         }
-        csqlite_atomic_increment((region + 16).assumingMemoryBound(to: UInt64.self))
+        if nearest != nil { csqlite_atomic_increment((region + 16).assumingMemoryBound(to: UInt64.self)) }
         return nearest
     }
 

@@ -145,7 +145,6 @@ final class WriterLock {
         guard let p = mmap(nil, Self.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), p != MAP_FAILED else { return nil }
         page = p
         let boot = Self.bootId()
-        var setUpAfresh = false
         let recorded = UnsafeRawBufferPointer(start: page + 8, count: 40)
         // A page set up by a process that could not read the boot id (a sandbox without
         // `/proc/sys`) records none, and is set up afresh by the first process that can, as one
@@ -168,9 +167,8 @@ final class WriterLock {
             }
             UnsafeMutableRawBufferPointer(start: page + 8, count: 40).copyBytes(from: boot + [UInt8](repeating: 0, count: 40 - boot.count))
             page.storeBytes(of: Self.magic, as: UInt64.self)
-            setUpAfresh = true
         }
-        rates = SharedRateTable.map(fd: fd, offset: Self.size, freshBoot: setUpAfresh)
+        rates = SharedRateTable.map(fd: fd, offset: Self.size, boot: boot)
     }
 
     /// This boot's id (36 bytes from the kernel), or nothing where there is none.
