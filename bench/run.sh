@@ -234,7 +234,7 @@ lim_base=$(awk -v a="${RPS[gw-weather-session]}" -v b="${RPS[gw-weather-session-
   fi
   if [ "$limits" = 1 ]; then
     cost=$(awk -v on="${RPS[lim-weather-session]}" -v off="$lim_base" 'BEGIN { if (on + 0 == 0 || off + 0 == 0) print "n/a"; else printf "%.1f", (1 - on / off) * 100 }')
-    echo "- cost of the limits on cached weather: ${cost}% (limits on at 10,000,000 per hour/day, so the limiter and its SQLite writes run and never refuse, vs the mean of the two limits-off runs, $lim_base req/s; target < 15%: $(verdict "$cost" "<" 15))"
+    echo "- cost of the limits on cached weather: ${cost}% (limits on at 10,000,000 per hour/day, so the limiter and its store run and never refuse, vs the mean of the two limits-off runs, $lim_base req/s; target < 15%: $(verdict "$cost" "<" 15))"
     if [ "$ROUNDS" -gt 0 ]; then
       cc=""
       for i in $(seq "$ROUNDS"); do

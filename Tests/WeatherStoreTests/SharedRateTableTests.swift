@@ -129,6 +129,35 @@ import WeatherCore
         #expect(table.evictions == 0)
     }
 
+    /// The clean-up forgets the buckets that are full again, so no lapsed address's hash stays in
+    /// the file until its slot is reused; a live bucket stays, and a key placed beyond a forgotten
+    /// slot is still found. Both clean-ups: `prune` (weatherctl) and a worker's `pruneIfDue`,
+    /// whose own run is on a connection without the table.
+    @Test func theCleanUpForgetsLapsedBucketsAndKeepsLiveOnes() throws {
+        let s = try SQLiteGatewayStore(path: try databasePath())
+        let table = try #require(s.db.rateTable)
+        let a: UInt64 = 9, b: UInt64 = 9 + UInt64(SharedRateTable.slots)  // b lands in the slot after a's
+        #expect(table.update(hashes: [a, b], nowMs: nowMs) { _ in [nowMs + 1_000, nowMs + 7_200_000 - 60_000] })
+        let live = bucket("weather_session:aws_live", limit: 1)
+        #expect(try s.take([live], extra: [0], nowMs: nowMs + 3_000_000) == .granted([1]))
+        let later = Timestamp(seconds: (nowMs + 3_600_000) / 1000)
+        _ = try s.prune(now: later, policy: PrunePolicy(), dryRun: false)
+        #expect(table.usedSlots == 2, "a's bucket (full again) forgotten, b's and the live one kept")
+        var seen: [Int64?] = []
+        #expect(
+            table.update(hashes: [b], nowMs: later.seconds * 1000) { tats in
+                seen = tats
+                return [nil]
+            })
+        #expect(seen == [nowMs + 7_200_000 - 60_000], "b is found past a's forgotten slot")
+        #expect(isRefused(try s.take([live], extra: [0], nowMs: later.seconds * 1000)))
+
+        // A worker's own clean-up, at the next interval: everything is full again by then.
+        let due = try s.pruneIfDue(now: Timestamp(seconds: later.seconds + 2 * 86_400), interval: 3600, policy: PrunePolicy())
+        #expect(due != nil)
+        #expect(table.usedSlots == 0)
+    }
+
     /// A worker killed while it held the table's lock leaves it "owner dead", and the next take
     /// takes it over at once. One stopped while holding it (SIGSTOP, a debugger) costs a take a
     /// second's wait, after which the take is served from SQLite, and the worker's later takes

@@ -183,6 +183,10 @@ extension SQLiteGatewayStore: OperatorStore {
             report.tables.append(("anonymous_weather_sessions", sessions))
             report.tables.append(("weather_session_tokens", tokens))
             report.tables += try pruneKeyedTables(bounds, batch: policy.batchSize, dryRun: dryRun)
+            // The shared rate table's lapsed buckets too (not counted in the report: they are
+            // slots of a file, not rows). A worker's clean-up connection has no table; the worker
+            // forgets them on its own connection (`pruneIfDue`).
+            if !dryRun { _ = db.rateTable?.forgetLapsed(nowMs: bounds.nowMs) }
             if !dryRun && report.complete {
                 _ = try db.transaction { try db.run(Self.recordPrune, [.int(now.seconds), .int(.max), .int(.max)]) }
                 // The WAL still holds earlier images of the pages, the deleted rows in them, until

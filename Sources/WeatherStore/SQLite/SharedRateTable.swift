@@ -109,15 +109,7 @@ final class SharedRateTable {
 
     deinit { munmap(mapping, mappedBytes) }
 
-    private func initialiseMutex() -> Bool {
-        var attr = pthread_mutexattr_t()
-        pthread_mutexattr_init(&attr)
-        pthread_mutexattr_setpshared(&attr, Int32(PTHREAD_PROCESS_SHARED))
-        pthread_mutexattr_setrobust(&attr, Int32(PTHREAD_MUTEX_ROBUST))
-        let rc = pthread_mutex_init(mutex, &attr)
-        pthread_mutexattr_destroy(&attr)
-        return rc == 0
-    }
+    private func initialiseMutex() -> Bool { WriterLock.initialiseSharedMutex(mutex) }
 
     /// Reads the buckets of `keys` (nil: full) and stores what `change` makes of them (nil for a
     /// key: left as it is), all under the table's lock. false, with nothing read or changed, when
@@ -169,13 +161,35 @@ final class SharedRateTable {
         tat > nowMs && tat <= nowMs + liveHorizonMs ? tat : nil
     }
 
+    /// Forgets every bucket that is full again, so that no lapsed bucket's hash stays in the file
+    /// until its slot happens to be reused (the privacy notice promises per-address records are
+    /// deleted by the clean-up). A forgotten slot keeps a mark (`forgotten`) in place of the hash,
+    /// so that probing still passes over it to the keys placed beyond. Returns how many it
+    /// forgot; nil when the lock could not be had (the next clean-up does it).
+    func forgetLapsed(nowMs: Int64) -> Int? {
+        guard lock() else { return nil }
+        defer { pthread_mutex_unlock(mutex) }
+        var forgotten = 0
+        for slot in 0..<Self.slots {
+            let owner = slotWords[2 * slot]
+            guard owner != 0, owner != Self.forgotten, Self.live(Int64(bitPattern: slotWords[2 * slot + 1]), nowMs: nowMs) == nil else { continue }
+            slotWords[2 * slot] = Self.forgotten
+            slotWords[2 * slot + 1] = 0
+            forgotten += 1
+        }
+        return forgotten
+    }
+
+    /// The mark of a slot whose bucket was forgotten: no key hashes to it (`hash`).
+    static let forgotten = UInt64.max
+
     /// Tests only: takes the table's lock and keeps it (a process killed or stopped meanwhile).
     func holdLock() -> Bool { pthread_mutex_lock(mutex) == 0 }
     /// Tests only: lets go of a lock `holdLock` took.
     func releaseLock() { pthread_mutex_unlock(mutex) }
 
     /// Slots holding a bucket, live or full (tests).
-    var usedSlots: Int { (0..<Self.slots).reduce(0) { $0 + (slotWords[2 * $1] == 0 ? 0 : 1) } }
+    var usedSlots: Int { (0..<Self.slots).reduce(0) { $0 + (slotWords[2 * $1] == 0 || slotWords[2 * $1] == Self.forgotten ? 0 : 1) } }
 
     /// The slot holding `hash`, nil when none does.
     private func find(_ hash: UInt64) -> Int? {
@@ -209,10 +223,11 @@ final class SharedRateTable {
     /// Where probing for `hash` starts: its high bits folded in, as FNV's low bits mix least.
     private static func home(_ hash: UInt64) -> Int { Int(truncatingIfNeeded: hash ^ hash >> 29) }
 
-    /// FNV-1a of the key, begun from the file's seed; never 0, which marks a slot never used.
+    /// FNV-1a of the key, begun from the file's seed; never 0, which marks a slot never used, nor
+    /// `forgotten`.
     private func hash(_ key: String) -> UInt64 {
         var h: UInt64 = 0xcbf2_9ce4_8422_2325 ^ seed
         for byte in key.utf8 { h = (h ^ UInt64(byte)) &* 0x100_0000_01b3 }
-        return h == 0 ? 1 : h
+        return h == 0 ? 1 : h == Self.forgotten ? h - 1 : h
     }
 }

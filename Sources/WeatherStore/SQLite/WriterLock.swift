@@ -4,7 +4,7 @@ import Glibc
 #endif
 
 /// A queue for SQLite's single writer, shared by every worker on the machine: a process-shared,
-/// robust pthread mutex in a one-page file beside the database (`<db>-writer`).
+/// robust pthread mutex in the first page of a file beside the database (`<db>-writer`).
 ///
 /// SQLite's own write lock cannot be waited for: a second writer gets SQLITE_BUSY and its busy
 /// handler polls (yields, then naps). Under a burst of writes (session creation, refresh) the
@@ -155,13 +155,7 @@ final class WriterLock {
         if page.load(as: UInt64.self) != Self.magic || !recorded.starts(with: boot) {
             // Pauses until times of the last boot's clock are forgotten with its mutex.
             UnsafeMutableRawBufferPointer(start: page + Self.pauseOffset, count: 16 * Self.pauseSlots).initializeMemory(as: UInt8.self, repeating: 0)
-            var attr = pthread_mutexattr_t()
-            pthread_mutexattr_init(&attr)
-            pthread_mutexattr_setpshared(&attr, Int32(PTHREAD_PROCESS_SHARED))
-            pthread_mutexattr_setrobust(&attr, Int32(PTHREAD_MUTEX_ROBUST))
-            let rc = pthread_mutex_init(mutex, &attr)
-            pthread_mutexattr_destroy(&attr)
-            guard rc == 0 else {
+            guard Self.initialiseSharedMutex(mutex) else {
                 munmap(page, Self.size)
                 return nil
             }
@@ -169,6 +163,18 @@ final class WriterLock {
             page.storeBytes(of: Self.magic, as: UInt64.self)
         }
         rates = SharedRateTable.map(fd: fd, offset: Self.size, boot: boot)
+    }
+
+    /// Sets up `mutex`, in memory shared between processes, as process-shared and robust (a
+    /// holder that dies leaves it "owner dead" for the next); false when it could not be.
+    static func initialiseSharedMutex(_ mutex: UnsafeMutablePointer<pthread_mutex_t>) -> Bool {
+        var attr = pthread_mutexattr_t()
+        pthread_mutexattr_init(&attr)
+        pthread_mutexattr_setpshared(&attr, Int32(PTHREAD_PROCESS_SHARED))
+        pthread_mutexattr_setrobust(&attr, Int32(PTHREAD_MUTEX_ROBUST))
+        let rc = pthread_mutex_init(mutex, &attr)
+        pthread_mutexattr_destroy(&attr)
+        return rc == 0
     }
 
     /// This boot's id (36 bytes from the kernel), or nothing where there is none.

@@ -679,6 +679,7 @@ public final class SQLiteGatewayStore: GatewayStore {
                 do { cleaner = try Database(path: path, gatewayFile: true, create: false) } catch { throw Self.storeError(error) }
                 defer { cleaner.close() }
                 report = try SQLiteGatewayStore(database: cleaner, attachingWriterPage: false).prune(now: now, policy: policy, dryRun: false)
+                _ = db.rateTable?.forgetLapsed(nowMs: now.seconds * 1000)
             } else {
                 report = try prune(now: now, policy: policy, dryRun: false)
             }
@@ -752,7 +753,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     @discardableResult
     private func write<T>(_ body: () throws -> T) throws(StoreError) -> T {
         try reopenIfFaulted()
-        defer { sharedTakesInWrite.removeAll() }
+        defer { sharedTakesInWrite.removeAll(keepingCapacity: true) }
         do { return try db.transaction(body) } catch {
             for t in sharedTakesInWrite {
                 _ = giveBackShared(zip(t.buckets, t.units).map { (bucket: $0, units: $1) }.filter(\.bucket.quota.isEnabled), nowMs: t.nowMs)
