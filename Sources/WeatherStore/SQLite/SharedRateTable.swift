@@ -7,7 +7,8 @@ import Glibc
 /// The rate buckets of every worker on the machine, in shared memory: a table of 16,384 slots
 /// (256 KiB) mapped from the `-writer` file, after its page (`WriterLock`). A slot is a bucket key's hash
 /// and its GCRA state (the TAT, in milliseconds); a process-shared, robust mutex guards the whole
-/// table, held for a probe and some arithmetic (microseconds), never for a system call.
+/// table, held for a probe and some arithmetic (microseconds; the clean-up's scan of every slot,
+/// once a day, some tens of microseconds).
 ///
 /// Before, every take was a SQLite write transaction: a bucket leased by no worker (a user's own
 /// few requests an hour, which is nearly every bucket in production) cost a cached weather request
@@ -19,7 +20,7 @@ import Glibc
 /// (`GCRA.plausible`), so its slot may be given to another key: the table only has to hold the
 /// buckets taken from within the last window (an hour), and most far less: a bucket taken from
 /// once is full again after one interval (30 s for a session's 120 an hour), so the buckets live
-/// at once are those of the clients of the last minutes. About 12,000 fit before a probe window
+/// at once are those of the clients of the last minutes. About 11,000–12,000 fit before a probe window
 /// is ever full (a first eviction at about three quarters of the slots in use); the table is
 /// sized so that a worker's memory stays small (each touches the pages of the slots it uses).
 /// Keys are placed by linear probing within
@@ -56,8 +57,9 @@ final class SharedRateTable {
     var evictions: UInt64 { csqlite_atomic_load((region + 16).assumingMemoryBound(to: UInt64.self)) }
     /// This process's last wait for the lock timed out (a holder stopped, not dead), and it has
     /// not had the lock since: until it has, it only tries, so that one stopped process costs each
-    /// worker one second, not one per take (some taken inside a write transaction, while every
-    /// other writer waits).
+    /// worker one second, not one per take. Kept per connection (a worker has one; a reopened
+    /// connection waits once more); under plain CGI each request is a process of its own, so each
+    /// weather request waits the second. A take inside a write transaction never waits (`update`).
     private var holderSeemsStuck = false
 
     /// Maps the table at `offset` of the open file `fd`, setting it up when the file has none yet,
@@ -68,10 +70,13 @@ final class SharedRateTable {
     /// others find it ready. nil when the disk has no room for it, the mapping fails or the file
     /// holds a table of another geometry: the caller goes on without.
     static func map(fd: Int32, offset: Int, boot: [UInt8]) -> SharedRateTable? {
-        // Blocks for the whole table at every opening (nothing to do once they exist): a sparse
-        // region, as a copy of the file may be, would kill the process with SIGBUS on a full disk.
+        // Blocks for the whole table, unless the file has them all: a sparse region, as a copy of
+        // the file may be, would kill the process with SIGBUS on a full disk.
         // The file never shrinks: another process may map all of it.
-        guard posix_fallocate(fd, 0, off_t(offset + size)) == 0,
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return nil }
+        let allocated = st.st_size >= offset + size && Int(st.st_blocks) * 512 >= offset + size
+        guard allocated || posix_fallocate(fd, 0, off_t(offset + size)) == 0,
             let p = mmap(nil, offset + size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), p != MAP_FAILED
         else { return nil }
         let table = SharedRateTable(mapping: p, bytes: offset + size, offset: offset)
@@ -115,13 +120,15 @@ final class SharedRateTable {
     /// key: left as it is), all under the table's lock. false, with nothing read or changed, when
     /// the lock could not be had (within a second, or at once after such a wait timed out and
     /// until this process has it again): the caller uses SQLite instead.
-    func update(_ keys: [String], nowMs: Int64, _ change: ([Int64?]) -> [Int64?]) -> Bool {
-        update(hashes: keys.map(hash), nowMs: nowMs, change)
+    /// Without `waiting` (inside a write transaction, where every other writer waits for this
+    /// one), the lock is only tried, for a few yields: a holder's microseconds, never a second.
+    func update(_ keys: [String], nowMs: Int64, waiting: Bool = true, _ change: ([Int64?]) -> [Int64?]) -> Bool {
+        update(hashes: keys.map(hash), nowMs: nowMs, waiting: waiting, change)
     }
 
     /// `update` by the keys' hashes (tests choose hashes that share slots).
-    func update(hashes: [UInt64], nowMs: Int64, _ change: ([Int64?]) -> [Int64?]) -> Bool {
-        guard lock() else { return false }
+    func update(hashes: [UInt64], nowMs: Int64, waiting: Bool = true, _ change: ([Int64?]) -> [Int64?]) -> Bool {
+        guard lock(waiting: waiting) else { return false }
         defer { pthread_mutex_unlock(mutex) }
         var slots = hashes.map(find)
         let stored = slots.map { $0.flatMap { Self.live(Int64(bitPattern: slotWords[2 * $0 + 1]), nowMs: nowMs) } }
@@ -129,9 +136,11 @@ final class SharedRateTable {
         for (i, tat) in changed.enumerated() {
             guard let tat, i < hashes.count else { continue }
             if slots[i] == nil {
-                // The same key earlier in this call has its slot already; otherwise a new one,
+                // The same key earlier in this call may have a slot already; otherwise a new one,
                 // never one another key of this call holds (found, or placed just now).
-                slots[i] = hashes[..<i].firstIndex(of: hashes[i]).flatMap { slots[$0] } ?? place(hashes[i], nowMs: nowMs, sparing: slots)
+                let same = slots.indices.first { hashes[$0] == hashes[i] && slots[$0] != nil }
+                slots[i] = same.flatMap { slots[$0] } ?? place(hashes[i], nowMs: nowMs, sparing: slots)
+                for j in slots.indices where hashes[j] == hashes[i] { slots[j] = slots[i] }
             }
             guard let slot = slots[i] else { continue }
             slotWords[2 * slot + 1] = UInt64(bitPattern: tat)
@@ -144,15 +153,30 @@ final class SharedRateTable {
     /// died left it "owner dead" and it is taken over: that holder was storing into slots, so at
     /// worst one slot holds one key's hash with another's TAT, or a take's buckets are half
     /// stored (one bucket off by a take).
-    private func lock() -> Bool {
+    private func lock(waiting: Bool = true) -> Bool {
         var rc = pthread_mutex_trylock(mutex)
-        if rc == EBUSY, !holderSeemsStuck { rc = csqlite_mutex_lock_within(mutex, 1) }
+        if rc == EBUSY, !waiting || holderSeemsStuck {
+            for _ in 0..<64 where rc == EBUSY {
+                sched_yield()
+                rc = pthread_mutex_trylock(mutex)
+            }
+        } else if rc == EBUSY {
+            rc = csqlite_mutex_lock_within(mutex, 1)
+            holderSeemsStuck = rc == ETIMEDOUT
+        }
         if rc == EOWNERDEAD {
             pthread_mutex_consistent(mutex)
             rc = 0
         }
-        holderSeemsStuck = rc != 0
+        if rc == 0 { holderSeemsStuck = false }
         return rc == 0
+    }
+
+    /// Whether a slot's bucket may be given to another key or forgotten: full since a minute ago
+    /// (a request's `now` is taken when it arrives, so one a few seconds older may still find the
+    /// bucket live: `GCRA.plausible`'s slack), or written under a clock since set back.
+    private static func free(_ tat: Int64, nowMs: Int64) -> Bool {
+        tat <= nowMs - Timestamp.slackSeconds * 1000 || tat > nowMs + liveHorizonMs
     }
 
     /// `tat` when it is a live bucket's: after now, and not so far ahead that only a clock since
@@ -172,7 +196,7 @@ final class SharedRateTable {
         var forgotten = 0
         for slot in 0..<Self.slots {
             let owner = slotWords[2 * slot]
-            guard owner != 0, owner != Self.forgotten, Self.live(Int64(bitPattern: slotWords[2 * slot + 1]), nowMs: nowMs) == nil else { continue }
+            guard owner != 0, owner != Self.forgotten, Self.free(Int64(bitPattern: slotWords[2 * slot + 1]), nowMs: nowMs) else { continue }
             slotWords[2 * slot] = Self.forgotten
             slotWords[2 * slot + 1] = 0
             forgotten += 1
@@ -189,7 +213,11 @@ final class SharedRateTable {
     func releaseLock() { pthread_mutex_unlock(mutex) }
 
     /// Slots holding a bucket, live or full (tests).
-    var usedSlots: Int { (0..<Self.slots).reduce(0) { $0 + (slotWords[2 * $1] == 0 || slotWords[2 * $1] == Self.forgotten ? 0 : 1) } }
+    var usedSlots: Int {
+        guard lock() else { return -1 }
+        defer { pthread_mutex_unlock(mutex) }
+        return (0..<Self.slots).reduce(0) { $0 + (slotWords[2 * $1] == 0 || slotWords[2 * $1] == Self.forgotten ? 0 : 1) }
+    }
 
     /// The slot holding `hash`, nil when none does.
     private func find(_ hash: UInt64) -> Int? {
@@ -213,7 +241,8 @@ final class SharedRateTable {
             let slot = (Self.home(hash) &+ step) & mask
             guard !sparing.contains(slot) else { continue }
             if slotWords[2 * slot] == 0 { return slot }
-            guard let tat = Self.live(Int64(bitPattern: slotWords[2 * slot + 1]), nowMs: nowMs) else { return slot }
+            let tat = Int64(bitPattern: slotWords[2 * slot + 1])
+            if Self.free(tat, nowMs: nowMs) { return slot }
             if tat < nearestTAT { (nearest, nearestTAT) = (slot, tat) }
         }
         if nearest != nil { csqlite_atomic_increment((region + 16).assumingMemoryBound(to: UInt64.self)) }

@@ -155,10 +155,7 @@ final class WriterLock {
         if page.load(as: UInt64.self) != Self.magic || !recorded.starts(with: boot) {
             // Pauses until times of the last boot's clock are forgotten with its mutex.
             UnsafeMutableRawBufferPointer(start: page + Self.pauseOffset, count: 16 * Self.pauseSlots).initializeMemory(as: UInt8.self, repeating: 0)
-            guard Self.initialiseSharedMutex(mutex) else {
-                munmap(page, Self.size)
-                return nil
-            }
+            guard Self.initialiseSharedMutex(mutex) else { return nil }  // deinit unmaps the page
             UnsafeMutableRawBufferPointer(start: page + 8, count: 40).copyBytes(from: boot + [UInt8](repeating: 0, count: 40 - boot.count))
             page.storeBytes(of: Self.magic, as: UInt64.self)
         }

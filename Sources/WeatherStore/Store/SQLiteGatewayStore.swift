@@ -366,7 +366,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// transaction itself.
     private func takeUnits(_ buckets: [LimitBucket], extra: [Int], nowMs: Int64) throws -> LimitGrant {
         guard buckets.contains(where: \.quota.isEnabled) else { return .granted(buckets.map { _ in 1 }) }
-        if let grant = takeShared(buckets, extra: extra, nowMs: nowMs) {
+        if let grant = takeShared(buckets, extra: extra, nowMs: nowMs, waiting: false) {
             if case .granted(let units) = grant { sharedTakesInWrite.append((buckets, units, nowMs)) }
             return grant
         }
@@ -380,10 +380,10 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     /// A take from the shared rate table (`SharedRateTable`): no SQLite statement at all. nil when
     /// there is no table or its lock could not be had.
-    private func takeShared(_ buckets: [LimitBucket], extra: [Int], nowMs: Int64) -> LimitGrant? {
+    private func takeShared(_ buckets: [LimitBucket], extra: [Int], nowMs: Int64, waiting: Bool = true) -> LimitGrant? {
         guard let table = db.rateTable else { return nil }
         var grant = LimitGrant.granted([])
-        let done = table.update(buckets.map(\.key), nowMs: nowMs) { tats in
+        let done = table.update(buckets.map(\.key), nowMs: nowMs, waiting: waiting) { tats in
             let decided = Self.decideTake(buckets, extra: extra, tats: tats, nowMs: nowMs)
             grant = decided.grant
             return decided.tats
@@ -488,9 +488,9 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     /// `giveBack` to the shared table; false when there is none or its lock could not be had.
-    private func giveBackShared(_ returns: [(bucket: LimitBucket, units: Int)], nowMs: Int64) -> Bool {
+    private func giveBackShared(_ returns: [(bucket: LimitBucket, units: Int)], nowMs: Int64, waiting: Bool = true) -> Bool {
         guard let table = db.rateTable else { return false }
-        return table.update(returns.map(\.bucket.key), nowMs: nowMs) { tats in
+        return table.update(returns.map(\.bucket.key), nowMs: nowMs, waiting: waiting) { tats in
             zip(returns, tats).map { r, tat in tat.map { GCRA.giveBack(tat: $0, units: r.units, nowMs: nowMs, quota: r.bucket.quota) } }
         }
     }
