@@ -28,6 +28,15 @@ static inline int csqlite_mutex_lock_within(pthread_mutex_t *m, int seconds) {
     deadline.tv_sec += seconds;
     return pthread_mutex_clocklock(m, CLOCK_MONOTONIC, &deadline);
 }
+/// The same, waiting at most `ms` milliseconds.
+static inline int csqlite_mutex_lock_within_ms(pthread_mutex_t *m, int ms) {
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_nsec += (long)(ms % 1000) * 1000000L;
+    deadline.tv_sec += ms / 1000 + deadline.tv_nsec / 1000000000L;
+    deadline.tv_nsec %= 1000000000L;
+    return pthread_mutex_clocklock(m, CLOCK_MONOTONIC, &deadline);
+}
 
 /* ---- A WAL that is written once per commit (see Database.swift, `WALWrites`) ----------------
  *

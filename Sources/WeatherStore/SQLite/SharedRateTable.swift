@@ -7,8 +7,8 @@ import Glibc
 /// The rate buckets of every worker on the machine, in shared memory: a table of 16,384 slots
 /// (256 KiB) mapped from the `-writer` file, after its page (`WriterLock`). A slot is a bucket key's hash
 /// and its GCRA state (the TAT, in milliseconds); a process-shared, robust mutex guards the whole
-/// table, held for a probe and some arithmetic (microseconds; the clean-up's scan of every slot,
-/// once a day, some tens of microseconds).
+/// table, held for a probe and some arithmetic (microseconds; the clean-up's scan, once a day,
+/// takes it per chunk of 1,024 slots).
 ///
 /// Before, every take was a SQLite write transaction: a bucket leased by no worker (a user's own
 /// few requests an hour, which is nearly every bucket in production) cost a cached weather request
@@ -59,7 +59,7 @@ final class SharedRateTable {
     /// not had the lock since: until it has, it only tries, so that one stopped process costs each
     /// worker one second, not one per take. Kept per connection (a worker has one; a reopened
     /// connection waits once more); under plain CGI each request is a process of its own, so each
-    /// weather request waits the second. A take inside a write transaction never waits (`update`).
+    /// weather request waits the second. A take inside a write transaction waits 50 ms at most.
     private var holderSeemsStuck = false
 
     /// Maps the table at `offset` of the open file `fd`, setting it up when the file has none yet,
@@ -121,7 +121,7 @@ final class SharedRateTable {
     /// the lock could not be had (within a second, or at once after such a wait timed out and
     /// until this process has it again): the caller uses SQLite instead.
     /// Without `waiting` (inside a write transaction, where every other writer waits for this
-    /// one), the lock is only tried, for a few yields: a holder's microseconds, never a second.
+    /// one), the lock is waited for 50 ms at most, never a second.
     func update(_ keys: [String], nowMs: Int64, waiting: Bool = true, _ change: ([Int64?]) -> [Int64?]) -> Bool {
         update(hashes: keys.map(hash), nowMs: nowMs, waiting: waiting, change)
     }
@@ -155,13 +155,16 @@ final class SharedRateTable {
     /// stored (one bucket off by a take).
     private func lock(waiting: Bool = true) -> Bool {
         var rc = pthread_mutex_trylock(mutex)
-        if rc == EBUSY, !waiting || holderSeemsStuck {
+        if rc == EBUSY, holderSeemsStuck {
             for _ in 0..<64 where rc == EBUSY {
                 sched_yield()
                 rc = pthread_mutex_trylock(mutex)
             }
         } else if rc == EBUSY {
-            rc = csqlite_mutex_lock_within(mutex, 1)
+            // Inside a write transaction 50 ms at most: a holder's ordinary turn is microseconds
+            // (the clean-up's scan holds it for a chunk at a time), and any longer is a holder
+            // stopped, whom every other writer would wait for too. Given up, it is one.
+            rc = waiting ? csqlite_mutex_lock_within(mutex, 1) : csqlite_mutex_lock_within_ms(mutex, 50)
             holderSeemsStuck = rc == ETIMEDOUT
         }
         if rc == EOWNERDEAD {
@@ -191,15 +194,19 @@ final class SharedRateTable {
     /// so that probing still passes over it to the keys placed beyond. Returns how many it
     /// forgot; nil when the lock could not be had (the next clean-up does it).
     func forgetLapsed(nowMs: Int64) -> Int? {
-        guard lock() else { return nil }
-        defer { pthread_mutex_unlock(mutex) }
         var forgotten = 0
-        for slot in 0..<Self.slots {
-            let owner = slotWords[2 * slot]
-            guard owner != 0, owner != Self.forgotten, Self.free(Int64(bitPattern: slotWords[2 * slot + 1]), nowMs: nowMs) else { continue }
-            slotWords[2 * slot] = Self.forgotten
-            slotWords[2 * slot + 1] = 0
-            forgotten += 1
+        // A chunk of slots per turn of the lock, so that no take waits for the whole scan (a
+        // take inside a write transaction waits 50 ms at most; a debug build scans slowly).
+        for chunk in stride(from: 0, to: Self.slots, by: 1024) {
+            guard lock() else { return nil }
+            defer { pthread_mutex_unlock(mutex) }
+            for slot in chunk..<chunk + 1024 {
+                let owner = slotWords[2 * slot]
+                guard owner != 0, owner != Self.forgotten, Self.free(Int64(bitPattern: slotWords[2 * slot + 1]), nowMs: nowMs) else { continue }
+                slotWords[2 * slot] = Self.forgotten
+                slotWords[2 * slot + 1] = 0
+                forgotten += 1
+            }
         }
         return forgotten
     }
