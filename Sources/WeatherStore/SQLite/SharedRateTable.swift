@@ -24,8 +24,9 @@ import Glibc
 /// is ever full (a first eviction at about three quarters of the slots in use); the table is
 /// sized so that a worker's memory stays small (each touches the pages of the slots it uses).
 /// Keys are placed by linear probing within
-/// `probes` slots of their hash; when all of those hold live buckets, the one nearest to full is
-/// forgotten (`evictions`): that bucket is full again, a key gaining at most what it had spent.
+/// `probes` slots of their hash; a slot is given to another key once its bucket has been full for
+/// a minute (`free`), and when none of those slots is, the bucket nearest to full is forgotten
+/// (`evictions`): that bucket is full again, a key gaining at most what it had spent.
 /// Hashes are FNV-1a over the key with a per-file random seed, so no client can aim at another's
 /// slot: keys are partly chosen by clients (addresses).
 ///
@@ -53,9 +54,10 @@ final class SharedRateTable {
     private var mutex: UnsafeMutablePointer<pthread_mutex_t> { (region + 64).assumingMemoryBound(to: pthread_mutex_t.self) }
     private var seed: UInt64 { region.load(fromByteOffset: 8, as: UInt64.self) }
     private var slotWords: UnsafeMutablePointer<UInt64> { (region + Self.headerSize).assumingMemoryBound(to: UInt64.self) }
-    /// Live buckets forgotten to make room, ever, on this file (for tests and the curious).
+    /// Buckets forgotten to make room (live, or full for less than a minute), ever, on this file
+    /// (for tests and the curious).
     var evictions: UInt64 { csqlite_atomic_load((region + 16).assumingMemoryBound(to: UInt64.self)) }
-    /// This process's last wait for the lock timed out (a holder stopped, not dead), and it has
+    /// This connection's last wait for the lock timed out (a holder stopped, not dead), and it has
     /// not had the lock since: until it has, it only tries, so that one stopped process costs each
     /// worker one second, not one per take. Kept per connection (a worker has one; a reopened
     /// connection waits once more); under plain CGI each request is a process of its own, so each
