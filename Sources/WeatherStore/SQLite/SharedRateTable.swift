@@ -138,10 +138,10 @@ final class SharedRateTable {
         for (i, tat) in changed.enumerated() {
             guard let tat, i < hashes.count else { continue }
             if slots[i] == nil {
-                // The same key earlier in this call may have a slot already; otherwise a new one,
-                // never one another key of this call holds (found, or placed just now).
-                let same = slots.indices.first { hashes[$0] == hashes[i] && slots[$0] != nil }
-                slots[i] = same.flatMap { slots[$0] } ?? place(hashes[i], nowMs: nowMs, sparing: slots)
+                // A new slot, never one another key of this call holds (found, or placed just
+                // now), and the same for every copy of this key in the call (equal hashes find
+                // alike, so none of them had one).
+                slots[i] = place(hashes[i], nowMs: nowMs, sparing: slots)
                 for j in slots.indices where hashes[j] == hashes[i] { slots[j] = slots[i] }
             }
             guard let slot = slots[i] else { continue }
