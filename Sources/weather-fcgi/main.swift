@@ -103,6 +103,12 @@ func makeGateway(announce: Bool = true) throws -> Gateway {
             "weather-fcgi: the database has \(unknown.count) migration(s) this build does not know (\(unknown.joined(separator: ", "))): a newer release applied them; serving anyway, run that release"
         )
     }
+    // Every limited request is then a write transaction (a stopped holder of the table's lock
+    // is another matter: takes go to the database while it lasts, said by nothing but stats).
+    if announce, config.limits.anyRateBucket {
+        let buckets = store.rateBuckets(now: SystemClock().now())
+        if case .database = buckets { StandardErrorLog().write("weather-fcgi: warning: rate buckets are counted \(buckets.summary)") }
+    }
     // A store that cannot say counts as holding sessions: no new key then.
     let key = try Bootstrap.hashKey(
         for: config, sessionsStored: { (try? store.holdsAnySession()) ?? true },

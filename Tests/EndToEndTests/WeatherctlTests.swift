@@ -83,7 +83,7 @@ import Glibc
         #expect(ok.status == 0, "\(ok.stdout)\(ok.stderr)")
         for name in [
             "configuration", "providers", "legacy token", "hash key", "storage", "file modes", "database", "integrity", "journal mode", "clean-up",
-            "migrations", "hash key record",
+            "migrations", "hash key record", "rate buckets",
         ] {
             #expect(ok.stdout.contains(name))
         }
@@ -93,7 +93,7 @@ import Glibc
         let json = try ctl(["check", "--json"], h)
         #expect(json.status == 0)
         #expect(try json.json()["ok"] as? Bool == true)
-        #expect((try json.json()["checks"] as? [[String: Any]])?.count == 12)
+        #expect((try json.json()["checks"] as? [[String: Any]])?.count == 13)
         // Which release this is, in both forms and from --version; the supervisor's start line
         // says the workers' (a build outside `make dist` is "dev"; DistTests checks a bundle's).
         #expect(ok.stdout.hasSuffix("all checks passed (weatherctl dev)\n"), "\(ok.stdout)")
@@ -841,6 +841,29 @@ import Glibc
         #expect(human.contains("paused now: caiyun until ") && human.contains("(1 failure in a row; last: provider answered HTTP 429)"), "\(human)")
     }
 
+    /// A `-writer` file holding another release's rate table (here: another slot count) is left
+    /// to it: the service still limits, counting in the database, and says so at start, in
+    /// `stats` and in `check` (it said nothing before, and every limited request was a write).
+    @Test func aTableTheWorkersCannotUseIsSaidAtStartAndByStatsAndCheck() throws {
+        let h = try GatewayHarness(workers: 1)
+        h.stopApp()
+        let fd = open(h.databasePath + "-writer", O_RDWR)
+        var slots: UInt64 = 65_536
+        #expect(fd >= 0 && pwrite(fd, &slots, 8, 4096 + 24) == 8)
+        close(fd)
+        try h.startApp(workers: 1)
+        #expect(waitUntil { (try? h.request("GET", "/v1/health").status) == 200 })
+        _ = try h.createSession()
+        let said =
+            "weather-fcgi: warning: rate buckets are counted in the database, a write for every limited request, not in the table the workers share: the -writer file beside the database holds another release's table"
+        #expect(h.log.contains(said), "\(h.log)")
+        #expect(h.sql("SELECT count(*) FROM weather_rate_limits") == "1", "the creation's quota, counted in the database")
+        let buckets = try #require(try ctl(["stats", "--json"], h).json()["rateBuckets"] as? [String: Any])
+        #expect(buckets["where"] as? String == "database" && (buckets["why"] as? String)?.contains("another release's table") == true, "\(buckets)")
+        let check = try ctl(["check"], h)
+        #expect(check.stdout.contains("rate buckets") && check.stdout.contains("in the database, a write for every limited request"), "\(check.stdout)")
+    }
+
     /// `resume` ends a provider's pause for every worker at once: after it, the next uncached
     /// request calls the provider again instead of answering from the pause.
     @Test func resumeEndsAPauseForEveryWorker() throws {
@@ -930,10 +953,23 @@ import Glibc
             fields.count == 15 && fields[7] == "5" && fields[8] == "\(cache["hit"] as? Int ?? -1)" && fields[9] == "\(cache["miss"] as? Int ?? -1)",
             "\(fields) \(cache)")
         #expect(fields[10] == "\(cache["stale"] as? Int ?? -1)" && fields[11] == "\(cache["staleWhileRefreshing"] as? Int ?? -1)", "\(fields) \(cache)")
-        #expect(human.stdout.split(separator: "\n").count == 1 + 24 + 1 + 2)
+        #expect(human.stdout.split(separator: "\n").count == 1 + 24 + 1 + 2 + 1)
         #expect(
-            human.stdout.hasSuffix("\n\nunauthorized (weather 401s by reason): legacy_token 1\n5xx by error code: provider_not_configured 5\n"),
+            human.stdout.contains("\n\nunauthorized (weather 401s by reason): legacy_token 1\n5xx by error code: provider_not_configured 5\nrate buckets: "),
             "\(human.stdout)")
+        // Where the quotas were counted: the table the workers share, one bucket at least for
+        // each of the creation's address, the session, the address's weather and its legacy
+        // requests (leases may hold more of each), none forgotten.
+        let buckets = try #require(json["rateBuckets"] as? [String: Any])
+        #expect(buckets["where"] as? String == "sharedTable" && buckets["slots"] as? Int == 16_384 && buckets["forgottenForRoom"] as? Int == 0, "\(buckets)")
+        #expect((buckets["live"] as? Int ?? 0) >= 4, "\(buckets)")
+        let line = try #require(human.stdout.split(separator: "\n").last)
+        #expect(
+            line.hasPrefix("rate buckets: in the table the workers share beside the database (")
+                && line.hasSuffix(" of 16384 slots live now; 0 buckets forgotten to make room since it was made)"), "\(line)")
+        let check = try ctl(["check", "--json"], h).json()
+        let row = try #require((check["checks"] as? [[String: Any]])?.first { $0["name"] as? String == "rate buckets" })
+        #expect(row["ok"] as? Bool == true && (row["detail"] as? String)?.hasPrefix("in the table the workers share") == true, "\(row)")
 
         let both = try ctl(["stats", "--hours", "1", "--days", "1"], h)
         #expect(both.status == 64)

@@ -252,4 +252,39 @@ import WeatherCore
             })
         #expect(seen == nowMs + 5)
     }
+
+    /// What operators are told (`weatherctl stats` and `check`, a worker's start): the buckets
+    /// live in the table now, none forgotten while it has room; a file holding another release's
+    /// table (its slot count, or another layout) leaves the store counting in the database, and
+    /// says so with why, where it went without a word before.
+    @Test func theStoreSaysWhereItCountsAndHowFull() throws {
+        let path = try databasePath()
+        let store = try SQLiteGatewayStore(path: path)
+        let now = Timestamp(seconds: nowMs / 1000)
+        #expect(store.rateBuckets(now: now) == .sharedTable(slots: 16_384, live: 0, forgottenForRoom: 0))
+        for i in 0..<40 { _ = try store.take([bucket("weather_ip:192.0.2.\(i)")], extra: [0], nowMs: nowMs) }
+        #expect(store.rateBuckets(now: now) == .sharedTable(slots: 16_384, live: 40, forgottenForRoom: 0))
+        // Two an hour: each bucket is full again after half an hour.
+        #expect(store.rateBuckets(now: now.adding(seconds: 1800)) == .sharedTable(slots: 16_384, live: 0, forgottenForRoom: 0))
+
+        for (offset, value) in [(4096 + 24, UInt64(65_536)), (4096, UInt64(0x636C_6F73_6574_5233))] {
+            let other = try databasePath()
+            _ = try SQLiteGatewayStore(path: other)
+            let fd = open(other + "-writer", O_RDWR)
+            #expect(fd >= 0)
+            var word = value
+            #expect(pwrite(fd, &word, 8, off_t(offset)) == 8)
+            close(fd)
+            let reopened = try SQLiteGatewayStore(path: other)
+            #expect(reopened.db.rateTable == nil)
+            guard case .database(let why) = reopened.rateBuckets(now: now) else {
+                Issue.record("counted in a table of another release's layout")
+                continue
+            }
+            #expect(why.contains("another release's table"))
+            #expect(reopened.rateBuckets(now: now).summary.hasPrefix("in the database, a write for every limited request"))
+            #expect(try reopened.take([bucket("weather_ip:192.0.2.1")], extra: [0], nowMs: nowMs) == .granted([1]))
+            #expect(try reopened.db.scalarInt("SELECT count(*) FROM weather_rate_limits") == 1)
+        }
+    }
 }

@@ -113,5 +113,11 @@ public struct LimitSettings: Sendable, Equatable {
     public var hourWindow: Int64 = 3600
     public var dayWindow: Int64 = 86_400
 
+    /// Whether any quota counted in rate buckets is on (the grid cells' is counted apart).
+    public var anyRateBucket: Bool {
+        [sessionCreatePerIPPerHour, refreshPerSessionPerHour, requestsPerSessionPerHour, requestsPerIPPerHour, legacyRequestsPerIPPerHour]
+            .contains { $0 > 0 }
+    }
+
     public init() {}
 }

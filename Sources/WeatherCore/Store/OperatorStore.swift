@@ -40,6 +40,9 @@ public protocol OperatorStore: GatewayStore {
     /// answers health 503); true when there was one. For a file found sound, or made anew.
     func clearDamageMark() -> Bool
 
+    /// Where the rate buckets are counted, and how full that is at `now`.
+    func rateBuckets(now: Timestamp) -> RateBuckets
+
     /// The journal mode in force (`wal` for the gateway).
     func journalMode() throws(StoreError) -> String
 
@@ -140,6 +143,28 @@ public struct TokenCounts: Sendable, Equatable {
         self.live = live
         self.expired = expired
         self.revoked = revoked
+    }
+}
+
+/// Where the rate buckets (`GatewayStore.take`) are counted: said by a worker at start, by
+/// `weatherctl stats` and by `weatherctl check`.
+public enum RateBuckets: Sendable, Equatable {
+    /// In a table of `slots` that every worker of the machine shares (no write per take), with
+    /// the buckets `live` in it now and those forgotten to make room since it was made: a count
+    /// that keeps rising says more clients take at once than the table holds, each forgotten
+    /// bucket's client gaining at most what it had spent.
+    case sharedTable(slots: Int, live: Int, forgottenForRoom: UInt64)
+    /// In the database's own rows, a write for every take, and why not in a shared table.
+    case database(why: String)
+
+    /// One line for an operator: `weatherctl stats` and `check`, and a worker's start.
+    public var summary: String {
+        switch self {
+        case .sharedTable(let slots, let live, let forgotten):
+            "in the table the workers share beside the database (\(live) of \(slots) slots live now; \(forgotten) bucket\(forgotten == 1 ? "" : "s") forgotten to make room since it was made)"
+        case .database(let why):
+            "in the database, a write for every limited request, not in the table the workers share: \(why)"
+        }
     }
 }
 

@@ -407,6 +407,11 @@ extension SQLiteGatewayStore: OperatorStore {
         }
     }
 
+    public func rateBuckets(now: Timestamp) -> RateBuckets {
+        guard let table = db.rateTable else { return .database(why: db.rateTableUnavailable ?? "no table") }
+        return .sharedTable(slots: SharedRateTable.slots, live: table.liveBuckets(nowMs: now.seconds * 1000), forgottenForRoom: table.evictions)
+    }
+
     public func journalMode() throws(StoreError) -> String {
         if let recorded = db.immutableFileJournalMode { return recorded }  // a copy opened immutable
         return try operate { (try db.scalarText("PRAGMA journal_mode") ?? "unknown").lowercased() }

@@ -460,6 +460,14 @@ public final class Database {
     /// `-writer` file, or room on the disk for them.
     var rateTable: SharedRateTable? { writerLock?.rates }
 
+    /// Why this connection has no `rateTable`; nil when it has one.
+    var rateTableUnavailable: String? {
+        guard let writerLock else {
+            return "no -writer file beside the database could be opened or made (a folder this user may not write, or a full disk)"
+        }
+        return writerLock.ratesUnavailable?.reason
+    }
+
     /// The provider pauses of the `-writer` page, shared by every worker; nil without one.
     public var providerPauses: (any ProviderPauseBoard)? { writerLock.map(SharedProviderPauses.init(page:)) }
 

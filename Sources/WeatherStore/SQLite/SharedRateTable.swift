@@ -55,7 +55,8 @@ final class SharedRateTable {
     private var seed: UInt64 { region.load(fromByteOffset: 8, as: UInt64.self) }
     private var slotWords: UnsafeMutablePointer<UInt64> { (region + Self.headerSize).assumingMemoryBound(to: UInt64.self) }
     /// Buckets forgotten to make room (live, or full for less than a minute), ever, on this file
-    /// (for tests and the curious).
+    /// (`weatherctl stats`: a count that keeps rising says the table is too small for the clients
+    /// of the last minutes, each such bucket's key gaining at most what it had spent).
     var evictions: UInt64 { csqlite_atomic_load((region + 16).assumingMemoryBound(to: UInt64.self)) }
     /// This connection's last wait for the lock timed out (a holder stopped, not dead), and it has
     /// not had the lock since: until it has, it only tries, so that one stopped process costs each
@@ -64,34 +65,55 @@ final class SharedRateTable {
     /// weather request waits the second. A take inside a write transaction waits 50 ms at most.
     private var holderSeemsStuck = false
 
+    /// Why a connection has no table, and counts its rate buckets in SQLite instead: said by a
+    /// worker at start and by `weatherctl stats` and `check`.
+    enum Unavailable: Error, Equatable {
+        /// The disk had no room to extend the `-writer` file for it.
+        case noRoom
+        /// The file could not be mapped.
+        case notMapped
+        /// The file holds a table of another layout or size (another release's), left to it.
+        case otherLayout
+        /// Its process-shared mutex could not be set up.
+        case noMutex
+
+        var reason: String {
+            switch self {
+            case .noRoom: "the disk had no room to extend the -writer file beside the database for it"
+            case .notMapped: "the -writer file beside the database could not be mapped"
+            case .otherLayout: "the -writer file beside the database holds another release's table (left to that release's workers until they stop)"
+            case .noMutex: "its process-shared lock could not be set up"
+            }
+        }
+    }
+
     /// Maps the table at `offset` of the open file `fd`, setting it up when the file has none yet,
     /// and its mutex afresh when the machine booted since (`boot`, as the page records it: a mutex
     /// left locked by a process of the last boot would look held for ever; the buckets, wall-clock
     /// times, are kept). A process that cannot read the boot id never sets the mutex up again
     /// over a table in use. The caller holds the file's `flock`, so one process sets it up and the
-    /// others find it ready. nil when the disk has no room for it, the mapping fails or the file
+    /// others find it ready. Fails when the disk has no room for it, the mapping fails or the file
     /// holds a table of another geometry: the caller goes on without.
-    static func map(fd: Int32, offset: Int, boot: [UInt8]) -> SharedRateTable? {
+    static func map(fd: Int32, offset: Int, boot: [UInt8]) -> Result<SharedRateTable, Unavailable> {
         // Blocks for the whole table, unless the file has them all: a sparse region, as a copy of
         // the file may be, would kill the process with SIGBUS on a full disk.
         // The file never shrinks: another process may map all of it.
         var st = stat()
-        guard fstat(fd, &st) == 0 else { return nil }
+        guard fstat(fd, &st) == 0 else { return .failure(.notMapped) }
         let allocated = st.st_size >= offset + size && Int(st.st_blocks) * 512 >= offset + size
-        guard allocated || posix_fallocate(fd, 0, off_t(offset + size)) == 0,
-            let p = mmap(nil, offset + size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), p != MAP_FAILED
-        else { return nil }
+        guard allocated || posix_fallocate(fd, 0, off_t(offset + size)) == 0 else { return .failure(.noRoom) }
+        guard let p = mmap(nil, offset + size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), p != MAP_FAILED else { return .failure(.notMapped) }
         let table = SharedRateTable(mapping: p, bytes: offset + size, offset: offset)
         let header = table.region
         let recordedBoot = UnsafeMutableRawBufferPointer(start: header + 128, count: 40)
         switch header.load(as: UInt64.self) {
         case magic:
-            guard header.load(fromByteOffset: 24, as: UInt64.self) == UInt64(slots) else { return nil }
+            guard header.load(fromByteOffset: 24, as: UInt64.self) == UInt64(slots) else { return .failure(.otherLayout) }
             if !boot.isEmpty, !recordedBoot.starts(with: boot) {
-                guard table.initialiseMutex() else { return nil }
+                guard table.initialiseMutex() else { return .failure(.noMutex) }
                 recordedBoot.copyBytes(from: boot + [UInt8](repeating: 0, count: 40 - boot.count))
             }
-            return table
+            return .success(table)
         case 0:
             // Never set up: the region is what `posix_fallocate` added past the page, zeros, so
             // no slot needs writing (setting up writes none), and the magic comes last.
@@ -100,11 +122,11 @@ final class SharedRateTable {
             header.storeBytes(of: random, toByteOffset: 8, as: UInt64.self)
             header.storeBytes(of: UInt64(slots), toByteOffset: 24, as: UInt64.self)
             recordedBoot.copyBytes(from: boot + [UInt8](repeating: 0, count: 40 - boot.count))
-            guard table.initialiseMutex() else { return nil }
+            guard table.initialiseMutex() else { return .failure(.noMutex) }
             header.storeBytes(of: magic, as: UInt64.self)
-            return table
+            return .success(table)
         default:
-            return nil  // another layout: left to whoever made it
+            return .failure(.otherLayout)  // left to whoever made it
         }
     }
 
@@ -220,6 +242,16 @@ final class SharedRateTable {
     func holdLock() -> Bool { pthread_mutex_lock(mutex) == 0 }
     /// Tests only: lets go of a lock `holdLock` took.
     func releaseLock() { pthread_mutex_unlock(mutex) }
+
+    /// The buckets live now (taken from, not yet full again), read without the lock: a count for
+    /// an operator (`weatherctl stats`), which takes made meanwhile may move by a few.
+    func liveBuckets(nowMs: Int64) -> Int {
+        (0..<Self.slots).reduce(0) { count, slot in
+            let owner = slotWords[2 * slot]
+            guard owner != 0, owner != Self.forgotten else { return count }
+            return count + (Self.live(Int64(bitPattern: slotWords[2 * slot + 1]), nowMs: nowMs) == nil ? 0 : 1)
+        }
+    }
 
     /// Slots holding a bucket, live or full (tests).
     var usedSlots: Int {

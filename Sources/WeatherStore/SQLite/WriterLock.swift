@@ -76,8 +76,10 @@ final class WriterLock {
     func clearDamage() { csqlite_atomic_store(damage, 0) }
 
     /// The machine's rate buckets, mapped from the file after this page (`SharedRateTable`);
-    /// nil when the disk had no room for them.
+    /// nil when the disk had no room for them, or another reason (`ratesUnavailable`).
     private(set) var rates: SharedRateTable?
+    /// Why `rates` is nil.
+    private(set) var ratesUnavailable: SharedRateTable.Unavailable?
 
     private static let size = 4096
     private static let magic: UInt64 = 0x636C_6F73_6574_5731  // "closetW1"
@@ -159,7 +161,10 @@ final class WriterLock {
             UnsafeMutableRawBufferPointer(start: page + 8, count: 40).copyBytes(from: boot + [UInt8](repeating: 0, count: 40 - boot.count))
             page.storeBytes(of: Self.magic, as: UInt64.self)
         }
-        rates = SharedRateTable.map(fd: fd, offset: Self.size, boot: boot)
+        switch SharedRateTable.map(fd: fd, offset: Self.size, boot: boot) {
+        case .success(let table): rates = table
+        case .failure(let why): ratesUnavailable = why
+        }
     }
 
     /// Sets up `mutex`, in memory shared between processes, as process-shared and robust (a

@@ -34,7 +34,8 @@ enum CheckCommand {
             meets a damaged file, which makes every worker answer health 503, is cleared);
             journal_mode is wal (for a copy opened immutable, as its header records); the clean-up
             (weatherctl prune, or the workers') ran in the last three days or not yet (not with
-            --copy); no migration
+            --copy); where the quotas' rate buckets are counted (never a failure; not with --copy:
+            see weatherctl stats --help); no migration
             is pending, and none was applied by a newer release than this one. Exits 1 when any check fails. A copy this user may not write beside is read
             as `stats` reads it (see weatherctl stats --help). With --copy (a backup copy), the
             storage row is not checked, and a hash.key missing or unreadable beside the copy, and
@@ -172,6 +173,8 @@ enum CheckCommand {
         }
         if !copy {
             probe("clean-up") { () throws(StoreError) in cleanUp(last: try store.lastCleanUp(), now: context.now, config: config) }
+            // Never a failure: the database counts them too, a write for each.
+            results.append(Result(name: "rate buckets", ok: true, detail: store.rateBuckets(now: context.now).summary))
         }
         // A backup copy made by another release is still a sound backup: said, not failed (a
         // backup-validation job failed after every upgrade; an upgrade drill).

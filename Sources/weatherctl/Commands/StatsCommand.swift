@@ -39,6 +39,11 @@ enum StatsCommand {
             pause after failing (WEATHER_PROVIDER_COOLDOWN), with its end, the failures in a row
             and the last one (--json: pausedProviders). Pauses live in the page the workers share
             beside the database (<db>-writer); a user who may not write that file sees none.
+            Last: where the quotas' rate buckets (WEATHER_*_PER_*_PER_HOUR) are counted (--json:
+            rateBuckets; not for a backup copy): in the table the workers share in that file, with
+            the buckets live in it now and those forgotten to make room since it was made (a
+            count that keeps rising: more clients at once than its 16,384 slots, each such
+            client gaining at most what it had spent), or in the database, and why.
             """,
         run: run)
 
@@ -131,8 +136,10 @@ enum StatsCommand {
             total.counts[row.name, default: 0] += row.value
         }
 
+        // A backup copy's file says nothing of where the workers count.
+        let buckets = store.isReadOnlySnapshot ? nil : store.rateBuckets(now: context.now)
         context.emit(
-            human: human(periods, total: total, perDay: perDay) + human(paused),
+            human: human(periods, total: total, perDay: perDay) + human(paused) + (buckets.map { "rate buckets: \($0.summary)\n" } ?? ""),
             json: .object([
                 ("granularity", .string(perDay ? "day" : "hour")),
                 ("from", .string(total.start.iso8601)),
@@ -152,6 +159,7 @@ enum StatsCommand {
                             ])
                         })
                 ),
+                ("rateBuckets", buckets.map(json) ?? .null),
             ]))
         return ExitCode.ok
     }
@@ -202,6 +210,17 @@ enum StatsCommand {
         paused.map { name, pause in
             "paused now: \(name) until \(pause.until.iso8601) (\(pause.failures) failure\(pause.failures == 1 ? "" : "s") in a row; last: \(pause.failure.summary))\n"
         }.joined()
+    }
+
+    static func json(_ buckets: RateBuckets) -> JSONDocument {
+        switch buckets {
+        case .sharedTable(let slots, let live, let forgotten):
+            .object([
+                ("where", .string("sharedTable")), ("slots", .int(Int64(slots))), ("live", .int(Int64(live))),
+                ("forgottenForRoom", .int(Int64(clamping: forgotten))),
+            ])
+        case .database(let why): .object([("where", .string("database")), ("why", .string(why))])
+        }
     }
 
     static func json(_ p: Period) -> [(String, JSONDocument)] {
