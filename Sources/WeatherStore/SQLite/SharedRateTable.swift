@@ -243,13 +243,14 @@ final class SharedRateTable {
     /// Tests only: lets go of a lock `holdLock` took.
     func releaseLock() { pthread_mutex_unlock(mutex) }
 
-    /// The buckets live now (taken from, not yet full again), read without the lock: a count for
-    /// an operator (`weatherctl stats`), which takes made meanwhile may move by a few.
+    /// The buckets live now (taken from, not yet full again), read without the lock (no take
+    /// waits for an operator's count; each word is read whole): a count for `weatherctl stats`,
+    /// which takes made meanwhile may move by a few.
     func liveBuckets(nowMs: Int64) -> Int {
         (0..<Self.slots).reduce(0) { count, slot in
-            let owner = slotWords[2 * slot]
+            let owner = csqlite_atomic_load(slotWords + 2 * slot)
             guard owner != 0, owner != Self.forgotten else { return count }
-            return count + (Self.live(Int64(bitPattern: slotWords[2 * slot + 1]), nowMs: nowMs) == nil ? 0 : 1)
+            return count + (Self.live(Int64(bitPattern: csqlite_atomic_load(slotWords + 2 * slot + 1)), nowMs: nowMs) == nil ? 0 : 1)
         }
     }
 
