@@ -961,7 +961,9 @@ import Glibc
         // each of the creation's address, the session, the address's weather and its legacy
         // requests (leases may hold more of each), none forgotten.
         let buckets = try #require(json["rateBuckets"] as? [String: Any])
-        #expect(buckets["where"] as? String == "sharedTable" && buckets["slots"] as? Int == 16_384 && buckets["forgottenForRoom"] as? Int == 0, "\(buckets)")
+        #expect(
+            buckets["where"] as? String == "sharedTable" && buckets["slots"] as? Int == 16_384 && buckets["forgottenForRoom"] as? Int == 0
+                && buckets["lockMisses"] as? Int == 0, "\(buckets)")
         #expect((buckets["live"] as? Int ?? 0) >= 4, "\(buckets)")
         let line = try #require(human.stdout.split(separator: "\n").last)
         #expect(

@@ -220,6 +220,14 @@ import WeatherCore
         // A lease given back meanwhile is dropped, never credited to SQLite's rows.
         try s.giveBack([(bucket: ip, units: 1)], nowMs: nowMs)
         #expect(try s.db.scalarInt("SELECT tat_ms FROM weather_rate_limits WHERE bucket_key = ?1", [.text(ip.key)]) == nowMs + 2 * 1_800_000)
+        // Four went without the table (two takes, the creation's, the give-back), and operators
+        // are told (`weatherctl stats`).
+        let said = s.rateBuckets(now: Timestamp(seconds: nowMs / 1000))
+        guard case .sharedTable(_, _, _, let misses) = said, misses == 4 else {
+            Issue.record("\(said)")
+            return
+        }
+        #expect(said.summary.hasSuffix("; 4 takes, reads or give-backs went without it while a stopped process held its lock)"), "\(said.summary)")
         release.signal()
         finished.wait()
         // Once the holder lets go, the table serves again (and waits again when it must).
@@ -261,11 +269,11 @@ import WeatherCore
         let path = try databasePath()
         let store = try SQLiteGatewayStore(path: path)
         let now = Timestamp(seconds: nowMs / 1000)
-        #expect(store.rateBuckets(now: now) == .sharedTable(slots: 16_384, live: 0, forgottenForRoom: 0))
+        #expect(store.rateBuckets(now: now) == .sharedTable(slots: 16_384, live: 0, forgottenForRoom: 0, lockMisses: 0))
         for i in 0..<40 { _ = try store.take([bucket("weather_ip:192.0.2.\(i)")], extra: [0], nowMs: nowMs) }
-        #expect(store.rateBuckets(now: now) == .sharedTable(slots: 16_384, live: 40, forgottenForRoom: 0))
+        #expect(store.rateBuckets(now: now) == .sharedTable(slots: 16_384, live: 40, forgottenForRoom: 0, lockMisses: 0))
         // Two an hour: each bucket is full again after half an hour.
-        #expect(store.rateBuckets(now: now.adding(seconds: 1800)) == .sharedTable(slots: 16_384, live: 0, forgottenForRoom: 0))
+        #expect(store.rateBuckets(now: now.adding(seconds: 1800)) == .sharedTable(slots: 16_384, live: 0, forgottenForRoom: 0, lockMisses: 0))
 
         for (offset, value) in [(4096 + 24, UInt64(65_536)), (4096, UInt64(0x636C_6F73_6574_5233))] {
             let other = try databasePath()

@@ -152,16 +152,21 @@ public enum RateBuckets: Sendable, Equatable {
     /// In a table of `slots` that every worker of the machine shares (no write per take), with
     /// the buckets `live` in it now and those forgotten to make room since it was made: a count
     /// that keeps rising says more clients take at once than the table holds, each forgotten
-    /// bucket's client gaining at most what it had spent.
-    case sharedTable(slots: Int, live: Int, forgottenForRoom: UInt64)
+    /// bucket's client gaining at most what it had spent. `lockMisses`: takes, reads and
+    /// give-backs that went without the table since it was made, because a stopped process held
+    /// its lock (a take is then counted in the database).
+    case sharedTable(slots: Int, live: Int, forgottenForRoom: UInt64, lockMisses: UInt64)
     /// In the database's own rows, a write for every take, and why not in a shared table.
     case database(why: String)
 
     /// One line for an operator: `weatherctl stats` and `check`, and a worker's start.
     public var summary: String {
         switch self {
-        case .sharedTable(let slots, let live, let forgotten):
-            "in the table the workers share beside the database (\(live) of \(slots) slots live now; \(forgotten) bucket\(forgotten == 1 ? "" : "s") forgotten to make room since it was made)"
+        case .sharedTable(let slots, let live, let forgotten, let misses):
+            "in the table the workers share beside the database (\(live) of \(slots) slots live now; \(forgotten) bucket\(forgotten == 1 ? "" : "s") forgotten to make room since it was made"
+                + (misses == 0
+                    ? ")"
+                    : "; \(misses) take\(misses == 1 ? "" : "s"), read\(misses == 1 ? "" : "s") or give-back\(misses == 1 ? "" : "s") went without it while a stopped process held its lock)")
         case .database(let why):
             "in the database, a write for every limited request, not in the table the workers share: \(why)"
         }

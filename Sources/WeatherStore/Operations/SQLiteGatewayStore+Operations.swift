@@ -409,7 +409,8 @@ extension SQLiteGatewayStore: OperatorStore {
 
     public func rateBuckets(now: Timestamp) -> RateBuckets {
         guard let table = db.rateTable else { return .database(why: db.rateTableUnavailable ?? "no table") }
-        return .sharedTable(slots: SharedRateTable.slots, live: table.liveBuckets(nowMs: now.seconds * 1000), forgottenForRoom: table.evictions)
+        return .sharedTable(
+            slots: SharedRateTable.slots, live: table.liveBuckets(nowMs: now.seconds * 1000), forgottenForRoom: table.evictions, lockMisses: table.lockMisses)
     }
 
     public func journalMode() throws(StoreError) -> String {

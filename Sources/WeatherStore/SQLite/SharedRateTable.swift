@@ -35,7 +35,8 @@ import Glibc
 /// a month's step would leave its slots looking live, pushing out real buckets, for a month.
 ///
 /// Region layout (from `offset` in the file): magic (0..<8), seed (8..<16), evictions (16..<24),
-/// slot count (24..<32), mutex (64..<128), boot id (128..<168); slots from 4,096: 16 bytes each,
+/// slot count (24..<32), lock misses (32..<40, since session 34), mutex (64..<128), boot id
+/// (128..<168); slots from 4,096: 16 bytes each,
 /// hash (0 = never used) then TAT. A table of another slot count (another release) is left alone:
 /// its workers may still map it, so this process goes without (SQLite) until it is gone.
 final class SharedRateTable {
@@ -58,6 +59,11 @@ final class SharedRateTable {
     /// (`weatherctl stats`: a count that keeps rising says the table is too small for the clients
     /// of the last minutes, each such bucket's key gaining at most what it had spent).
     var evictions: UInt64 { csqlite_atomic_load((region + 16).assumingMemoryBound(to: UInt64.self)) }
+    /// Updates (takes, reads of a bucket, give-backs) that could not have the lock in time, ever,
+    /// on this file: a stopped process held it, and the take or read went to SQLite, the
+    /// give-back nowhere (`weatherctl stats`; each worker's connection counts one wait and then
+    /// its tries). Older releases leave the word zero.
+    var lockMisses: UInt64 { csqlite_atomic_load((region + 32).assumingMemoryBound(to: UInt64.self)) }
     /// This connection's last wait for the lock timed out (a holder stopped, not dead), and it has
     /// not had the lock since: until it has, it only tries, so that one stopped process costs each
     /// worker one second, not one per take. Kept per connection (a worker has one; a reopened
@@ -152,7 +158,10 @@ final class SharedRateTable {
 
     /// `update` by the keys' hashes (tests choose hashes that share slots).
     func update(hashes: [UInt64], nowMs: Int64, waiting: Bool = true, _ change: ([Int64?]) -> [Int64?]) -> Bool {
-        guard lock(waiting: waiting) else { return false }
+        guard lock(waiting: waiting) else {
+            csqlite_atomic_increment((region + 32).assumingMemoryBound(to: UInt64.self))
+            return false
+        }
         defer { pthread_mutex_unlock(mutex) }
         var slots = hashes.map(find)
         let stored = slots.map { $0.flatMap { Self.live(Int64(bitPattern: slotWords[2 * $0 + 1]), nowMs: nowMs) } }

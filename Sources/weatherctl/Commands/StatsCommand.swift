@@ -43,7 +43,9 @@ enum StatsCommand {
             rateBuckets; not for a backup copy): in the table the workers share in that file, with
             the buckets live in it now and those forgotten to make room since it was made (a
             count that keeps rising: more clients at once than its 16,384 slots, each such
-            client gaining at most what it had spent), or in the database, and why.
+            client gaining at most what it had spent) and, when there were any, the takes, reads
+            and give-backs that went without it while a stopped process held its lock (lockMisses;
+            a take then counted in the database), or in the database, and why.
             """,
         run: run)
 
@@ -214,10 +216,10 @@ enum StatsCommand {
 
     static func json(_ buckets: RateBuckets) -> JSONDocument {
         switch buckets {
-        case .sharedTable(let slots, let live, let forgotten):
+        case .sharedTable(let slots, let live, let forgotten, let misses):
             .object([
                 ("where", .string("sharedTable")), ("slots", .int(Int64(slots))), ("live", .int(Int64(live))),
-                ("forgottenForRoom", .int(Int64(clamping: forgotten))),
+                ("forgottenForRoom", .int(Int64(clamping: forgotten))), ("lockMisses", .int(Int64(clamping: misses))),
             ])
         case .database(let why): .object([("where", .string("database")), ("why", .string(why))])
         }
