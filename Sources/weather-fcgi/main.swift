@@ -105,9 +105,8 @@ func makeGateway(announce: Bool = true) throws -> Gateway {
     }
     // Every limited request is then a write transaction (a stopped holder of the table's lock
     // is another matter: takes go to the database while it lasts, said by nothing but stats).
-    if announce, config.limits.anyRateBucket {
-        let buckets = store.rateBuckets(now: SystemClock().now())
-        if case .database = buckets { StandardErrorLog().write("weather-fcgi: warning: rate buckets are counted \(buckets.summary)") }
+    if announce, config.limits.anyRateBucket, let why = store.rateTableUnavailable {
+        StandardErrorLog().write("weather-fcgi: warning: rate buckets are counted \(RateBuckets.database(why: why).summary)")
     }
     // A store that cannot say counts as holding sessions: no new key then.
     let key = try Bootstrap.hashKey(

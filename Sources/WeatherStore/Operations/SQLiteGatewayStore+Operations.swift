@@ -408,10 +408,15 @@ extension SQLiteGatewayStore: OperatorStore {
     }
 
     public func rateBuckets(now: Timestamp) -> RateBuckets {
-        guard let table = db.rateTable else { return .database(why: db.rateTableUnavailable ?? "no table") }
+        guard let table = db.rateTable else { return .database(why: rateTableUnavailable ?? "") }
         return .sharedTable(
             slots: SharedRateTable.slots, live: table.liveBuckets(nowMs: now.seconds * 1000), forgottenForRoom: table.evictions, lockMisses: table.lockMisses)
     }
+
+    /// Why the rate buckets are counted in the database, not in the table the workers share; nil
+    /// when they are in the table. Without `rateBuckets`' count of the table's 16,384 slots: a
+    /// worker asks at every start, and under plain CGI every request is one.
+    public var rateTableUnavailable: String? { db.rateTableUnavailable }
 
     public func journalMode() throws(StoreError) -> String {
         if let recorded = db.immutableFileJournalMode { return recorded }  // a copy opened immutable

@@ -462,10 +462,11 @@ public final class Database {
 
     /// Why this connection has no `rateTable`; nil when it has one.
     var rateTableUnavailable: String? {
+        guard rateTable == nil else { return nil }
         guard let writerLock else {
             return "no -writer file beside the database could be opened or made (a folder this user may not write, or a full disk)"
         }
-        return writerLock.ratesUnavailable?.reason
+        return writerLock.ratesUnavailable?.reason ?? "the table could not be had"
     }
 
     /// The provider pauses of the `-writer` page, shared by every worker; nil without one.

@@ -87,7 +87,8 @@ final class SharedRateTable {
             switch self {
             case .noRoom: "the disk had no room to extend the -writer file beside the database for it"
             case .notMapped: "the -writer file beside the database could not be mapped"
-            case .otherLayout: "the -writer file beside the database holds another release's table (left to that release's workers until they stop)"
+            case .otherLayout:
+                "the -writer file beside the database holds another release's table (left alone, as that release's workers may use it; with the service stopped, removing the -writer file lets the next start make this release's)"
             case .noMutex: "its process-shared lock could not be set up"
             }
         }
