@@ -547,7 +547,8 @@ import Glibc
         _ = ChildProcessOutput.runData("/bin/dd", ["if=/dev/zero", "of=\(fs.base)/filler", "bs=64k", "status=none"])
         _ = ChildProcessOutput.runData("/bin/dd", ["if=/dev/zero", "of=\(fs.base)/filler-2", "bs=4k", "status=none"])
 
-        let h = try GatewayHarness(workers: 2, env: env)
+        // One quota on, so that where quotas are counted matters (the others stay off).
+        let h = try GatewayHarness(workers: 2, env: env.merging(["WEATHER_SESSION_CREATE_PER_IP_PER_HOUR": "1000"]) { $1 })
         defer { h.stop() }
         let supervisor = try #require(h.app?.pid)
         let workersBefore = Set(workerPids(supervisor))
@@ -556,6 +557,11 @@ import Glibc
         #expect(health.status == 200, "\(health.status) \(health.text)\n\(h.log.suffix(3000))")
         #expect(create.status == 503 && create.errorCode == "storage_unavailable", "\(create.status) \(create.text)")
         #expect(Set(workerPids(supervisor)) == workersBefore, "a worker died")
+        // And says that its quotas are counted in the database (session 34).
+        #expect(
+            h.log.contains(
+                "warning: rate buckets are counted in the database, a write for each take of a quota, not in the table the workers share: the -writer file beside the database could not be opened or made"
+            ), "\(h.log.suffix(3000))")
     }
 
     /// Starting on read-only storage with no database yet is a clear start-up error naming

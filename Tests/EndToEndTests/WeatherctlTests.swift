@@ -855,13 +855,13 @@ import Glibc
         #expect(waitUntil { (try? h.request("GET", "/v1/health").status) == 200 })
         _ = try h.createSession()
         let said =
-            "weather-fcgi: warning: rate buckets are counted in the database, a write for every limited request, not in the table the workers share: the -writer file beside the database holds another release's table"
+            "weather-fcgi: warning: rate buckets are counted in the database, a write for each take of a quota, not in the table the workers share: the -writer file beside the database holds another release's table"
         #expect(h.log.contains(said), "\(h.log)")
         #expect(h.sql("SELECT count(*) FROM weather_rate_limits") == "1", "the creation's quota, counted in the database")
         let buckets = try #require(try ctl(["stats", "--json"], h).json()["rateBuckets"] as? [String: Any])
         #expect(buckets["where"] as? String == "database" && (buckets["why"] as? String)?.contains("another release's table") == true, "\(buckets)")
         let check = try ctl(["check"], h)
-        #expect(check.stdout.contains("rate buckets") && check.stdout.contains("in the database, a write for every limited request"), "\(check.stdout)")
+        #expect(check.stdout.contains("rate buckets") && check.stdout.contains("in the database, a write for each take of a quota"), "\(check.stdout)")
     }
 
     /// `resume` ends a provider's pause for every worker at once: after it, the next uncached
@@ -962,8 +962,8 @@ import Glibc
         // requests (leases may hold more of each), none forgotten.
         let buckets = try #require(json["rateBuckets"] as? [String: Any])
         #expect(
-            buckets["where"] as? String == "sharedTable" && buckets["slots"] as? Int == 16_384 && buckets["forgottenForRoom"] as? Int == 0
-                && buckets["lockMisses"] as? Int == 0, "\(buckets)")
+            buckets["where"] as? String == "sharedTable" && buckets["slots"] as? Int == 16_384 && buckets["forgottenForRoom"] as? Int == 0,
+            "\(buckets)")
         #expect((buckets["live"] as? Int ?? 0) >= 4, "\(buckets)")
         let line = try #require(human.stdout.split(separator: "\n").last)
         #expect(

@@ -223,11 +223,14 @@ import WeatherCore
         // Four went without the table (two takes, the creation's, the give-back), and operators
         // are told (`weatherctl stats`).
         let said = s.rateBuckets(now: Timestamp(seconds: nowMs / 1000))
-        guard case .sharedTable(_, _, _, let misses) = said, misses == 4 else {
+        guard case .sharedTable(let t) = said, t.lockMisses == 4, t.lastLockMiss == Timestamp(seconds: nowMs / 1000) else {
             Issue.record("\(said)")
             return
         }
-        #expect(said.summary.hasSuffix("; 4 takes, reads or give-backs went without it while a stopped process held its lock)"), "\(said.summary)")
+        #expect(
+            said.summary.hasSuffix(
+                "; 4 takes, reads or give-backs went without it since it was made, because another process held its lock too long (a stopped one), the last at \(Timestamp(seconds: nowMs / 1000).iso8601))"
+            ), "\(said.summary)")
         release.signal()
         finished.wait()
         // Once the holder lets go, the table serves again (and waits again when it must).
@@ -269,11 +272,22 @@ import WeatherCore
         let path = try databasePath()
         let store = try SQLiteGatewayStore(path: path)
         let now = Timestamp(seconds: nowMs / 1000)
-        #expect(store.rateBuckets(now: now) == .sharedTable(slots: 16_384, live: 0, forgottenForRoom: 0, lockMisses: 0))
+        #expect(store.rateBuckets(now: now) == .sharedTable(RateTableState(slots: 16_384, live: 0, forgottenForRoom: 0, lockMisses: 0, lastLockMiss: nil)))
         for i in 0..<40 { _ = try store.take([bucket("weather_ip:192.0.2.\(i)")], extra: [0], nowMs: nowMs) }
-        #expect(store.rateBuckets(now: now) == .sharedTable(slots: 16_384, live: 40, forgottenForRoom: 0, lockMisses: 0))
+        #expect(store.rateBuckets(now: now) == .sharedTable(RateTableState(slots: 16_384, live: 40, forgottenForRoom: 0, lockMisses: 0, lastLockMiss: nil)))
         // Two an hour: each bucket is full again after half an hour.
-        #expect(store.rateBuckets(now: now.adding(seconds: 1800)) == .sharedTable(slots: 16_384, live: 0, forgottenForRoom: 0, lockMisses: 0))
+        #expect(
+            store.rateBuckets(now: now.adding(seconds: 1800))
+                == .sharedTable(RateTableState(slots: 16_384, live: 0, forgottenForRoom: 0, lockMisses: 0, lastLockMiss: nil)))
+
+        // A process that could not open the file (here: a connection that never attached it)
+        // does not know, and says so rather than "in the database".
+        let blind = SQLiteGatewayStore(database: try Database(path: path), attachingWriterPage: false)
+        guard case .notKnown(let why) = blind.rateBuckets(now: now) else {
+            Issue.record("\(blind.rateBuckets(now: now))")
+            return
+        }
+        #expect(why.contains("could not open the -writer file"))
 
         for (offset, value) in [(4096 + 24, UInt64(65_536)), (4096, UInt64(0x636C_6F73_6574_5233))] {
             let other = try databasePath()
@@ -290,7 +304,7 @@ import WeatherCore
                 continue
             }
             #expect(why.contains("another release's table"))
-            #expect(reopened.rateBuckets(now: now).summary.hasPrefix("in the database, a write for every limited request"))
+            #expect(reopened.rateBuckets(now: now).summary.hasPrefix("in the database, a write for each take of a quota"))
             #expect(try reopened.take([bucket("weather_ip:192.0.2.1")], extra: [0], nowMs: nowMs) == .granted([1]))
             #expect(try reopened.db.scalarInt("SELECT count(*) FROM weather_rate_limits") == 1)
         }

@@ -146,30 +146,56 @@ public struct TokenCounts: Sendable, Equatable {
     }
 }
 
-/// Where the rate buckets (`GatewayStore.take`) are counted: said by a worker at start, by
-/// `weatherctl stats` and by `weatherctl check`.
+/// Where the rate buckets (`GatewayStore.take`) are counted, as the process asking sees it
+/// (`weatherctl stats` and `check`; a worker says at start when it counts in the database).
 public enum RateBuckets: Sendable, Equatable {
-    /// In a table of `slots` that every worker of the machine shares (no write per take), with
-    /// the buckets `live` in it now and those forgotten to make room since it was made: a count
-    /// that keeps rising says more clients take at once than the table holds, each forgotten
-    /// bucket's client gaining at most what it had spent. `lockMisses`: takes, reads and
-    /// give-backs that went without the table since it was made, because a stopped process held
-    /// its lock (a take is then counted in the database).
-    case sharedTable(slots: Int, live: Int, forgottenForRoom: UInt64, lockMisses: UInt64)
-    /// In the database's own rows, a write for every take, and why not in a shared table.
+    /// In a table every worker of the machine shares (no write per take).
+    case sharedTable(RateTableState)
+    /// In the database's own rows, a write for each take, and why not in a shared table.
     case database(why: String)
+    /// Not known to this process, and why: it could not open the file the table is in (a user
+    /// who may only read it, or no worker has made it yet). The workers may still share one.
+    case notKnown(why: String)
 
     /// One line for an operator: `weatherctl stats` and `check`, and a worker's start.
     public var summary: String {
         switch self {
-        case .sharedTable(let slots, let live, let forgotten, let misses):
-            "in the table the workers share beside the database (\(live) of \(slots) slots live now; \(forgotten) bucket\(forgotten == 1 ? "" : "s") forgotten to make room since it was made"
-                + (misses == 0
-                    ? ")"
-                    : "; \(misses) take\(misses == 1 ? "" : "s"), read\(misses == 1 ? "" : "s") or give-back\(misses == 1 ? "" : "s") went without it while a stopped process held its lock)")
+        case .sharedTable(let t):
+            "in the table the workers share beside the database (\(t.live) of \(t.slots) slots live now; \(t.forgottenForRoom) bucket\(t.forgottenForRoom == 1 ? "" : "s") forgotten to make room since it was made"
+                + (t.lastLockMiss.map {
+                    "; \(t.lockMisses) take\(t.lockMisses == 1 ? "" : "s"), read\(t.lockMisses == 1 ? "" : "s") or give-back\(t.lockMisses == 1 ? "" : "s") went without it since it was made, because another process held its lock too long (a stopped one), the last at \($0.iso8601))"
+                } ?? ")")
         case .database(let why):
-            "in the database, a write for every limited request, not in the table the workers share: \(why)"
+            "in the database, a write for each take of a quota, not in the table the workers share: \(why)"
+        case .notKnown(let why):
+            "not known here: \(why)"
         }
+    }
+}
+
+/// The table of `RateBuckets.sharedTable`.
+public struct RateTableState: Sendable, Equatable {
+    /// Its size, in buckets.
+    public var slots: Int
+    /// Buckets taken from and not yet full again.
+    public var live: Int
+    /// Buckets forgotten to make room since the table was made: a count that keeps rising says
+    /// more clients take at once than the table holds, each such client gaining at most what it
+    /// had spent.
+    public var forgottenForRoom: UInt64
+    /// Takes, reads and give-backs that went without the table since it was made, because
+    /// another process held its lock too long (a stopped one): a take is then counted in the
+    /// database, a give-back dropped.
+    public var lockMisses: UInt64
+    /// When the last of them happened; nil when none has.
+    public var lastLockMiss: Timestamp?
+
+    public init(slots: Int, live: Int, forgottenForRoom: UInt64, lockMisses: UInt64, lastLockMiss: Timestamp?) {
+        self.slots = slots
+        self.live = live
+        self.forgottenForRoom = forgottenForRoom
+        self.lockMisses = lockMisses
+        self.lastLockMiss = lastLockMiss
     }
 }
 

@@ -408,9 +408,20 @@ extension SQLiteGatewayStore: OperatorStore {
     }
 
     public func rateBuckets(now: Timestamp) -> RateBuckets {
-        guard let table = db.rateTable else { return .database(why: rateTableUnavailable ?? "") }
+        guard let table = db.rateTable else {
+            guard db.hasWriterPage else {
+                return .notKnown(
+                    why:
+                        "this process could not open the -writer file beside the database, which holds the workers' table (it may only read it, or no worker has made it yet)"
+                )
+            }
+            return .database(why: rateTableUnavailable ?? "")
+        }
+        let lastMiss = table.lastLockMissMs
         return .sharedTable(
-            slots: SharedRateTable.slots, live: table.liveBuckets(nowMs: now.seconds * 1000), forgottenForRoom: table.evictions, lockMisses: table.lockMisses)
+            RateTableState(
+                slots: SharedRateTable.slots, live: table.liveBuckets(nowMs: now.seconds * 1000), forgottenForRoom: table.evictions,
+                lockMisses: table.lockMisses, lastLockMiss: table.lockMisses == 0 ? nil : Timestamp(seconds: lastMiss / 1000)))
     }
 
     /// Why the rate buckets are counted in the database, not in the table the workers share; nil

@@ -460,11 +460,15 @@ public final class Database {
     /// `-writer` file, or room on the disk for them.
     var rateTable: SharedRateTable? { writerLock?.rates }
 
+    /// Whether this connection has the `-writer` page open.
+    var hasWriterPage: Bool { writerLock != nil }
+
     /// Why this connection has no `rateTable`; nil when it has one.
     var rateTableUnavailable: String? {
         guard rateTable == nil else { return nil }
         guard let writerLock else {
-            return "no -writer file beside the database could be opened or made (a folder this user may not write, or a full disk)"
+            return
+                "the -writer file beside the database could not be opened or made (a folder or file this user may not write, a read-only file system, a full disk, or a file that is not a plain one)"
         }
         return writerLock.ratesUnavailable?.reason ?? "the table could not be had"
     }

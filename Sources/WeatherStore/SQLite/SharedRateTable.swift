@@ -35,8 +35,8 @@ import Glibc
 /// a month's step would leave its slots looking live, pushing out real buckets, for a month.
 ///
 /// Region layout (from `offset` in the file): magic (0..<8), seed (8..<16), evictions (16..<24),
-/// slot count (24..<32), lock misses (32..<40, since session 34), mutex (64..<128), boot id
-/// (128..<168); slots from 4,096: 16 bytes each,
+/// slot count (24..<32), lock misses (32..<40) and the last one's time (40..<48, both since
+/// session 34), mutex (64..<128), boot id (128..<168); slots from 4,096: 16 bytes each,
 /// hash (0 = never used) then TAT. A table of another slot count (another release) is left alone:
 /// its workers may still map it, so this process goes without (SQLite) until it is gone.
 final class SharedRateTable {
@@ -64,6 +64,10 @@ final class SharedRateTable {
     /// give-back nowhere (`weatherctl stats`; each worker's connection counts one wait and then
     /// its tries). Older releases leave the word zero.
     var lockMisses: UInt64 { csqlite_atomic_load((region + 32).assumingMemoryBound(to: UInt64.self)) }
+    /// When the last of `lockMisses` happened (the missing update's `now`, in milliseconds); 0
+    /// when none has: the count is the file's whole life, so an operator needs to know whether
+    /// the stopped process is still there.
+    var lastLockMissMs: Int64 { Int64(bitPattern: csqlite_atomic_load((region + 40).assumingMemoryBound(to: UInt64.self))) }
     /// This connection's last wait for the lock timed out (a holder stopped, not dead), and it has
     /// not had the lock since: until it has, it only tries, so that one stopped process costs each
     /// worker one second, not one per take. Kept per connection (a worker has one; a reopened
@@ -74,8 +78,10 @@ final class SharedRateTable {
     /// Why a connection has no table, and counts its rate buckets in SQLite instead: said by a
     /// worker at start and by `weatherctl stats` and `check`.
     enum Unavailable: Error, Equatable {
-        /// The disk had no room to extend the `-writer` file for it.
+        /// The disk had no room to extend the `-writer` file for it (or the user's quota).
         case noRoom
+        /// The file could not be extended for it for another reason (an I/O error, say).
+        case notExtended
         /// The file could not be mapped.
         case notMapped
         /// The file holds a table of another layout or size (another release's), left to it.
@@ -86,6 +92,7 @@ final class SharedRateTable {
         var reason: String {
             switch self {
             case .noRoom: "the disk had no room to extend the -writer file beside the database for it"
+            case .notExtended: "the -writer file beside the database could not be extended for it"
             case .notMapped: "the -writer file beside the database could not be mapped"
             case .otherLayout:
                 "the -writer file beside the database holds another release's table (left alone, as that release's workers may use it; with the service stopped, removing the -writer file lets the next start make this release's)"
@@ -108,7 +115,10 @@ final class SharedRateTable {
         var st = stat()
         guard fstat(fd, &st) == 0 else { return .failure(.notMapped) }
         let allocated = st.st_size >= offset + size && Int(st.st_blocks) * 512 >= offset + size
-        guard allocated || posix_fallocate(fd, 0, off_t(offset + size)) == 0 else { return .failure(.noRoom) }
+        if !allocated {
+            let rc = posix_fallocate(fd, 0, off_t(offset + size))  // an errno, not -1
+            guard rc == 0 else { return .failure(rc == ENOSPC || rc == EDQUOT ? .noRoom : .notExtended) }
+        }
         guard let p = mmap(nil, offset + size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), p != MAP_FAILED else { return .failure(.notMapped) }
         let table = SharedRateTable(mapping: p, bytes: offset + size, offset: offset)
         let header = table.region
@@ -161,6 +171,7 @@ final class SharedRateTable {
     func update(hashes: [UInt64], nowMs: Int64, waiting: Bool = true, _ change: ([Int64?]) -> [Int64?]) -> Bool {
         guard lock(waiting: waiting) else {
             csqlite_atomic_increment((region + 32).assumingMemoryBound(to: UInt64.self))
+            csqlite_atomic_store((region + 40).assumingMemoryBound(to: UInt64.self), UInt64(max(0, nowMs)))
             return false
         }
         defer { pthread_mutex_unlock(mutex) }

@@ -174,7 +174,10 @@ enum CheckCommand {
         if !copy {
             probe("clean-up") { () throws(StoreError) in cleanUp(last: try store.lastCleanUp(), now: context.now, config: config) }
             // Never a failure: the database counts them too, a write for each.
-            results.append(Result(name: "rate buckets", ok: true, detail: store.rateBuckets(now: context.now).summary))
+            results.append(
+                Result(
+                    name: "rate buckets", ok: true,
+                    detail: StatsCommand.said(store.rateBuckets(now: context.now), quotasOn: config.limits.anyRateBucket)))
         }
         // A backup copy made by another release is still a sound backup: said, not failed (a
         // backup-validation job failed after every upgrade; an upgrade drill).

@@ -40,12 +40,15 @@ enum StatsCommand {
             and the last one (--json: pausedProviders). Pauses live in the page the workers share
             beside the database (<db>-writer); a user who may not write that file sees none.
             Last: where the quotas' rate buckets (WEATHER_*_PER_*_PER_HOUR) are counted (--json:
-            rateBuckets; not for a backup copy): in the table the workers share in that file, with
-            the buckets live in it now and those forgotten to make room since it was made (a
-            count that keeps rising: more clients at once than its 16,384 slots, each such
-            client gaining at most what it had spent) and, when there were any, the takes, reads
-            and give-backs that went without it while a stopped process held its lock (lockMisses;
-            a take then counted in the database), or in the database, and why.
+            rateBuckets; null for a copy read as a snapshot): in the table the workers share in
+            that file, with the buckets live in it now and those forgotten to make room since it
+            was made (a count that keeps rising: more clients at once than its 16,384 slots, each
+            such client gaining at most what it had spent) and, when there were any, the takes,
+            reads and give-backs that went without it since it was made because another process
+            held its lock too long (a stopped one), with the last one's time (lockMisses,
+            lastLockMiss; a take then counted in the database); or in the database, and why (a
+            worker that could not use the table at its start says so in its log and counts in
+            the database until it restarts); or not known, when this user cannot open that file.
             """,
         run: run)
 
@@ -141,7 +144,8 @@ enum StatsCommand {
         // A backup copy's file says nothing of where the workers count.
         let buckets = store.isReadOnlySnapshot ? nil : store.rateBuckets(now: context.now)
         context.emit(
-            human: human(periods, total: total, perDay: perDay) + human(paused) + (buckets.map { "rate buckets: \($0.summary)\n" } ?? ""),
+            human: human(periods, total: total, perDay: perDay) + human(paused)
+                + (buckets.map { "rate buckets: \(said($0, quotasOn: config.limits.anyRateBucket))\n" } ?? ""),
             json: .object([
                 ("granularity", .string(perDay ? "day" : "hour")),
                 ("from", .string(total.start.iso8601)),
@@ -214,14 +218,21 @@ enum StatsCommand {
         }.joined()
     }
 
+    /// `RateBuckets.summary`, and that none is taken when every rate quota is off (0).
+    static func said(_ buckets: RateBuckets, quotasOn: Bool) -> String {
+        buckets.summary + (quotasOn ? "" : " (every rate quota is 0 in this configuration: none is taken)")
+    }
+
     static func json(_ buckets: RateBuckets) -> JSONDocument {
         switch buckets {
-        case .sharedTable(let slots, let live, let forgotten, let misses):
+        case .sharedTable(let t):
             .object([
-                ("where", .string("sharedTable")), ("slots", .int(Int64(slots))), ("live", .int(Int64(live))),
-                ("forgottenForRoom", .int(Int64(clamping: forgotten))), ("lockMisses", .int(Int64(clamping: misses))),
+                ("where", .string("sharedTable")), ("slots", .int(Int64(t.slots))), ("live", .int(Int64(t.live))),
+                ("forgottenForRoom", .int(Int64(clamping: t.forgottenForRoom))), ("lockMisses", .int(Int64(clamping: t.lockMisses))),
+                ("lastLockMiss", t.lastLockMiss.map { .string($0.iso8601) } ?? .null),
             ])
         case .database(let why): .object([("where", .string("database")), ("why", .string(why))])
+        case .notKnown(let why): .object([("where", .string("notKnown")), ("why", .string(why))])
         }
     }
 
