@@ -103,8 +103,9 @@ func makeGateway(announce: Bool = true) throws -> Gateway {
             "weather-fcgi: the database has \(unknown.count) migration(s) this build does not know (\(unknown.joined(separator: ", "))): a newer release applied them; serving anyway, run that release"
         )
     }
-    // Every limited request is then a write transaction (a stopped holder of the table's lock
-    // is another matter: takes go to the database while it lasts, said by nothing but stats).
+    // Each take of a quota is then a write transaction, for this worker's life (a stopped holder
+    // of the table's lock is another matter: takes go to the database while it lasts, which
+    // `weatherctl stats` counts).
     if announce, config.limits.anyRateBucket, let why = store.rateTableUnavailable {
         StandardErrorLog().write("weather-fcgi: warning: rate buckets are counted \(RateBuckets.database(why: why).summary)")
     }
