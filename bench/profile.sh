@@ -2,7 +2,7 @@
 # Where a worker spends its instructions on one path: one worker (limits off, or LIMITS=high)
 # under `valgrind --tool=callgrind` behind nginx answers cached weather requests with a session
 # token (PATH_KIND=session; or legacy, or create: session creation, or refresh: each request
-# spending one of PAIRS (5000) refresh tokens seeded first, with the counters zeroed after the
+# spending one of PAIRS (8000: a 20 s run under valgrind spends about 5,000) refresh tokens seeded first, with the counters zeroed after the
 # seeding) for PROFILE_DURATION (20s, a few thousand requests at valgrind's pace); then
 # callgrind_annotate's top functions by inclusive cost go to bench/RESULTS.md (top 10) and
 # bench/out/profile-*/annotate.txt (top 60). Instruction counts, not time: memory and syscall
@@ -59,7 +59,7 @@ log "profiling $what for $duration"
 if [ "$kind" = create ]; then
   wrk -t1 -c1 -d"$duration" -s "$BENCH_LUA/create.lua" "$gw/v1/weather/session" >"$OUT/wrk.txt" 2>&1
 elif [ "$kind" = refresh ]; then
-  THREADS=1 CONNECTIONS=4 DURATION=$duration seed_pairs profile "$gw" "${PAIRS:-5000}"
+  THREADS=1 CONNECTIONS=4 DURATION=$duration seed_pairs profile "$gw" "${PAIRS:-8000}"
   callgrind_control -z "$vpid" >/dev/null  # count the refreshes only, not the seeding
   PAIRS_FILE=$OUT/pairs-profile.txt BENCH_THREADS=1 \
     wrk -t1 -c1 -d"$duration" -s "$BENCH_LUA/refresh.lua" "$gw/v1/weather/session/refresh" >"$OUT/wrk.txt" 2>&1
@@ -85,7 +85,7 @@ top=$(grep -E '^ *[0-9,]+ \([ 0-9.]+%\) ' "$OUT/annotate-full.txt" | grep -v 'PR
 handle=$(grep -m1 'Gateway.handle' <<<"$top" | awk '{ print $2 }')
 
 span="over the worker's whole life (start-up included)"
-[ "$kind" = refresh ] && span="from the end of the seeding of ${PAIRS:-5000} sessions on"
+[ "$kind" = refresh ] && span="from the end of the seeding of ${PAIRS:-8000} sessions on"
 {
   results_header "bench/profile.sh${label:+ ($label)}" "PROFILE_DURATION=$duration PATH_KIND=$kind LIMITS=$limits${seeded:+ SESSIONS=$SESSIONS} bench/profile.sh $args"
   echo "One worker under valgrind --tool=callgrind, $requests requests of $what (limits $limits) through nginx (wrk -t1 -c1)${seeded:+ on a database seeded with $SESSIONS sessions}; total $total instructions $span; Gateway.handle: ${handle:-?} instructions per request. Top functions by inclusive instructions (callgrind_annotate --inclusive=yes; % of that total, instructions divided by the $requests requests):"
