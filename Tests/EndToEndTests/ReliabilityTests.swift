@@ -528,6 +528,52 @@ import Glibc
         #expect(totals["status5xx"] as? Int == refused.count)
     }
 
+    /// A worker that starts while the disk has room for the `-writer` page but not for the rate
+    /// table after it counts its quotas in the database and says so; once the disk has room it
+    /// maps the table at its next flush, says that too, and counts there (no new row).
+    @Test(needs(mountsWork, "needs root and mount(2) (tmpfs); not available here"))
+    func aWorkerStartedWithoutRoomForTheRateTableGainsItWhenTheDiskDoes() throws {
+        try requirePrivilege(mountsWork, "root and mount(2)")
+        let fs = try ScratchMount(size: "4m", bind: false)
+        defer { fs.remove() }
+        let db = fs.base + "/weather.sqlite3"
+        let env = Self.baseEnv.merging(["WEATHER_DB_PATH": db, "WEATHER_SESSION_CREATE_PER_IP_PER_HOUR": "1000"]) { $1 }
+        // As above: a first gateway keeps the database's `-wal` and `-shm` allocated.
+        let first = try GatewayHarness(workers: 1, env: env)
+        defer { first.stop() }
+        _ = try first.createSession()
+        try FileManager.default.removeItem(atPath: db + "-writer")
+        // 32 KiB kept, the rest filled, then the 32 KiB freed: room for the page's 4, not for the
+        // table's 260.
+        let reserve = fs.base + "/reserve", filler = fs.base + "/filler"
+        _ = ChildProcessOutput.runData("/bin/dd", ["if=/dev/zero", "of=\(reserve)", "bs=32k", "count=1", "status=none"])
+        _ = ChildProcessOutput.runData("/bin/dd", ["if=/dev/zero", "of=\(filler)", "bs=64k", "status=none"])
+        _ = ChildProcessOutput.runData("/bin/dd", ["if=/dev/zero", "of=\(filler)-2", "bs=4k", "status=none"])
+        try FileManager.default.removeItem(atPath: reserve)
+
+        let h = try GatewayHarness(workers: 1, env: env)
+        defer { h.stop() }
+        #expect(
+            h.log.contains(
+                "warning: rate buckets are counted in the database, a write for each take of a quota, not in the table the workers share: the disk had no room to extend the -writer file beside the database for it"
+            ), "\(h.log.suffix(2000))")
+        var st = stat()
+        #expect(stat(db + "-writer", &st) == 0 && st.st_size == 4096, "the page alone")
+
+        try FileManager.default.removeItem(atPath: filler)
+        try FileManager.default.removeItem(atPath: filler + "-2")
+        #expect(try h.request("GET", "/v1/health").status == 200)  // a response, then a flush (WEATHER_FLUSH_INTERVAL=0)
+        #expect(waitUntil { h.log.contains("rate_buckets=shared_table") }, "\(h.log.suffix(2000))")
+        func limitRows() -> String {
+            ChildProcessOutput.run("/usr/bin/sqlite3", ["-cmd", ".timeout 5000", db, "SELECT count(*) FROM weather_rate_limits"])
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        #expect(limitRows() == "0", "no take yet")
+        #expect(try h.request("POST", "/v1/weather/session", json: ["platform": "ios", "installationId": UUID().uuidString]).status == 201)
+        #expect(limitRows() == "0", "the creation's take went to the table")
+        #expect(stat(db + "-writer", &st) == 0 && st.st_size == 4096 + 266_240, "\(st.st_size)")
+    }
+
     /// A refresh whose commit fails on a full disk takes nothing from its session's quota: its
     /// unit, taken from the shared rate table inside the rotation's transaction, goes back when
     /// that transaction rolls back (the rows are written to the WAL only at the commit, so it is

@@ -133,6 +133,7 @@ public final class Gateway {
         if let flushed = metrics.flushIfDue(to: store, now: now, force: force) {
             noteCounterFlush(flushed, now: now)
             noteDatabaseFile(now: now)  // at each flush: a `stat` every WEATHER_FLUSH_INTERVAL
+            noteSharedRateBuckets(now: now)
         }
         limiter.returnLeases(nowMs: now.seconds * 1000, all: force)
         let cleaned = cleanUpIfDue(now: now)
@@ -181,6 +182,17 @@ public final class Gateway {
         var line = workerLine(now: now)
         line.addPlain("database", "gone")
         line.add("detail", "deleted or moved under the running workers; do not restart them (INSTALL.md: A deleted database)")
+        log.write(line.text)
+    }
+
+    /// A worker that started without the shared rate table (no room on the disk then; it said so
+    /// at start) tries again at each flush, and says when it has it: until then each take of a
+    /// quota was a write.
+    private func noteSharedRateBuckets(now: Timestamp) {
+        guard store.retrySharedRateBuckets() else { return }
+        var line = workerLine(now: now)
+        line.addPlain("rate_buckets", "shared_table")
+        line.add("detail", "the disk had room again: quotas are counted in the table the workers share, not in the database")
         log.write(line.text)
     }
 

@@ -116,6 +116,11 @@ public protocol GatewayStore: AnyObject {
     /// running worker, which goes on writing into it (SQLite: the file's identity, a `stat`).
     var databaseFileIsGone: Bool { get }
 
+    /// Tries again to count the rate buckets in memory every worker shares, where the store's
+    /// opening could not (no room on the disk then); true when this call made it so. A store
+    /// without such memory answers false.
+    func retrySharedRateBuckets() -> Bool
+
     /// True when the database answers and every migration is applied, and no call found it
     /// damaged (SQLite: a malformed page).
     func isHealthy() -> Bool
@@ -175,6 +180,7 @@ extension GatewayStore {
     }
 
     public var databaseFileIsGone: Bool { false }
+    public func retrySharedRateBuckets() -> Bool { false }
     public func refreshRefusal(hash refreshTokenHash: String, sessionId: String, now: Timestamp) -> String { "unknown" }
     public func takeWriteWaitMs() -> Int64 { 0 }
     public func finishHousekeeping() {}

@@ -463,6 +463,13 @@ public final class Database {
     /// Whether this connection has the `-writer` page open.
     var hasWriterPage: Bool { writerLock != nil }
 
+    /// Maps the rate table now if the page's opening had no room for it (`WriterLock.retryRates`);
+    /// true when this call gained it.
+    func regainRateTable() -> Bool {
+        guard let writerLock, writerLock.rates == nil else { return false }
+        return writerLock.retryRates()
+    }
+
     /// Why this connection has no `rateTable`; nil when it has one.
     var rateTableUnavailable: String? {
         guard rateTable == nil else { return nil }

@@ -84,6 +84,9 @@ final class WriterLock {
     private static let size = 4096
     private static let magic: UInt64 = 0x636C_6F73_6574_5731  // "closetW1"
     let timeout: Int
+    /// The file's path and identity, for `retryRates` (it must map the table of this very file).
+    private let path: String
+    private var identity: (dev: UInt64, ino: UInt64) = (0, 0)
 
     /// The lock of the database at `databasePath`, or nil when there is none to be had (a
     /// read-only directory, say): the database works without it.
@@ -111,6 +114,7 @@ final class WriterLock {
     /// another file through a link planted there.
     init?(path: String, timeout: Int = 5, mode: mode_t = 0o600, owner: (uid_t, gid_t)? = nil, create: Bool = true) {
         self.timeout = timeout
+        self.path = path
         // A page of its own that its owner may not write (an older release gave it a 0444
         // database's mode): opened to read, it can still be given its mode (only root got past
         // the read-write open before; a review).
@@ -129,6 +133,7 @@ final class WriterLock {
             close(fd)
             return nil
         }
+        identity = (UInt64(file.st_dev), UInt64(file.st_ino))
         fchmod(fd, mode)  // the umask may have taken bits away
         if let owner { _ = fchown(fd, owner.0, owner.1) }
         defer { close(fd) }  // the mapping stays valid after close
@@ -164,6 +169,31 @@ final class WriterLock {
         switch SharedRateTable.map(fd: fd, offset: Self.size, boot: boot) {
         case .success(let table): rates = table
         case .failure(let why): ratesUnavailable = why
+        }
+    }
+
+    /// Maps the rate table after an opening that had no room for it (a full disk): true once it
+    /// has the table. Only the same file (a page restored or made anew since is another: this
+    /// connection's page would not be its page), under the file's `flock` as at the opening.
+    func retryRates() -> Bool {
+        guard rates == nil else { return true }
+        guard ratesUnavailable == .noRoom || ratesUnavailable == .notExtended else { return false }
+        let fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var file = stat()
+        guard fstat(fd, &file) == 0, file.st_mode & S_IFMT == S_IFREG, (UInt64(file.st_dev), UInt64(file.st_ino)) == identity,
+            flock(fd, LOCK_EX) == 0
+        else { return false }
+        defer { flock(fd, LOCK_UN) }
+        switch SharedRateTable.map(fd: fd, offset: Self.size, boot: Self.bootId()) {
+        case .success(let table):
+            rates = table
+            ratesUnavailable = nil
+            return true
+        case .failure(let why):
+            ratesUnavailable = why
+            return false
         }
     }
 

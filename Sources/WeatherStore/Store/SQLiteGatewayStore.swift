@@ -741,6 +741,11 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public var databaseFileIsGone: Bool { !db.isStillAtItsPath }
 
+    /// The shared rate table, mapped now if this connection's page had no room for it when it was
+    /// opened (a full disk since given room). Buckets counted in `weather_rate_limits` meanwhile
+    /// are not carried over: they start full in the table, as at a first start.
+    public func retrySharedRateBuckets() -> Bool { db.regainRateTable() }
+
     public func isHealthy() -> Bool {
         guard !sawDamage, !db.damageNoted, (try? reopenIfFaulted()) != nil, !databaseFileIsGone else { return false }
         guard let pending = try? Migrator.pending(in: db) else { return false }

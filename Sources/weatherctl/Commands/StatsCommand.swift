@@ -47,8 +47,9 @@ enum StatsCommand {
             reads and give-backs that went without it since it was made because another process
             held its lock too long (a stopped one), with the last one's time (lockMisses,
             lastLockMiss; a take then counted in the database); or in the database, and why (a
-            worker that could not use the table at its start says so in its log and counts in
-            the database until it restarts); or not known, when this user cannot open that file.
+            worker whose start found no room on the disk for the table says so in its log, counts
+            in the database, and tries again at each flush: it logs rate_buckets=shared_table
+            once it has it); or not known, when this user cannot open that file.
             """,
         run: run)
 
