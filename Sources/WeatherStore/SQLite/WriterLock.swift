@@ -182,7 +182,7 @@ final class WriterLock {
         guard fd >= 0 else { return false }
         defer { close(fd) }
         var file = stat()
-        guard fstat(fd, &file) == 0, file.st_mode & S_IFMT == S_IFREG, (UInt64(file.st_dev), UInt64(file.st_ino)) == identity,
+        guard fstat(fd, &file) == 0, file.st_mode & S_IFMT == S_IFREG, file.st_nlink == 1, (UInt64(file.st_dev), UInt64(file.st_ino)) == identity,
             flock(fd, LOCK_EX) == 0
         else { return false }
         defer { flock(fd, LOCK_UN) }
