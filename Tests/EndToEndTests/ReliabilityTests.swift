@@ -490,9 +490,7 @@ import Glibc
         func create() throws -> HTTPResponse { try h.request("POST", "/v1/weather/session", json: ["platform": "ios", "installationId": UUID().uuidString]) }
         #expect(try create().status == 201)
 
-        let filler = fs.base + "/filler"
-        _ = ChildProcessOutput.runData("/bin/dd", ["if=/dev/zero", "of=\(filler)", "bs=64k", "status=none"])
-        _ = ChildProcessOutput.runData("/bin/dd", ["if=/dev/zero", "of=\(filler)-2", "bs=4k", "status=none"])
+        fs.fill()
         var answers: [HTTPResponse] = []
         for _ in 0..<40 {
             let r = try create()
@@ -510,8 +508,7 @@ import Glibc
         #expect(health.status == 200 || (health.status == 503 && health.errorCode == "unhealthy"), "\(health.status) \(health.text)")
         print("full disk: create \(answers.map(\.status)), health \(health.status)")
 
-        try FileManager.default.removeItem(atPath: filler)
-        try FileManager.default.removeItem(atPath: filler + "-2")
+        try fs.emptyFill()
         for _ in 0..<4 {
             let r = try create()
             #expect(r.status == 201, "after freeing space: \(r.status) \(r.text)")
@@ -545,10 +542,9 @@ import Glibc
         try FileManager.default.removeItem(atPath: db + "-writer")
         // 32 KiB kept, the rest filled, then the 32 KiB freed: room for the page's 4, not for the
         // table's 260.
-        let reserve = fs.base + "/reserve", filler = fs.base + "/filler"
+        let reserve = fs.base + "/reserve"
         _ = ChildProcessOutput.runData("/bin/dd", ["if=/dev/zero", "of=\(reserve)", "bs=32k", "count=1", "status=none"])
-        _ = ChildProcessOutput.runData("/bin/dd", ["if=/dev/zero", "of=\(filler)", "bs=64k", "status=none"])
-        _ = ChildProcessOutput.runData("/bin/dd", ["if=/dev/zero", "of=\(filler)-2", "bs=4k", "status=none"])
+        fs.fill()
         try FileManager.default.removeItem(atPath: reserve)
 
         let h = try GatewayHarness(workers: 1, env: env)
@@ -560,8 +556,7 @@ import Glibc
         var st = stat()
         #expect(stat(db + "-writer", &st) == 0 && st.st_size == 4096, "the page alone")
 
-        try FileManager.default.removeItem(atPath: filler)
-        try FileManager.default.removeItem(atPath: filler + "-2")
+        try fs.emptyFill()
         #expect(try h.request("GET", "/v1/health").status == 200)  // a response, then a flush (WEATHER_FLUSH_INTERVAL=0)
         #expect(waitUntil { h.log.contains("rate_buckets=shared_table") }, "\(h.log.suffix(2000))")
         func limitRows() -> String {
@@ -595,9 +590,7 @@ import Glibc
                 "POST", "/v1/weather/session/refresh", json: ["anonymousSessionId": s["anonymousSessionId"]!, "refreshToken": s["refreshToken"]!])
         }
 
-        let filler = fs.base + "/filler"
-        _ = ChildProcessOutput.runData("/bin/dd", ["if=/dev/zero", "of=\(filler)", "bs=64k", "status=none"])
-        _ = ChildProcessOutput.runData("/bin/dd", ["if=/dev/zero", "of=\(filler)-2", "bs=4k", "status=none"])
+        fs.fill()
         for _ in 0..<5 {
             let r = try refresh()
             #expect(r.status == 503 && r.errorCode == "storage_unavailable", "\(r.status) \(r.text)")
@@ -607,8 +600,7 @@ import Glibc
                 $0.contains("storage_error=\"SQLite error 13: database or disk is full\"")
             }, "\(h.log.suffix(2000))")
 
-        try FileManager.default.removeItem(atPath: filler)
-        try FileManager.default.removeItem(atPath: filler + "-2")
+        try fs.emptyFill()
         for i in 0..<2 {
             let r = try refresh()
             #expect(r.status == 200, "refresh \(i + 1) of the quota's 2 once there is room: \(r.status) \(r.text)")
@@ -633,8 +625,7 @@ import Glibc
         defer { first.stop() }
         #expect(try first.request("POST", "/v1/weather/session", json: ["platform": "ios", "installationId": UUID().uuidString]).status == 201)
         try FileManager.default.removeItem(atPath: db + "-writer")
-        _ = ChildProcessOutput.runData("/bin/dd", ["if=/dev/zero", "of=\(fs.base)/filler", "bs=64k", "status=none"])
-        _ = ChildProcessOutput.runData("/bin/dd", ["if=/dev/zero", "of=\(fs.base)/filler-2", "bs=4k", "status=none"])
+        fs.fill()
 
         // One quota on, so that where quotas are counted matters (the others stay off).
         let h = try GatewayHarness(workers: 2, env: env.merging(["WEATHER_SESSION_CREATE_PER_IP_PER_HOUR": "1000"]) { $1 })
@@ -913,6 +904,18 @@ final class ScratchMount {
         try FileManager.default.createDirectory(atPath: dbDirectory, withIntermediateDirectories: true)
         try run(["-t", "tmpfs", "-o", "size=\(size),mode=0755", "tmpfs", base])
         if bind { try run(["--bind", base, dbDirectory]) }
+    }
+
+    /// Fills the file system to the last block with `filler` (64 KiB writes) and `filler-2`
+    /// (4 KiB writes, for what the first left); `emptyFill()` removes both.
+    func fill() {
+        _ = ChildProcessOutput.runData("/bin/dd", ["if=/dev/zero", "of=\(base)/filler", "bs=64k", "status=none"])
+        _ = ChildProcessOutput.runData("/bin/dd", ["if=/dev/zero", "of=\(base)/filler-2", "bs=4k", "status=none"])
+    }
+
+    func emptyFill() throws {
+        try FileManager.default.removeItem(atPath: base + "/filler")
+        try FileManager.default.removeItem(atPath: base + "/filler-2")
     }
 
     func run(_ args: [String], _ tool: String = "/bin/mount") throws {
