@@ -417,11 +417,11 @@ extension SQLiteGatewayStore: OperatorStore {
             }
             return .database(why: rateTableUnavailable ?? "")
         }
-        let lastMiss = table.lastLockMissMs
+        let misses = table.lockMisses
         return .sharedTable(
             RateTableState(
                 slots: SharedRateTable.slots, live: table.liveBuckets(nowMs: now.seconds * 1000), forgottenForRoom: table.evictions,
-                lockMisses: table.lockMisses, lastLockMiss: table.lockMisses == 0 ? nil : Timestamp(seconds: lastMiss / 1000)))
+                lockMisses: misses, lastLockMiss: misses == 0 ? nil : Timestamp(seconds: table.lastLockMissMs / 1000)))
     }
 
     /// Why the rate buckets are counted in the database, not in the table the workers share; nil

@@ -465,10 +465,7 @@ public final class Database {
 
     /// Maps the rate table now if the page's opening had no room for it (`WriterLock.retryRates`);
     /// true when this call gained it.
-    func regainRateTable() -> Bool {
-        guard let writerLock, writerLock.rates == nil else { return false }
-        return writerLock.retryRates()
-    }
+    func regainRateTable() -> Bool { writerLock?.retryRates() ?? false }
 
     /// Why this connection has no `rateTable`; nil when it has one.
     var rateTableUnavailable: String? {

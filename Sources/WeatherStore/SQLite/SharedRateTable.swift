@@ -58,16 +58,18 @@ final class SharedRateTable {
     /// Buckets forgotten to make room (live, or full for less than a minute), ever, on this file
     /// (`weatherctl stats`: a count that keeps rising says the table is too small for the clients
     /// of the last minutes, each such bucket's key gaining at most what it had spent).
-    var evictions: UInt64 { csqlite_atomic_load((region + 16).assumingMemoryBound(to: UInt64.self)) }
+    var evictions: UInt64 { csqlite_atomic_load(headerWord(16)) }
     /// Updates (takes, reads of a bucket, give-backs) that could not have the lock in time, ever,
     /// on this file: a stopped process held it, and the take or read went to SQLite, the
     /// give-back nowhere (`weatherctl stats`; each worker's connection counts one wait and then
     /// its tries). Older releases leave the word zero.
-    var lockMisses: UInt64 { csqlite_atomic_load((region + 32).assumingMemoryBound(to: UInt64.self)) }
+    var lockMisses: UInt64 { csqlite_atomic_load(headerWord(32)) }
     /// When the last of `lockMisses` happened (the missing update's `now`, in milliseconds); 0
     /// when none has: the count is the file's whole life, so an operator needs to know whether
     /// the stopped process is still there.
-    var lastLockMissMs: Int64 { Int64(bitPattern: csqlite_atomic_load((region + 40).assumingMemoryBound(to: UInt64.self))) }
+    var lastLockMissMs: Int64 { Int64(bitPattern: csqlite_atomic_load(headerWord(40))) }
+    /// The header's 8-byte word at `offset` (the layout above).
+    private func headerWord(_ offset: Int) -> UnsafeMutablePointer<UInt64> { (region + offset).assumingMemoryBound(to: UInt64.self) }
     /// This connection's last wait for the lock timed out (a holder stopped, not dead), and it has
     /// not had the lock since: until it has, it only tries, so that one stopped process costs each
     /// worker one second, not one per take. Kept per connection (a worker has one; a reopened
@@ -170,8 +172,8 @@ final class SharedRateTable {
     /// `update` by the keys' hashes (tests choose hashes that share slots).
     func update(hashes: [UInt64], nowMs: Int64, waiting: Bool = true, _ change: ([Int64?]) -> [Int64?]) -> Bool {
         guard lock(waiting: waiting) else {
-            csqlite_atomic_increment((region + 32).assumingMemoryBound(to: UInt64.self))
-            csqlite_atomic_store((region + 40).assumingMemoryBound(to: UInt64.self), UInt64(max(0, nowMs)))
+            csqlite_atomic_increment(headerWord(32))
+            csqlite_atomic_store(headerWord(40), UInt64(max(0, nowMs)))
             return false
         }
         defer { pthread_mutex_unlock(mutex) }
@@ -308,7 +310,7 @@ final class SharedRateTable {
             if Self.free(tat, nowMs: nowMs) { return slot }
             if tat < nearestTAT { (nearest, nearestTAT) = (slot, tat) }
         }
-        if nearest != nil { csqlite_atomic_increment((region + 16).assumingMemoryBound(to: UInt64.self)) }
+        if nearest != nil { csqlite_atomic_increment(headerWord(16)) }
         return nearest
     }
 

@@ -172,12 +172,11 @@ final class WriterLock {
         }
     }
 
-    /// Maps the rate table after an opening that had no room for it (a full disk): true once it
-    /// has the table. Only the same file (a page restored or made anew since is another: this
+    /// Maps the rate table after an opening that had no room for it (a full disk): true when this
+    /// call mapped it. Only the same file (a page restored or made anew since is another: this
     /// connection's page would not be its page), under the file's `flock` as at the opening.
     func retryRates() -> Bool {
-        guard rates == nil else { return true }
-        guard ratesUnavailable == .noRoom || ratesUnavailable == .notExtended else { return false }
+        guard rates == nil, ratesUnavailable == .noRoom || ratesUnavailable == .notExtended else { return false }
         let fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard fd >= 0 else { return false }
         defer { close(fd) }

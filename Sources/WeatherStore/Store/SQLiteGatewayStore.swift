@@ -474,7 +474,7 @@ public final class SQLiteGatewayStore: GatewayStore {
         // nor the table's to SQLite's rows; a give-back that finds the lock held is dropped, which
         // errs on the side of the quota (at most a lease's leftovers, for up to an hour).
         if db.rateTable != nil {
-            _ = giveBackShared(returns, nowMs: nowMs)
+            giveBackShared(returns, nowMs: nowMs)
             return
         }
         try write {
@@ -487,10 +487,10 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
-    /// `giveBack` to the shared table; false when there is none or its lock could not be had.
-    private func giveBackShared(_ returns: [(bucket: LimitBucket, units: Int)], nowMs: Int64, waiting: Bool = true) -> Bool {
-        guard let table = db.rateTable else { return false }
-        return table.update(returns.map(\.bucket.key), nowMs: nowMs, waiting: waiting) { tats in
+    /// `giveBack` to the shared table; dropped when there is none or its lock could not be had.
+    private func giveBackShared(_ returns: [(bucket: LimitBucket, units: Int)], nowMs: Int64) {
+        guard let table = db.rateTable else { return }
+        _ = table.update(returns.map(\.bucket.key), nowMs: nowMs) { tats in
             zip(returns, tats).map { r, tat in tat.map { GCRA.giveBack(tat: $0, units: r.units, nowMs: nowMs, quota: r.bucket.quota) } }
         }
     }
@@ -761,7 +761,7 @@ public final class SQLiteGatewayStore: GatewayStore {
         defer { sharedTakesInWrite.removeAll(keepingCapacity: true) }
         do { return try db.transaction(body) } catch {
             for t in sharedTakesInWrite {
-                _ = giveBackShared(zip(t.buckets, t.units).map { (bucket: $0, units: $1) }.filter(\.bucket.quota.isEnabled), nowMs: t.nowMs)
+                giveBackShared(zip(t.buckets, t.units).map { (bucket: $0, units: $1) }.filter(\.bucket.quota.isEnabled), nowMs: t.nowMs)
             }
             throw noteFault(error)
         }
