@@ -32,21 +32,23 @@ import WeatherCore
     @Test func aCreationThatIsRefusedOrFailsToStoreLeavesNoTrace() throws {
         let t = try TestGateway { $0.limits.sessionCreatePerIPPerHour = 1000 }
         for _ in 0..<2 { _ = t.createSession(ip: "192.0.2.1") }
-        let leased = t.gateway.limiter.leasedUnits("create_ip:192.0.2.1")
+        let leased = t.gateway.limiter.leasedUnits(t.gateway.limiter.sessionCreation(ip: "192.0.2.1").key)
         #expect(leased > 0, "the second creation within a second leases")
-        let tat = try t.store.rateState("create_ip:192.0.2.1", nowMs: t.clock.nowMs)
+        let tat = try t.store.rateState(t.gateway.limiter.sessionCreation(ip: "192.0.2.1").key, nowMs: t.clock.nowMs)
         #expect(tat != nil)
         try t.store.db.execute("CREATE TRIGGER refuse_sessions BEFORE INSERT ON anonymous_weather_sessions BEGIN SELECT RAISE(ABORT, 'refused'); END")
         let body: [String: Any] = ["platform": "ios", "installationId": UUID().uuidString]
         #expect(t.send("POST", "/v1/weather/session", body: body, ip: "192.0.2.1").status == 503)
-        #expect(t.gateway.limiter.leasedUnits("create_ip:192.0.2.1") == leased, "a leased unit spent on a creation that stored nothing")
+        #expect(
+            t.gateway.limiter.leasedUnits(t.gateway.limiter.sessionCreation(ip: "192.0.2.1").key) == leased,
+            "a leased unit spent on a creation that stored nothing")
         // An address this worker holds no lease of: its unit comes from the shared bucket.
-        let other = LimitBucket(key: "create_ip:192.0.2.2", quota: Quota(limit: 1000, window: 3600))
+        let other = LimitBucket(key: t.gateway.limiter.sessionCreation(ip: "192.0.2.2").key, quota: Quota(limit: 1000, window: 3600))
         #expect(try t.store.take([other], extra: [0], nowMs: t.clock.nowMs) == .granted([1]))
         #expect(t.send("POST", "/v1/weather/session", body: body, ip: "192.0.2.2").status == 503)
         #expect(try t.store.rateState(other.key, nowMs: t.clock.nowMs) == t.clock.nowMs + 3_600, "charged for a creation that stored nothing")
         try t.store.db.execute("DROP TRIGGER refuse_sessions")
-        #expect(try t.store.rateState("create_ip:192.0.2.1", nowMs: t.clock.nowMs) == tat)
+        #expect(try t.store.rateState(t.gateway.limiter.sessionCreation(ip: "192.0.2.1").key, nowMs: t.clock.nowMs) == tat)
 
         let small = try TestGateway { $0.limits.sessionCreatePerIPPerHour = 1 }
         _ = small.createSession(ip: "192.0.2.3")
@@ -280,10 +282,10 @@ import WeatherCore
         let u = try TestGateway { $0.limits.gridCellsPerSessionPerDay = 1 }
         let b = u.createSession()["weatherAccessToken"] as? String
         for _ in 0..<2 { #expect(u.weather(token: b, query: "lat=10&lon=10").status == 200) }
-        let leased = u.gateway.limiter.leasedUnits("weather_ip:198.51.100.7")
+        let leased = u.gateway.limiter.leasedUnits(u.gateway.limiter.weather(ip: "198.51.100.7").key)
         #expect(leased > 0, "the second request within a second leases the address's bucket")
         #expect(u.weather(token: b, query: "lat=20&lon=20").status == 429)
-        #expect(u.gateway.limiter.leasedUnits("weather_ip:198.51.100.7") == leased)
+        #expect(u.gateway.limiter.leasedUnits(u.gateway.limiter.weather(ip: "198.51.100.7").key) == leased)
     }
 
     /// Once a session's cells are full on a worker, a new cell is refused there with no write
@@ -347,8 +349,8 @@ import WeatherCore
         #expect(a.weather(token: nil, legacy: legacy).status == 200)
         // The second take within a second leases: an eighth of the 999 units left, 124, of which
         // this request uses one.
-        #expect(a.gateway.limiter.leasedUnits("legacy_ip:198.51.100.7") == 123, "the second take within a second leases")
-        let tat = try a.store.rateState("legacy_ip:198.51.100.7", nowMs: a.clock.nowMs)
+        #expect(a.gateway.limiter.leasedUnits(a.gateway.limiter.legacy(ip: "198.51.100.7").key) == 123, "the second take within a second leases")
+        let tat = try a.store.rateState(a.gateway.limiter.legacy(ip: "198.51.100.7").key, nowMs: a.clock.nowMs)
         #expect(tat == a.clock.now().seconds * 1000 + Int64(1 + 124) * 3600, "the lease is charged to the shared bucket up front")
 
         /// Serves until both workers refuse; a limiter that never refused would end the test
@@ -371,7 +373,7 @@ import WeatherCore
         a.clock.advance(1)  // the leases end; the next afterResponse gives their leftovers back
         a.gateway.afterResponse()
         b.gateway.afterResponse()
-        #expect(a.gateway.limiter.leasedUnits("legacy_ip:198.51.100.7") == 0)
+        #expect(a.gateway.limiter.leasedUnits(a.gateway.limiter.legacy(ip: "198.51.100.7").key) == 0)
         served += drain()
         #expect(served == 1000, "every unit of the hour is served exactly once")
     }
@@ -379,7 +381,57 @@ import WeatherCore
     @Test func aBucketWithLittleRoomIsNeverLeased() throws {
         let t = try TestGateway { $0.limits.legacyRequestsPerIPPerHour = 100 }
         for _ in 0..<5 { #expect(t.weather(token: nil, legacy: "legacy-token-0123456789").status == 200) }
-        #expect(t.gateway.limiter.leasedUnits("legacy_ip:198.51.100.7") == 0)
+        #expect(t.gateway.limiter.leasedUnits(t.gateway.limiter.legacy(ip: "198.51.100.7").key) == 0)
+    }
+
+    /// No client address is kept in a bucket key, so neither the table the workers share nor
+    /// `weather_rate_limits` holds one (the privacy notice): each is counted under 16 hex digits
+    /// of a SipHash keyed from the server key, alike in every worker and unlike under another
+    /// key. Before session 35 the database held `create_ip:198.51.100.7`.
+    @Test func addressesAreCountedUnderAKeyedHashOnly() throws {
+        let t = try TestGateway {
+            $0.limits.sessionCreatePerIPPerHour = 1000
+            $0.limits.requestsPerIPPerHour = 1000
+            $0.limits.legacyRequestsPerIPPerHour = 1000
+        }
+        // A second worker that counts in the database: the `-writer` file holds a table of
+        // another slot count (another release's), which it leaves alone.
+        let fd = open(t.config.databasePath + "-writer", O_RDWR)
+        #expect(fd >= 0)
+        var slots = UInt64(65_536)
+        #expect(pwrite(fd, &slots, 8, 4096 + 24) == 8)
+        close(fd)
+        let w = try TestGateway(workerBeside: t)
+        #expect(w.store.db.rateTable == nil)
+        let addresses = ["198.51.100.7", "2001:db8::7"]
+        for ip in addresses {
+            let token = w.createSession(ip: ip)["weatherAccessToken"] as? String
+            #expect(token != nil)
+            #expect(w.weather(token: token, ip: ip).status == 200)
+            #expect(w.weather(token: nil, legacy: "legacy-token-0123456789", ip: ip).status == 200)
+        }
+        let keys = try w.store.db.statement("SELECT bucket_key FROM weather_rate_limits").rows { $0.text(0) ?? "" }
+        let addressKeys = keys.filter { !$0.hasPrefix("weather_session:") }
+        #expect(keys.count == 8, "\(keys)")
+        // The keys of the addresses as quotas count them (an IPv6 client by its /64).
+        let expected = addresses.map { ClientAddress.quotaKey(remoteAddr: $0, forwardedFor: nil, trusted: []) }.flatMap { ip in
+            [w.gateway.limiter.sessionCreation(ip: ip), w.gateway.limiter.weather(ip: ip), w.gateway.limiter.legacy(ip: ip)].map(\.key)
+        }
+        #expect(Set(addressKeys) == Set(expected))
+        for key in addressKeys {
+            let digits = key.split(separator: ":", maxSplits: 1).last ?? ""
+            #expect(digits.count == 16 && digits.allSatisfy(\.isHexDigit) && digits == digits.lowercased(), "\(key)")
+            #expect(!key.contains("198.51") && !key.contains("2001:db8"))
+        }
+        // Every worker keys an address alike (the first one uses the shared table), and another
+        // server key keys it otherwise.
+        #expect(t.gateway.limiter.weather(ip: addresses[0]).key == w.gateway.limiter.weather(ip: addresses[0]).key)
+        let otherKey = Limiter(
+            store: w.store, limits: w.config.limits, metrics: Metrics(flushInterval: 0), hashKey: Array("another server key, 32 bytes ok".utf8))
+        #expect(otherKey.weather(ip: addresses[0]).key != w.gateway.limiter.weather(ip: addresses[0]).key)
+        // A quota that is off hashes nothing.
+        let off = try TestGateway { $0.limits.requestsPerIPPerHour = 0 }
+        #expect(off.gateway.limiter.weather(ip: addresses[0]).key == "weather_ip:")
     }
 
     @Test func zeroTurnsEveryLimitOff() throws {

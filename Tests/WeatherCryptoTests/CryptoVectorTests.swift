@@ -3,7 +3,8 @@ import Testing
 import WeatherCore
 import WeatherCrypto
 
-/// Published vectors: FIPS 180-2 appendix B (SHA-256) and RFC 4231 (HMAC-SHA256).
+/// Published vectors: FIPS 180-2 appendix B (SHA-256), RFC 4231 (HMAC-SHA256) and the SipHash
+/// reference implementation's (SipHash-2-4).
 @Suite struct CryptoVectorTests {
     @Test(arguments: [
         ("", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
@@ -69,5 +70,18 @@ import WeatherCrypto
         }
         #expect(Hex.decode("00ff10") == [0, 255, 16])
         #expect(Hex.decode("0g") == nil)
+    }
+
+    /// The reference's vectors: key 00 01 … 0f, message 00 01 … (n − 1) for each length n; these
+    /// lengths cover no whole word, one partial word, exact words and several words.
+    @Test(arguments: [
+        (0, 0x726f_db47_dd0e_0e31 as UInt64), (1, 0x74f8_39c5_93dc_67fd), (7, 0xab02_00f5_8b01_d137), (8, 0x93f5_f579_9a93_2462),
+        (15, 0xa129_ca61_49be_45e5), (16, 0x3f2a_cc7f_57c2_9bdb), (63, 0x958a_324c_eb06_4572),
+    ])
+    func sipHash24MatchesTheReference(length: Int, expected: UInt64) {
+        let hasher = SipHash24(key: Array(0..<16))
+        let message = [UInt8]((0..<length).map { UInt8($0) })
+        #expect(message.withUnsafeBytes { hasher.hash($0) } == expected)
+        if length == 15 { #expect(hasher.hex(String(decoding: message, as: UTF8.self)) == "a129ca6149be45e5") }
     }
 }

@@ -154,6 +154,25 @@ import WeatherCore
         #expect(try Migrator.apply(to: tempDB()) == embeddedMigrations.map(\.name), "an empty file")
     }
 
+    /// 0009 forgets the rate buckets keyed by a plain address (before session 35) and nothing else:
+    /// a session's buckets, and every session and token, stay.
+    @Test func theUpgradeForgetsBucketsKeyedByAPlainAddress() throws {
+        let db = try tempDB()
+        let before = embeddedMigrations.filter { $0.name < "0009" }
+        #expect(try Migrator.apply(before, to: db).count == 8)
+        try db.execute(
+            """
+            INSERT INTO weather_rate_limits(bucket_key, tat_ms) VALUES ('create_ip:198.51.100.7', 1), ('weather_ip:2001:db8::/64', 2),
+              ('legacy_ip:203.0.113.9', 3), ('weather_session:aws_1', 4), ('refresh_session:aws_1', 5);
+            INSERT INTO anonymous_weather_sessions(id, installation_id_hash, platform, status, created_at, last_seen_at)
+              VALUES ('aws_1', 'h', 'ios', 'active', '2026-12-04T00:00:00Z', '2026-12-04T00:00:00Z');
+            """)
+        #expect(try Migrator.apply(to: db) == ["0009_forget_address_keyed_rate_buckets.sql"])
+        let left = try db.statement("SELECT bucket_key FROM weather_rate_limits ORDER BY bucket_key").rows { $0.text(0) ?? "" }
+        #expect(left == ["refresh_session:aws_1", "weather_session:aws_1"])
+        #expect(try db.scalarInt("SELECT count(*) FROM anonymous_weather_sessions") == 1)
+    }
+
     @Test func applyingTwiceRecordsEachFileOnce() throws {
         let db = try tempDB()
         #expect(try Migrator.apply(to: db) == embeddedMigrations.map(\.name))

@@ -1,4 +1,5 @@
 import WeatherCore
+import WeatherCrypto
 
 /// The six quotas of API.md as named buckets, checked against state shared by every worker.
 ///
@@ -55,19 +56,39 @@ final class Limiter {
         let cell: String
     }
 
-    init(store: any GatewayStore, limits: LimitSettings, metrics: Metrics) {
+    /// Keys the client addresses in bucket keys (`addressKey`).
+    private let addressHasher: SipHash24
+
+    /// `hashKey` is the server key (`WEATHER_HASH_KEY`): the addresses' SipHash key is derived
+    /// from it, so every worker of the service keys an address alike, and only the server does.
+    init(store: any GatewayStore, limits: LimitSettings, metrics: Metrics, hashKey: [UInt8]) {
         self.store = store
         self.limits = limits
         self.metrics = metrics
+        addressHasher = SipHash24(key: Array(HMACSHA256.authenticationCode(for: Array("rate bucket addresses".utf8), key: hashKey).prefix(16)))
+    }
+
+    /// How a client address appears in a bucket key: 16 hex digits of its keyed hash, never the
+    /// address (the privacy notice's promise; since session 35). Its bucket lives in the table the
+    /// workers share or, without one, in `weather_rate_limits`, and `-writer` keeps the table's
+    /// seed beside its hashes: an address as it was could be found again there by trying all of
+    /// IPv4. Two addresses share a bucket only when 64 bits of keyed hash collide.
+    func addressKey(_ ip: String) -> String { addressHasher.hex(ip) }
+
+    /// An address's bucket of a quota of `limit` an hour; a quota that is off is never taken, so
+    /// its key is left at the prefix and the address not hashed.
+    private func addressBucket(_ prefix: String, _ ip: String, limit: Int) -> LimitBucket {
+        let quota = hourly(limit)
+        return LimitBucket(key: quota.isEnabled ? prefix + addressKey(ip) : prefix, quota: quota)
     }
 
     private func hourly(_ limit: Int) -> Quota { Quota(limit: limit, window: limits.hourWindow) }
 
-    func sessionCreation(ip: String) -> LimitBucket { LimitBucket(key: "create_ip:\(ip)", quota: hourly(limits.sessionCreatePerIPPerHour)) }
+    func sessionCreation(ip: String) -> LimitBucket { addressBucket("create_ip:", ip, limit: limits.sessionCreatePerIPPerHour) }
     func refresh(sessionId: String) -> LimitBucket { LimitBucket(key: "refresh_session:\(sessionId)", quota: hourly(limits.refreshPerSessionPerHour)) }
     func weather(sessionId: String) -> LimitBucket { LimitBucket(key: "weather_session:\(sessionId)", quota: hourly(limits.requestsPerSessionPerHour)) }
-    func weather(ip: String) -> LimitBucket { LimitBucket(key: "weather_ip:\(ip)", quota: hourly(limits.requestsPerIPPerHour)) }
-    func legacy(ip: String) -> LimitBucket { LimitBucket(key: "legacy_ip:\(ip)", quota: hourly(limits.legacyRequestsPerIPPerHour)) }
+    func weather(ip: String) -> LimitBucket { addressBucket("weather_ip:", ip, limit: limits.requestsPerIPPerHour) }
+    func legacy(ip: String) -> LimitBucket { addressBucket("legacy_ip:", ip, limit: limits.legacyRequestsPerIPPerHour) }
     var cellQuota: Quota { Quota(limit: limits.gridCellsPerSessionPerDay, window: limits.dayWindow) }
 
     /// Takes one request from each bucket or throws 429 with the wait of the bucket that refused.

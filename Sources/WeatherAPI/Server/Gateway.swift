@@ -36,7 +36,7 @@ public final class Gateway {
         let metrics = Metrics(flushInterval: config.flushInterval)
         self.metrics = metrics
         let minter = TokenMinter(hashKey: hashKey)
-        let limiter = Limiter(store: store, limits: config.limits, metrics: metrics)
+        let limiter = Limiter(store: store, limits: config.limits, metrics: metrics, hashKey: hashKey)
         self.limiter = limiter
         let sessions = SessionServices(store: store, minter: minter, config: config, limiter: limiter, metrics: metrics)
         let auth = Authenticator(store: store, minter: minter, legacyToken: config.legacyToken)
