@@ -91,6 +91,7 @@ func makeGateway(announce: Bool = true) throws -> Gateway {
     }
     if announce {
         for variable in config.providerKeysInClearText { StandardErrorLog().write("weather-fcgi: warning: \(Bootstrap.clearTextKeyNotice(variable))") }
+        if config.legacyTokenIsShort { StandardErrorLog().write("weather-fcgi: warning: \(Bootstrap.shortLegacyTokenNotice)") }
     }
     if announce, !store.appliedMigrations.isEmpty {
         StandardErrorLog().write(

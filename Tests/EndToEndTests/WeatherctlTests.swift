@@ -224,6 +224,24 @@ import Glibc
             legacy.status == 0 && legacy.stdout.contains("on: X-Weather-Token accepted on the weather routes, 50 requests per client address per hour"),
             "\(legacy.stdout)")
         #expect(!legacy.stdout.contains("legacy-secret"))
+        // A short one (shipped builds fix it): accepted with a warning, still never shown.
+        let short = try ctl(["check"], env.merging(["CLOSET_WEATHER_PROXY_TOKEN": "app1xkey"]) { $1 })
+        #expect(
+            short.status == 0 && short.stdout.contains("on: X-Weather-Token accepted")
+                && short.stdout.contains("warning: CLOSET_WEATHER_PROXY_TOKEN is shorter than 16 characters"), "\(short.stdout)")
+        #expect(!short.stdout.contains("app1xkey"))
+        // ... and by a worker at its start, which accepts it (past the token: no provider here).
+        let shortServed = ChildProcessOutput.runData(
+            "/bin/bash", ["-c", "\(binDirectory)/weather-fcgi 2>&1"],
+            environment: env.merging(
+                [
+                    "CLOSET_WEATHER_PROXY_TOKEN": "app1xkey", "GATEWAY_INTERFACE": "CGI/1.1", "REQUEST_METHOD": "GET",
+                    "REQUEST_URI": "/v1/weather?lat=1&lon=1", "QUERY_STRING": "lat=1&lon=1", "HTTP_X_WEATHER_TOKEN": "app1xkey",
+                    "WEATHER_HASH_KEY": String(repeating: "k", count: 32),
+                ]) { $1 })
+        let shortLog = String(decoding: shortServed.stdout, as: UTF8.self)
+        #expect(shortLog.contains("warning: CLOSET_WEATHER_PROXY_TOKEN is shorter than 16 characters"), "\(shortLog)")
+        #expect(shortLog.contains("Status: 503") && shortLog.contains("provider_not_configured") && !shortLog.contains("app1xkey"), "\(shortLog)")
         #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent("hash.key").path))  // check creates nothing
 
         // A folder the service user cannot write: the worker could not create the key either.

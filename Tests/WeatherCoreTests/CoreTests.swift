@@ -58,6 +58,16 @@ import Testing
         }
     }
 
+    /// The legacy token is whatever app builds already shipped send, so any length is taken (one
+    /// under 16 characters stopped every worker from starting until session 35), and a short one
+    /// is flagged for the warnings.
+    @Test func aShortLegacyTokenIsTakenAndFlagged() throws {
+        let short = try ConfigLoader.load(environment: ["CLOSET_WEATHER_PROXY_TOKEN": "app1x"])
+        #expect(short.legacyToken == "app1x" && short.legacyTokenIsShort)
+        #expect(try !ConfigLoader.load(environment: ["CLOSET_WEATHER_PROXY_TOKEN": "0123456789abcdef"]).legacyTokenIsShort)
+        #expect(try !ConfigLoader.load(environment: [:]).legacyTokenIsShort, "no token, nothing to guess")
+    }
+
     /// A file saved with CRLF line ends (Windows, then uploaded to a shared host) reads as the
     /// same settings: it was one line to Swift, whose first value took in all the others, so
     /// the legacy token became "token\r\nWEATHER_CACHE_TTL=120\r\n" and every legacy call was 401.

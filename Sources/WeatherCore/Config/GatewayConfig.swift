@@ -41,6 +41,11 @@ public struct GatewayConfig: Sendable, Equatable {
         }
     }
 
+    /// A legacy token shorter than 16 characters: accepted, since app builds already shipped carry
+    /// it, but guessable by trying (a wrong token is refused before any quota is taken), so the
+    /// workers say so at start and `weatherctl check` warns.
+    public var legacyTokenIsShort: Bool { (legacyToken?.utf8.count ?? 16) < 16 }
+
     /// `localhost`, 127.0.0.0/8 or `::1`: a host whose traffic never leaves this machine.
     static func isLoopback(_ host: String) -> Bool {
         let h = host.lowercased()

@@ -247,11 +247,12 @@ enum CheckCommand {
     /// the 401s it causes as `legacy_off`).
     static func legacyPath(_ config: GatewayConfig) -> Result {
         let quota = config.limits.legacyRequestsPerIPPerHour
-        let detail =
+        var detail =
             config.legacyToken == nil
             ? "off (CLOSET_WEATHER_PROXY_TOKEN unset): old app builds' X-Weather-Token gets 401, counted as unauthorized legacy_off in weatherctl stats"
             : "on: X-Weather-Token accepted on the weather routes, "
                 + (quota == 0 ? "without a quota (WEATHER_LEGACY_REQUESTS_PER_IP_PER_HOUR=0)" : "\(quota) requests per client address per hour")
+        if config.legacyTokenIsShort { detail += "; warning: " + Bootstrap.shortLegacyTokenNotice }
         return Result(name: "legacy token", ok: true, detail: detail)
     }
 
