@@ -17,7 +17,9 @@ public struct WeatherSessionResponse: Sendable, Equatable, Codable {
     public var expiresAt: Date
     /// When the server suggests refreshing, on the server's clock.
     public var refreshAfter: Date
-    /// Seconds from issue until the access token expires; the clock-independent lifetime.
+    /// Seconds from the server's answer until the access token expires: the clock-independent
+    /// lifetime left (a refresh repeated within the retry window answers with the same pair and
+    /// its lifetime left, not the whole).
     public var expiresIn: Int
     /// When the refresh token expires, on the server's clock.
     public var refreshTokenExpiresAt: Date
