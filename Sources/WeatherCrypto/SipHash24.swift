@@ -40,9 +40,9 @@ public struct SipHash24: Sendable {
         return text.withUTF8 { hash(UnsafeRawBufferPointer($0)) }
     }
 
-    /// The hash of a string's UTF-8 bytes as 16 lowercase hex digits.
-    public func hex(_ text: String) -> String {
-        withUnsafeBytes(of: hash(text).bigEndian) { Hex.encode($0) }
+    /// `prefix`, then the hash of a string's UTF-8 bytes as 16 lowercase hex digits.
+    public func hex(_ text: String, after prefix: String = "") -> String {
+        withUnsafeBytes(of: hash(text).bigEndian) { Hex.encode($0, after: prefix) }
     }
 
     private static func absorb(_ m: UInt64, into v: inout (UInt64, UInt64, UInt64, UInt64)) {

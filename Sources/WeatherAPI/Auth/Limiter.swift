@@ -73,13 +73,13 @@ final class Limiter {
     /// workers share or, without one, in `weather_rate_limits`, and `-writer` keeps the table's
     /// seed beside its hashes: an address as it was could be found again there by trying all of
     /// IPv4. Two addresses share a bucket only when 64 bits of keyed hash collide.
-    func addressKey(_ ip: String) -> String { addressHasher.hex(ip) }
+    func addressKey(_ ip: String, after prefix: String = "") -> String { addressHasher.hex(ip, after: prefix) }
 
     /// An address's bucket of a quota of `limit` an hour; a quota that is off is never taken, so
     /// its key is left at the prefix and the address not hashed.
     private func addressBucket(_ prefix: String, _ ip: String, limit: Int) -> LimitBucket {
         let quota = hourly(limit)
-        return LimitBucket(key: quota.isEnabled ? prefix + addressKey(ip) : prefix, quota: quota)
+        return LimitBucket(key: quota.isEnabled ? addressKey(ip, after: prefix) : prefix, quota: quota)
     }
 
     private func hourly(_ limit: Int) -> Quota { Quota(limit: limit, window: limits.hourWindow) }

@@ -11,15 +11,26 @@ public enum Hex {
     }
 
     /// Two lowercase hex digits per byte of `bytes`.
-    public static func encode(_ bytes: UnsafeRawBufferPointer) -> String {
-        String(unsafeUninitializedCapacity: bytes.count * 2) { out in
-            var i = 0
-            for b in bytes {
-                out[i] = nibble(b >> 4)
-                out[i + 1] = nibble(b & 0x0f)
-                i += 2
+    public static func encode(_ bytes: UnsafeRawBufferPointer) -> String { encode(bytes, after: "") }
+
+    /// `prefix`, then two lowercase hex digits per byte of `bytes`: one string made, where
+    /// `prefix + encode(bytes)` makes two (a rate bucket's key, on every weather request).
+    public static func encode(_ bytes: UnsafeRawBufferPointer, after prefix: String) -> String {
+        var prefix = prefix
+        return prefix.withUTF8 { head in
+            String(unsafeUninitializedCapacity: head.count + bytes.count * 2) { out in
+                var i = 0
+                for c in head {
+                    out[i] = c
+                    i += 1
+                }
+                for b in bytes {
+                    out[i] = nibble(b >> 4)
+                    out[i + 1] = nibble(b & 0x0f)
+                    i += 2
+                }
+                return i
             }
-            return i
         }
     }
 
