@@ -637,7 +637,7 @@ let openAPIDocument = ##"""
     },
     "headers": {
       "X-Request-Id": {
-        "description": "The id of this request, also written in its log line. The web server's id (FastCGI parameter HTTP_X_REQUEST_ID) is echoed when it is 1 to 128 characters of `A-Z a-z 0-9 - _ . @` (older Apache 2.4 releases write `@` in `UNIQUE_ID`) and contains no token (`wta_…`, `wtr_…`, the legacy token, or 43 base64url characters in a row that are not all hex digits and dashes), nothing shaped like an installation id (a UUID) and no decimal number (a digit, a dot, a digit: a coordinate); otherwise (and always when the process could not start) the worker makes one up (`w<pid>-<n>`). Behind the shared-hosting `.htaccess` on a host without mod_unique_id, answers Apache makes itself (not the program's) carry `apache-t=<microseconds>`.",
+        "description": "The id of this request, also written in its log line. The web server's id (FastCGI parameter HTTP_X_REQUEST_ID) is echoed when it is 1 to 128 characters of `A-Z a-z 0-9 - _ . @` (older Apache 2.4 releases write `@` in `UNIQUE_ID`) and contains no session token (`wta_…`, `wtr_…`, or 43 base64url characters in a row that are not all hex digits and dashes), nothing shaped like an installation id (a UUID) and no decimal number (a digit, a dot, a digit: a coordinate); otherwise (and always when the process could not start) the worker makes one up (`w<pid>-<n>`). An echoed id that holds the legacy token is logged under the worker's own id instead (the answer does not depend on the token). Behind the shared-hosting `.htaccess` on a host without mod_unique_id, answers Apache makes itself (not the program's) carry `apache-t=<microseconds>`.",
         "required": true,
         "schema": {
           "type": "string",

@@ -64,7 +64,14 @@ public final class Gateway {
         // `Request.parse`: a request it refuses (400, 413) still gets its id echoed and its
         // line in the log. The client's address, which only the handlers use, is worked out
         // here with them, from the parameters alone.
-        let requestId = Self.acceptableRequestId(params["HTTP_X_REQUEST_ID"], legacyToken: config.legacyToken) ?? "\(requestIdPrefix)-\(requestCounter)"
+        let clientId = Self.acceptableRequestId(params["HTTP_X_REQUEST_ID"])
+        let requestId = clientId ?? "\(requestIdPrefix)-\(requestCounter)"
+        // Only the log line depends on the legacy token: a client's id holding it is logged as
+        // ours, and answered as sent (its own words), so the answer says nothing of the token.
+        // Until session 35 such an id was answered with ours: a health request with a 128-byte id
+        // tested a hundred guesses of the token, with no 401 and no counter (a privacy audit).
+        let loggedRequestId =
+            if let clientId, Self.holdsLegacyToken(clientId, config.legacyToken) { "\(requestIdPrefix)-\(requestCounter)" } else { requestId }
         let clientIP = ClientAddress.quotaKey(
             remoteAddr: params["REMOTE_ADDR"] ?? "", forwardedFor: params["HTTP_X_FORWARDED_FOR"], trusted: config.trustedProxies)
         var context = Context(requestId: requestId, clientIP: clientIP, now: now)
@@ -101,7 +108,7 @@ public final class Gateway {
         }
         var line = LogLine()
         line.addPlain("ts", ts)
-        line.addPlain("request_id", requestId)  // checked by acceptableRequestId, or ours
+        line.addPlain("request_id", loggedRequestId)  // checked by acceptableRequestId and for the legacy token, or ours
         line.addPlain("worker", requestIdPrefix)
         line.addPlain("method", method)  // `loggedMethod`: a name of HTTP's or `other`
         line.addPlain("route", route)  // a route of the router, or "-"
@@ -268,25 +275,30 @@ public final class Gateway {
     }
 
     /// A request id from the web server is echoed only when it is short and plain, so it cannot
-    /// inject anything into headers or logs, and when it holds no token: the shipped nginx and
-    /// Apache hosts replace the client's header, but behind an `.htaccess` it arrives as sent, and
-    /// a client that put its session token or the legacy token in it would have it logged.
+    /// inject anything into headers or logs, and when it holds nothing shaped like a token, an
+    /// installation id or a coordinate: the shipped nginx and Apache hosts replace the client's
+    /// header, but behind an `.htaccess` it arrives as sent, and a client that put its session
+    /// token in it would have it logged. Rules on the id's shape alone, no secret: the legacy
+    /// token is looked for by `holdsLegacyToken`, for the log line only.
     ///
     /// This runs for every request nginx sends an id with (all of them): the search is on bytes.
     /// (`String.contains` builds a substring searcher per call: 105,000 instructions a request,
     /// more than twice what the rest of a cached weather request costs; bench/RESULTS.md, session 12.)
-    static func acceptableRequestId(_ id: String?, legacyToken: String?) -> String? {
+    static func acceptableRequestId(_ id: String?) -> String? {
         guard var id, (1...128).contains(id.utf8.count), TokenSyntax.isRequestIdText(id) else { return nil }
-        var legacy = legacyToken ?? ""
         let holdsSecret = id.withUTF8 { text in
-            legacy.withUTF8 { legacy in
-                Self.accessPrefix.withUnsafeBufferPointer { Self.occurs($0, in: text) }
-                    || Self.refreshPrefix.withUnsafeBufferPointer { Self.occurs($0, in: text) }
-                    || (!legacy.isEmpty && Self.occursInConstantTime(legacy, in: text))
-                    || Self.holdsUUIDOrDecimal(text) || Self.holdsTokenBody(text)
-            }
+            Self.accessPrefix.withUnsafeBufferPointer { Self.occurs($0, in: text) }
+                || Self.refreshPrefix.withUnsafeBufferPointer { Self.occurs($0, in: text) }
+                || Self.holdsUUIDOrDecimal(text) || Self.holdsTokenBody(text)
         }
         return holdsSecret ? nil : id
+    }
+
+    /// Whether `id` holds the legacy token, compared in constant time.
+    static func holdsLegacyToken(_ id: String, _ legacyToken: String?) -> Bool {
+        guard var legacy = legacyToken, !legacy.isEmpty else { return false }
+        var id = id
+        return id.withUTF8 { text in legacy.withUTF8 { Self.occursInConstantTime($0, in: text) } }
     }
 
     /// Whether `text` holds 43 base64url characters in a row, not all hex digits and dashes: a
