@@ -155,9 +155,14 @@ import WeatherCore
     }
 
     /// 0009 forgets the rate buckets keyed by a plain address (before session 35) and nothing else:
-    /// a session's buckets, and every session and token, stay.
+    /// a session's buckets, and every session and token, stay. The addresses are gone from the
+    /// files too, on a build that does not overwrite what it deletes (here: the connection's
+    /// `secure_delete` off; Debian's library has it on): the migrations turn it on and empty the
+    /// WAL after (without either, the bytes were in the file or the WAL).
     @Test func theUpgradeForgetsBucketsKeyedByAPlainAddress() throws {
-        let db = try tempDB()
+        let path = try scratchDirectory("cw-store").appendingPathComponent("w.sqlite3").path
+        let db = try Database(path: path)
+        try db.execute("PRAGMA secure_delete = OFF")
         let before = embeddedMigrations.filter { $0.name < "0009" }
         #expect(try Migrator.apply(before, to: db).count == 8)
         try db.execute(
@@ -171,6 +176,13 @@ import WeatherCore
         let left = try db.statement("SELECT bucket_key FROM weather_rate_limits ORDER BY bucket_key").rows { $0.text(0) ?? "" }
         #expect(left == ["refresh_session:aws_1", "weather_session:aws_1"])
         #expect(try db.scalarInt("SELECT count(*) FROM anonymous_weather_sessions") == 1)
+        #expect(try db.scalarInt("PRAGMA secure_delete") == 0, "the connection's own setting again")
+        for file in [path, path + "-wal"] {
+            let bytes = (try? Data(contentsOf: URL(fileURLWithPath: file))) ?? Data()
+            for address in ["198.51.100.7", "2001:db8::/64", "203.0.113.9"] {
+                #expect(bytes.range(of: Data(address.utf8)) == nil, "\(address) in \(file)")
+            }
+        }
     }
 
     @Test func applyingTwiceRecordsEachFileOnce() throws {

@@ -23,12 +23,23 @@ public enum Migrator {
     /// The names already recorded are read first, and only the others take the write lock: an
     /// up-to-date database costs one read, where it cost a write transaction a file, at every
     /// worker's start and on every request under plain CGI (a hot-path audit, session 32).
+    ///
+    /// What a migration deletes is overwritten in the file (`secure_delete`, whatever the build's
+    /// default) and, once any was applied, the WAL is emptied of the pages' earlier images, as
+    /// the clean-up does: 0009 deletes rate buckets keyed by client addresses (a privacy audit,
+    /// session 35, found them left in free space and in the WAL otherwise).
     @discardableResult
     public static func apply(_ migrations: [Migration] = embeddedMigrations, to db: Database) throws -> [String] {
         try refuseAnotherProgramsFile(db)
         let recorded = Set(try recordedNames(in: db))
+        let pending = migrations.sorted(by: { $0.name < $1.name }).filter { !recorded.contains($0.name) }
+        guard !pending.isEmpty else { return [] }
+        let secureDelete = try db.scalarInt("PRAGMA secure_delete") ?? 0
+        try db.execute("PRAGMA secure_delete = ON")
+        defer { try? db.execute("PRAGMA secure_delete = \(secureDelete)") }
         var applied: [String] = []
-        for m in migrations.sorted(by: { $0.name < $1.name }) where !recorded.contains(m.name) {
+        defer { if !applied.isEmpty { db.truncateWAL() } }
+        for m in pending {
             let done: Bool = try db.transaction {
                 if try db.scalarInt("SELECT 1 FROM d1_migrations WHERE name = ?1", [.text(m.name)]) != nil { return false }
                 try db.execute(m.sql)
