@@ -1123,7 +1123,12 @@ import Glibc
         // Nor is a token or a key pasted in the wrong place: messages reach the journal.
         let token = "wtr_" + String(repeating: "Q", count: 20) + "tokenTAIL0123456789abc"
         let key = "caiyunKEYtail0123456789"
-        for args in [["revoke", "aws_x", token], ["sessions", "show", "wta_" + token.dropFirst(4)], ["revoke", key], ["check", key], [key]] {
+        // A short legacy token (any length since session 35) as well.
+        let short = "KEYtail1"
+        for args in [
+            ["revoke", "aws_x", token], ["sessions", "show", "wta_" + token.dropFirst(4)], ["revoke", key], ["check", key], [key], ["sessions", "show", short],
+            ["check", short],
+        ] {
             let run = try ctl(args, nowhere)
             #expect(run.status == 64, "\(args.count) arguments: \(run.status)")
             #expect(

@@ -8,16 +8,18 @@ enum Terminal {
     /// A word from the command line, quoted for a message (at most `limit` characters), unless
     /// it may be a secret, since messages reach logs, the journal and scrollback: something
     /// shaped like an installation id (a UUID; the tool takes one only on standard input), a
-    /// session token (`wta_`, `wtr_`), or any other word of 16 characters or more that is
-    /// neither an option nor a session id (a provider key or the legacy token pasted in the
-    /// wrong place). Those are described, not repeated.
+    /// session token (`wta_`, `wtr_`), or any other word that is neither an option nor a session
+    /// id and is 16 characters or more, or 8 or more mixing letters and digits (a provider key or
+    /// the legacy token pasted in the wrong place: the legacy token may be short since session
+    /// 35). Those are described, not repeated; a mistyped command or option still shows.
     static func quoted(_ text: some StringProtocol, limit: Int = 40) -> String {
         var word = String(text)
         if word.withUTF8(TokenSyntax.containsUUID) {
             return "(an installation id; give it with --installation-id - on standard input)"
         }
         if text.contains("wta_") || text.contains("wtr_") { return "(a token, not shown)" }
-        if text.count >= 16 && !text.hasPrefix("-") && !text.hasPrefix("aws_") { return "(\(text.count) characters, not shown)" }
+        let keyLike = text.count >= 16 || (text.count >= 8 && text.contains(where: \.isLetter) && text.contains(where: \.isNumber))
+        if keyLike && !text.hasPrefix("-") && !text.hasPrefix("aws_") { return "(\(text.count) characters, not shown)" }
         return "\"\(text.prefix(limit))\""
     }
 
