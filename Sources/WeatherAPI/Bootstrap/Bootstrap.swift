@@ -143,12 +143,12 @@ public enum Bootstrap {
         umask(current | 0o027)
     }
 
-    /// What the workers say at start, and `weatherctl check` warns, for a provider whose key
-    /// would travel in clear text (`GatewayConfig.providerKeysInClearText`).
     /// What the workers and `weatherctl check` say of a legacy token under 16 characters.
     public static let shortLegacyTokenNotice =
         "CLOSET_WEATHER_PROXY_TOKEN is shorter than 16 characters, so it can be guessed by trying (wrong tokens are answered 401 without a quota); accepted because app builds already shipped send it: retire the legacy path (unset the token) once those builds are gone"
 
+    /// What the workers say at start, and `weatherctl check` warns, for a provider whose key
+    /// would travel in clear text (`GatewayConfig.providerKeysInClearText`).
     public static func clearTextKeyNotice(_ variable: String) -> String {
         "\(variable) is plain http:// to a host other than this machine, so the provider's key travels unencrypted; use https:// (or a proxy on this machine)"
     }
