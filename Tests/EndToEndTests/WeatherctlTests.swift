@@ -230,6 +230,14 @@ import Glibc
             short.status == 0 && short.stdout.contains("on: X-Weather-Token accepted")
                 && short.stdout.contains("warning: CLOSET_WEATHER_PROXY_TOKEN is shorter than 16 characters"), "\(short.stdout)")
         #expect(!short.stdout.contains("app1xkey"))
+        // Settings the shipped privacy notice states as facts: changed, the notice is untrue until
+        // edited, which the configuration row says (never a failure); unchanged, nothing.
+        let finer = try ctl(["check"], env.merging(["WEATHER_GRID_DEGREES": "0.01", "WEATHER_CACHE_TTL": "300"]) { $1 })
+        #expect(
+            finer.status == 0
+                && finer.stdout.contains("warning: WEATHER_GRID_DEGREES, WEATHER_CACHE_TTL differ from what the shipped privacy notice states"),
+            "\(finer.stdout)")
+        #expect(!fresh.stdout.contains("privacy notice"))
         // ... and by a worker at its start, which accepts it (past the token: no provider here).
         let shortServed = ChildProcessOutput.runData(
             "/bin/bash", ["-c", "\(binDirectory)/weather-fcgi 2>&1"],

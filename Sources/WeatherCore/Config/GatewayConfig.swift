@@ -46,6 +46,23 @@ public struct GatewayConfig: Sendable, Equatable {
     /// workers say so at start and `weatherctl check` warns.
     public var legacyTokenIsShort: Bool { (legacyToken?.utf8.count ?? 16) < 16 }
 
+    /// The settings this configuration changes from the defaults that the shipped privacy notice
+    /// (`htdocs/privacy.html`) states as facts: the grid, the tokens' lifetimes, how long weather
+    /// is cached and how often the workers' clean-up runs. The notice is untrue until the
+    /// operator edits it, which `weatherctl check` says (a privacy audit, session 35).
+    public var settingsThePrivacyNoticeStates: [String] {
+        let shipped = GatewayConfig(databasePath: databasePath)
+        let compared: [(String, Bool)] = [
+            ("WEATHER_GRID_DEGREES", gridDegrees != shipped.gridDegrees),
+            ("WEATHER_ACCESS_TOKEN_TTL", tokenPolicy.accessTTL != shipped.tokenPolicy.accessTTL),
+            ("WEATHER_REFRESH_TOKEN_TTL", tokenPolicy.refreshTTL != shipped.tokenPolicy.refreshTTL),
+            ("WEATHER_CACHE_TTL", cacheTTL != shipped.cacheTTL),
+            ("WEATHER_CACHE_STALE_TTL", cacheStaleTTL != shipped.cacheStaleTTL),
+            ("WEATHER_PRUNE_INTERVAL", pruneInterval != shipped.pruneInterval),
+        ]
+        return compared.filter(\.1).map(\.0)
+    }
+
     /// `localhost`, 127.0.0.0/8 or `::1`: a host whose traffic never leaves this machine.
     static func isLoopback(_ host: String) -> Bool {
         let h = host.lowercased()

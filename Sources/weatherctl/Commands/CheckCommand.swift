@@ -90,7 +90,13 @@ enum CheckCommand {
                 (file.map { "from \($0) and the environment" }
                     ?? "from the environment alone (no file: WEATHER_CONFIG is unset and none of \(Bootstrap.defaultConfigPaths().joined(separator: ", ")) exists)")
                 + passedOver
-            results.append(Result(name: "configuration", ok: true, detail: "loaded \(source); database \(config.databasePath)"))
+            var loaded = "loaded \(source); database \(config.databasePath)"
+            let noticeSettings = config.settingsThePrivacyNoticeStates
+            if !noticeSettings.isEmpty {
+                loaded +=
+                    "; warning: \(noticeSettings.joined(separator: ", ")) differ from what the shipped privacy notice states (htdocs/privacy.html: a 0.05° grid, 12-hour access and 30-day refresh tokens, weather cached 10 minutes and kept 6 hours for failures, a clean-up about daily): edit the notice to match (INSTALL.md, \"The privacy notice\")"
+            }
+            results.append(Result(name: "configuration", ok: true, detail: loaded))
             // Here it names a file of this shell's folder; the workers refuse it
             // (`Bootstrap.openStore`). A backup copy is only read from here: a relative path is fine.
             if !copy, !config.databasePath.hasPrefix("/") {
